@@ -1,0 +1,48 @@
+# oml — run `make help` for the targets.
+SHELL := /usr/bin/env bash
+GO    ?= go
+BIN   := bin/oml
+PKGS  := ./...
+# Tests that need PostgreSQL start their own throwaway cluster; S3 tests start
+# a real S3-compatible server (versitygw) built once into ~/.cache/oml.
+TEST_TIMEOUT ?= 30m
+
+.PHONY: help
+help: ## list targets
+	@grep -hE '^[a-zA-Z_/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
+
+.PHONY: deps
+deps: ## install what the build and tests need (Go modules, PostgreSQL, versitygw)
+	$(GO) mod download
+	scripts/ensure-postgres.sh
+	scripts/ensure-versitygw.sh >/dev/null
+
+.PHONY: build
+build: ## build bin/oml
+	$(GO) build -o $(BIN) ./cmd/oml
+
+.PHONY: lint
+lint: ## gofmt, go vet, go mod tidy must leave no diff
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+.PHONY: test
+test: deps lint ## run the whole test suite with the race detector (starts its own servers)
+	OML_VERSITYGW="$$(scripts/ensure-versitygw.sh)" $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(PKGS)
+
+.PHONY: test/short
+test/short: ## quick unit tests only (no race detector)
+	$(GO) test -short -count=1 $(PKGS)
+
+.PHONY: bench
+bench: deps ## run benchmarks (BENCHTIME=1x for a smoke run)
+	OML_VERSITYGW="$$(scripts/ensure-versitygw.sh)" $(GO) test -run '^$$' -bench . -benchmem -benchtime $${BENCHTIME:-1s} $(PKGS)
+
+.PHONY: demo
+demo: deps build ## run the main job end to end on local defaults, then clean up
+	scripts/demo.sh
+
+.PHONY: clean
+clean: ## remove build output and the local dev cluster
+	-$(BIN) dev down --purge 2>/dev/null
+	rm -rf bin .oml

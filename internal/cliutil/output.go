@@ -1,0 +1,126 @@
+package cliutil
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/omlhq/oml/internal/iostreams"
+)
+
+// Format is the output format selected by -o/--output.
+type Format string
+
+const (
+	// FormatTable is human output (the default on a terminal).
+	FormatTable Format = "table"
+	// FormatJSON is one JSON document on stdout with stable snake_case fields.
+	FormatJSON Format = "json"
+)
+
+// ParseFormat validates the -o flag value. An empty value means "table".
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "", "table":
+		return FormatTable, nil
+	case "json":
+		return FormatJSON, nil
+	default:
+		return "", FlagErrorf("unknown output format %q: use --output table or --output json", s)
+	}
+}
+
+// WriteJSON writes v as one indented JSON document followed by a newline.
+func WriteJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// Table renders rows under a header. On a terminal it draws a padded table;
+// otherwise it prints tab-separated lines (header first) that scripts can cut.
+func Table(io *iostreams.IOStreams, header []string, rows [][]string) error {
+	if !io.IsStdoutTTY() {
+		return tsv(io.Out, header, rows)
+	}
+	t := tablewriter.NewTable(io.Out,
+		tablewriter.WithRendition(tw.Rendition{
+			Borders: tw.BorderNone,
+			Settings: tw.Settings{
+				Separators: tw.Separators{BetweenColumns: tw.Off, BetweenRows: tw.Off},
+				Lines:      tw.Lines{ShowHeaderLine: tw.Off},
+			},
+		}),
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRowAlignment(tw.AlignLeft),
+	)
+	t.Header(toAny(header)...)
+	for _, r := range rows {
+		if err := t.Append(toAny(r)...); err != nil {
+			return err
+		}
+	}
+	return t.Render()
+}
+
+func toAny(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
+
+func tsv(w io.Writer, header []string, rows [][]string) error {
+	line := func(cells []string) error {
+		for i, c := range cells {
+			sep := "\t"
+			if i == len(cells)-1 {
+				sep = "\n"
+			}
+			if _, err := fmt.Fprint(w, c, sep); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if err := line(header); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		if err := line(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// KeyValues prints "key: value" lines aligned on the colon, for one-object views.
+func KeyValues(w io.Writer, pairs [][2]string) error {
+	width := 0
+	for _, p := range pairs {
+		if len(p[0]) > width {
+			width = len(p[0])
+		}
+	}
+	for _, p := range pairs {
+		if _, err := fmt.Fprintf(w, "%-*s  %s\n", width+1, p[0]+":", p[1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Time formats a timestamp for human output: RFC3339 in UTC, "-" when zero.
+func Time(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}

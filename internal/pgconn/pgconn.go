@@ -1,0 +1,137 @@
+// Package pgconn opens oml's PostgreSQL connection pools with the settings
+// every oml process wants (application name, timeouts) and turns connection
+// failures into one-sentence errors that never echo a password.
+package pgconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Options tune a pool. Zero values take the defaults.
+type Options struct {
+	// ApplicationName is shown in pg_stat_activity; default "oml".
+	ApplicationName string
+	// MaxConns caps the pool; default pgxpool's (max(4, NumCPU)).
+	MaxConns int32
+	// ConnectTimeout bounds each dial; default 10s.
+	ConnectTimeout time.Duration
+}
+
+// ParseConfig parses a connection string and applies oml's defaults for
+// anything the URL does not set itself.
+func ParseConfig(dsn string, opts Options) (*pgxpool.Config, error) {
+	if strings.TrimSpace(dsn) == "" {
+		return nil, errors.New("no database URL given: pass --database-url or set OML_DATABASE_URL (for a local one, run `oml dev up` and `eval \"$(oml dev env)\"`)")
+	}
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("the database URL %s is malformed: %s", Redact(dsn), redactErr(err, dsn))
+	}
+	name := opts.ApplicationName
+	if name == "" {
+		name = "oml"
+	}
+	rp := cfg.ConnConfig.RuntimeParams
+	if _, ok := rp["application_name"]; !ok {
+		rp["application_name"] = name
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = opts.ConnectTimeout
+		if cfg.ConnConfig.ConnectTimeout == 0 {
+			cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+		}
+	}
+	if opts.MaxConns > 0 {
+		cfg.MaxConns = opts.MaxConns
+	}
+	return cfg, nil
+}
+
+// Open parses dsn, opens a pool and proves it can reach the server.
+func Open(ctx context.Context, dsn string, opts Options) (*pgxpool.Pool, error) {
+	cfg, err := ParseConfig(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open a connection pool to %s: %s", Redact(dsn), redactErr(err, dsn))
+	}
+	pctx, cancel := context.WithTimeout(ctx, cfg.ConnConfig.ConnectTimeout+time.Second)
+	defer cancel()
+	if err := pool.Ping(pctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach the database at %s: %s; check that PostgreSQL is running and the URL is right", Redact(dsn), describe(err, dsn))
+	}
+	return pool, nil
+}
+
+// Connect opens a single connection (for migrations and tools that want one).
+func Connect(ctx context.Context, dsn string, opts Options) (*pgx.Conn, error) {
+	cfg, err := ParseConfig(dsn, opts)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach the database at %s: %s; check that PostgreSQL is running and the URL is right", Redact(dsn), describe(err, dsn))
+	}
+	return conn, nil
+}
+
+func describe(err error, dsn string) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return fmt.Sprintf("%s (SQLSTATE %s)", pgErr.Message, pgErr.Code)
+	}
+	return redactErr(err, dsn)
+}
+
+// redactErr renders err with any password in dsn masked.
+func redactErr(err error, dsn string) string {
+	msg := err.Error()
+	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
+		if pw, ok := u.User.Password(); ok && pw != "" {
+			msg = strings.ReplaceAll(msg, pw, "xxxxx")
+		}
+	}
+	for _, kv := range strings.Fields(dsn) {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == "password" && v != "" {
+			msg = strings.ReplaceAll(msg, v, "xxxxx")
+		}
+	}
+	return msg
+}
+
+// Redact returns dsn with its password masked, safe to print.
+func Redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		if u.User != nil {
+			if _, ok := u.User.Password(); ok {
+				u.User = url.UserPassword(u.User.Username(), "xxxxx")
+			}
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	fields := strings.Fields(dsn)
+	for i, kv := range fields {
+		if k, _, ok := strings.Cut(kv, "="); ok && k == "password" {
+			fields[i] = "password=xxxxx"
+		}
+	}
+	return strings.Join(fields, " ")
+}

@@ -1,0 +1,69 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Errors every backend returns (wrapped, test with errors.Is).
+var (
+	// ErrNotFound: the key does not exist.
+	ErrNotFound = errors.New("object not found")
+	// ErrExists: PutIfAbsent lost — the key already exists (someone else won).
+	ErrExists = errors.New("object already exists")
+	// ErrAmbiguous: a write may or may not have happened (a timeout or a lost
+	// connection after the request was sent). The caller must read back to
+	// learn the outcome; it must never blindly retry into a different key.
+	ErrAmbiguous = errors.New("write outcome unknown")
+	// ErrUnsupported: the store cannot do what was asked (e.g. it does not
+	// honor put-if-absent); never silently degraded.
+	ErrUnsupported = errors.New("operation not supported by this store")
+)
+
+// ObjectInfo describes one stored object.
+type ObjectInfo struct {
+	Key     string // relative to the store root, '/'-separated
+	Size    int64
+	ModTime time.Time
+}
+
+// Object is an open object for random-access reads (Parquet footers, pages).
+type Object interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+// Store is the narrow object-store interface the Delta layer is written
+// against. Keys are '/'-separated paths relative to the store's root and
+// never start with '/'.
+//
+// Transient failures (throttling, 5xx, connection resets before the request
+// was sent) are retried inside the backend with backoff, bounded by ctx.
+// What reaches the caller is either success, one of the sentinel errors
+// above, or a terminal error.
+type Store interface {
+	// Get reads a whole object.
+	Get(ctx context.Context, key string) ([]byte, error)
+	// Open opens an object for ranged reads.
+	Open(ctx context.Context, key string) (Object, error)
+	// Stat returns an object's size and modification time.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+	// Put writes a whole object, replacing any existing one. The object
+	// becomes visible atomically: readers see all of it or none of it.
+	// Used for data files (unique names) and hints such as _last_checkpoint.
+	Put(ctx context.Context, key string, r io.Reader, size int64) error
+	// PutIfAbsent writes a whole object only if key does not exist yet.
+	// Exactly one of any number of concurrent callers for one key succeeds;
+	// the others get ErrExists. An existing object is never overwritten.
+	PutIfAbsent(ctx context.Context, key string, data []byte) error
+	// List returns the objects whose keys start with prefix and sort after
+	// startAfter (empty: from the beginning), in lexicographic key order.
+	List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error)
+	// Delete removes an object; deleting a missing key is not an error.
+	Delete(ctx context.Context, key string) error
+	// String describes the store for messages (URL with no secrets).
+	String() string
+}

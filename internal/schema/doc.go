@@ -1,0 +1,19 @@
+// Package schema owns oml's PostgreSQL schema: the embedded, versioned,
+// forward-only migrations in migrations/NNN_name.sql and the migrator that
+// applies them.
+//
+// Invariants:
+//   - A migration, once released, never changes: its SHA-256 is recorded in
+//     oml.schema_migrations and Migrate refuses to run when an applied
+//     migration's checksum differs from the embedded file.
+//   - The database is never ahead of the binary: if oml.schema_migrations
+//     lists a version this binary does not embed, Migrate refuses (an older
+//     oml must not write into a newer schema).
+//   - Migrate is safe to run twice and concurrently: it holds a session
+//     advisory lock (AdvisoryLockClass, AdvisoryLockMigrate) for its whole
+//     run, and applies each pending migration plus its bookkeeping row in one
+//     transaction, so a crash leaves either all or none of a migration.
+//
+// The tables, roles, row-level security and the outbox xid rule are
+// described column by column in docs/schema.md.
+package schema

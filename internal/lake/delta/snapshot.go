@@ -1,0 +1,426 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// ErrTableNotFound means there is no Delta log at the location.
+var ErrTableNotFound = errors.New("no Delta table")
+
+// ErrVersionNotFound means the requested version is not in the log.
+var ErrVersionNotFound = errors.New("Delta table version not found")
+
+// Snapshot is the reconciled state of a table at one version: the latest
+// protocol and metadata, the live files keyed by decoded path, the
+// tombstones, and the latest txn per appId.
+//
+// A Snapshot returned by Load is the caller's. The snapshot held inside a
+// Writer is updated in place by that writer's own commits; Writer.Snapshot
+// documents how to use it.
+type Snapshot struct {
+	table   string
+	version int64
+
+	protocol Protocol
+	metadata Metadata
+	schema   *StructType
+
+	files      map[string]*Add    // by decoded path
+	tombstones map[string]*Remove // by decoded path
+	txns       map[string]Txn
+
+	checkpointVersion int64 // -1: replayed from version 0
+	// lastCommitTimestamp is the newest commitInfo.timestamp seen (ms), 0 if none.
+	lastCommitTimestamp int64
+	sawDeletionVector   bool
+}
+
+func newSnapshot(table string) *Snapshot {
+	return &Snapshot{
+		table: table, version: -1, checkpointVersion: -1,
+		files: map[string]*Add{}, tombstones: map[string]*Remove{}, txns: map[string]Txn{},
+	}
+}
+
+// Table describes the table's location (for messages).
+func (s *Snapshot) Table() string { return s.table }
+
+// Version is the snapshot's table version.
+func (s *Snapshot) Version() int64 { return s.version }
+
+// Protocol is the latest protocol action.
+func (s *Snapshot) Protocol() Protocol { return s.protocol }
+
+// Metadata is the latest metaData action.
+func (s *Snapshot) Metadata() Metadata { return s.metadata }
+
+// Schema is the parsed table schema.
+func (s *Snapshot) Schema() *StructType { return s.schema }
+
+// PartitionColumns are the table's partition columns, in order.
+func (s *Snapshot) PartitionColumns() []string { return s.metadata.PartitionColumns }
+
+// CheckpointVersion is the version of the checkpoint the snapshot was
+// built from, or -1 if it was replayed from version 0.
+func (s *Snapshot) CheckpointVersion() int64 { return s.checkpointVersion }
+
+// NumFiles is the number of live files.
+func (s *Snapshot) NumFiles() int { return len(s.files) }
+
+// File returns the live add action for a decoded path.
+func (s *Snapshot) File(decodedPath string) (*Add, bool) {
+	a, ok := s.files[decodedPath]
+	return a, ok
+}
+
+// Files returns the live add actions sorted by path. The actions are
+// shared with the snapshot: do not modify them.
+func (s *Snapshot) Files() []*Add {
+	out := make([]*Add, 0, len(s.files))
+	for _, a := range s.files {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// TotalBytes is the sum of the live files' sizes.
+func (s *Snapshot) TotalBytes() int64 {
+	var n int64
+	for _, a := range s.files {
+		n += a.Size
+	}
+	return n
+}
+
+// Tombstones returns the remove actions still remembered, sorted by path.
+func (s *Snapshot) Tombstones() []*Remove {
+	out := make([]*Remove, 0, len(s.tombstones))
+	for _, r := range s.tombstones {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+// NumTombstones is the number of remembered remove actions.
+func (s *Snapshot) NumTombstones() int { return len(s.tombstones) }
+
+// Txns returns the latest txn per appId (a copy).
+func (s *Snapshot) Txns() map[string]Txn {
+	out := make(map[string]Txn, len(s.txns))
+	for k, v := range s.txns {
+		out[k] = v
+	}
+	return out
+}
+
+// TxnVersion returns the latest committed txn version of appID.
+func (s *Snapshot) TxnVersion(appID string) (int64, bool) {
+	t, ok := s.txns[appID]
+	return t.Version, ok
+}
+
+// DecodePath decodes an add/remove path (a relative URI) into the object
+// key relative to the table root. It decodes exactly once: the log path
+// "x=A%252FA/f" names the directory "x=A%2FA".
+func DecodePath(p string) (string, error) {
+	if hasScheme(p) || strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("%w: file path %q is absolute; oml reads tables whose files live under the table root", ErrUnsupported, p)
+	}
+	dec, err := url.PathUnescape(p)
+	if err != nil {
+		return "", fmt.Errorf("%w: file path %q is not a valid URI path: %v", ErrCorruptLog, p, err)
+	}
+	if dec == "" {
+		return "", fmt.Errorf("%w: empty file path", ErrCorruptLog)
+	}
+	return dec, nil
+}
+
+// hasScheme reports whether p starts with a URI scheme ("s3:", "file:").
+func hasScheme(p string) bool {
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		switch {
+		case c == ':':
+			return i > 0
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z':
+		case i > 0 && (c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.'):
+		default:
+			return false
+		}
+	}
+	return false
+}
+
+// EncodePath is the inverse of DecodePath for the keys oml writes: each
+// path segment is escaped so that DecodePath(EncodePath(k)) == k.
+func EncodePath(key string) string {
+	return (&url.URL{Path: key}).EscapedPath()
+}
+
+// apply reconciles one action of commit version v into the snapshot.
+func (s *Snapshot) apply(a *Action, v int64, fromCheckpoint bool) error {
+	switch {
+	case a.Protocol != nil:
+		s.protocol = *a.Protocol
+	case a.MetaData != nil:
+		md := *a.MetaData
+		if md.Configuration == nil {
+			md.Configuration = map[string]string{}
+		}
+		if md.PartitionColumns == nil {
+			md.PartitionColumns = []string{}
+		}
+		s.metadata = md
+		s.schema = nil // parsed once at the end of the replay
+	case a.Add != nil:
+		key, err := DecodePath(a.Add.Path)
+		if err != nil {
+			return err
+		}
+		if a.Add.DeletionVector != nil {
+			s.sawDeletionVector = true
+		}
+		s.files[key] = a.Add
+		delete(s.tombstones, key)
+	case a.Remove != nil:
+		key, err := DecodePath(a.Remove.Path)
+		if err != nil {
+			return err
+		}
+		delete(s.files, key)
+		s.tombstones[key] = a.Remove
+	case a.Txn != nil:
+		s.txns[a.Txn.AppID] = *a.Txn
+	case isSet(a.Sidecar), isSet(a.CheckpointMetadata):
+		return &UnsupportedError{Table: s.table, Op: "read", Feature: "v2Checkpoint",
+			Detail: fmt.Sprintf("version %d holds a %s action", v, a.Kind())}
+	case isSet(a.CommitInfo):
+		if !fromCheckpoint {
+			if ts, ok := commitTimestamp(a.CommitInfo); ok {
+				s.lastCommitTimestamp = ts
+			}
+		}
+	}
+	// cdc and domainMetadata: nothing for a reader to do (domainMetadata
+	// can only appear behind a writer feature the writer gate refuses).
+	return nil
+}
+
+// finish validates the replayed state and runs the reader gate.
+func (s *Snapshot) finish() error {
+	if s.protocol.MinReaderVersion == 0 {
+		return fmt.Errorf("%w: table %s has no protocol action up to version %d", ErrCorruptLog, s.table, s.version)
+	}
+	// The protocol gate runs before anything else so that a refusal names
+	// the feature even when the metadata is something oml cannot parse.
+	if err := checkRead(s.table, s.protocol, nil, nil); err != nil {
+		return err
+	}
+	if s.metadata.ID == "" {
+		return fmt.Errorf("%w: table %s has no metaData action up to version %d", ErrCorruptLog, s.table, s.version)
+	}
+	schema, err := ParseSchema(s.metadata.SchemaString)
+	if err != nil {
+		return fmt.Errorf("table %s: %w", s.table, err)
+	}
+	s.schema = schema
+	if err := checkRead(s.table, s.protocol, &s.metadata, s.schema); err != nil {
+		return err
+	}
+	if s.sawDeletionVector {
+		return &UnsupportedError{Table: s.table, Op: "read", Feature: "deletionVectors", Detail: "a live file carries a deletion vector"}
+	}
+	for _, pc := range s.metadata.PartitionColumns {
+		if s.schema.Field(pc) == nil {
+			return fmt.Errorf("%w: table %s: partition column %q is not in the schema", ErrCorruptLog, s.table, pc)
+		}
+	}
+	return nil
+}
+
+// LoadOptions selects what Load reads.
+type LoadOptions struct {
+	// Version to load; nil means the latest.
+	Version *int64
+}
+
+// AtVersion is a LoadOptions for time travel.
+func AtVersion(v int64) LoadOptions { return LoadOptions{Version: &v} }
+
+// Load reads a table's snapshot: the newest complete checkpoint at or
+// before the wanted version (found by listing, with _last_checkpoint only
+// as a hint), then every later commit, which must be contiguous. It never
+// returns a partial snapshot: any gap, corrupt entry or unsupported feature
+// is an error.
+func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, error) {
+	target := int64(-1)
+	for _, o := range opts {
+		if o.Version != nil {
+			if *o.Version < 0 {
+				return nil, fmt.Errorf("%w: version %d is negative", ErrVersionNotFound, *o.Version)
+			}
+			target = *o.Version
+		}
+	}
+	table := st.String()
+	listing, err := discover(ctx, st, target)
+	if err != nil {
+		return nil, err
+	}
+	if len(listing.commits) == 0 && len(listing.checkpoints) == 0 {
+		return nil, fmt.Errorf("%w at %s: %s is missing or empty", ErrTableNotFound, table, LogDir)
+	}
+	latest := listing.maxCommit
+	if target >= 0 {
+		if target > latest {
+			return nil, fmt.Errorf("%w: table %s has no version %d (the latest is %d)", ErrVersionNotFound, table, target, latest)
+		}
+		latest = target
+	}
+	snap := newSnapshot(table)
+	cp := listing.newestCheckpoint(latest)
+	start := int64(0)
+	if cp != nil {
+		if cp.v2 {
+			return nil, &UnsupportedError{Table: table, Op: "read", Feature: "v2Checkpoint",
+				Detail: fmt.Sprintf("the newest checkpoint (version %d) is a UUID-named v2 checkpoint", cp.version)}
+		}
+		if err := readCheckpoint(ctx, st, cp, func(a *Action) error { return snap.apply(a, cp.version, true) }); err != nil {
+			return nil, fmt.Errorf("table %s: reading the checkpoint at version %d: %w", table, cp.version, err)
+		}
+		snap.checkpointVersion = cp.version
+		snap.version = cp.version
+		start = cp.version + 1
+	}
+	if err := replayCommits(ctx, st, listing, snap, start, latest); err != nil {
+		return nil, err
+	}
+	if snap.version < 0 {
+		return nil, fmt.Errorf("%w at %s: the log has no commit 0 and no checkpoint", ErrCorruptLog, table)
+	}
+	if err := snap.finish(); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// discover lists the log, starting at the _last_checkpoint hint when it can
+// be trusted for the wanted version and confirming it by listing.
+func discover(ctx context.Context, st store.Store, target int64) (*logListing, error) {
+	hint, ok, err := readLastCheckpoint(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if ok && hint.Version > 0 && (target < 0 || hint.Version <= target) {
+		l, err := listLog(ctx, st, hint.Version)
+		if err != nil {
+			return nil, err
+		}
+		// Trust the shortcut only if the hinted checkpoint really exists
+		// and is complete; otherwise list everything.
+		if c := l.newestCheckpoint(target); c != nil && c.version >= hint.Version {
+			return l, nil
+		}
+	}
+	return listLog(ctx, st, 0)
+}
+
+// replayCommits applies commits from..to (inclusive) in order, reading a
+// bounded window ahead so that latency-bound stores stay busy while memory
+// holds at most the window's commits.
+func replayCommits(ctx context.Context, st store.Store, l *logListing, snap *Snapshot, from, to int64) error {
+	for v := from; v <= to; v++ {
+		if _, ok := l.commits[v]; !ok {
+			return fmt.Errorf("%w: table %s: versions are not contiguous: commit %d is missing (have %s)",
+				ErrCorruptLog, snap.table, v, versionSummary(l))
+		}
+	}
+	return fetchOrdered(ctx, from, to, func(ctx context.Context, v int64) ([]byte, error) {
+		b, err := st.Get(ctx, CommitKey(v))
+		if err != nil {
+			return nil, fmt.Errorf("table %s: reading commit %d: %w", snap.table, v, err)
+		}
+		return b, nil
+	}, func(v int64, b []byte) error {
+		acts, err := DecodeCommitBytes(b)
+		if err != nil {
+			return fmt.Errorf("table %s: commit %d: %w", snap.table, v, err)
+		}
+		for i := range acts {
+			if err := snap.apply(&acts[i], v, false); err != nil {
+				return err
+			}
+		}
+		snap.version = v
+		return nil
+	})
+}
+
+func versionSummary(l *logListing) string {
+	vs := l.commitVersions()
+	if len(vs) <= 8 {
+		return fmt.Sprint(vs)
+	}
+	return fmt.Sprintf("%d commits from %d to %d", len(vs), vs[0], vs[len(vs)-1])
+}
+
+// readAhead is how many commit files are fetched concurrently during replay.
+const readAhead = 16
+
+// fetchOrdered fetches versions from..to with up to readAhead requests in
+// flight and hands them to apply strictly in order.
+func fetchOrdered(ctx context.Context, from, to int64, fetch func(context.Context, int64) ([]byte, error), apply func(int64, []byte) error) error {
+	if from > to {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		b   []byte
+		err error
+	}
+	window := make(chan chan result, readAhead)
+	go func() {
+		defer close(window)
+		for v := from; v <= to; v++ {
+			ch := make(chan result, 1)
+			select {
+			case window <- ch:
+			case <-ctx.Done():
+				return
+			}
+			go func(v int64) {
+				b, err := fetch(ctx, v)
+				ch <- result{b, err}
+			}(v)
+		}
+	}()
+	v := from
+	for ch := range window {
+		r := <-ch
+		if r.err != nil {
+			return r.err
+		}
+		if err := apply(v, r.b); err != nil {
+			return err
+		}
+		v++
+	}
+	if v <= to {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		return fmt.Errorf("delta: replay stopped at version %d of %d", v, to)
+	}
+	return nil
+}

@@ -159,10 +159,10 @@ func checkWrite(table string, p Protocol, md *Metadata, schema *StructType) erro
 				return
 			}
 			for key, feature := range map[string]string{
-				"delta.invariants":          "invariants",
+				"delta.invariants":           "invariants",
 				"delta.generationExpression": "generatedColumns",
-				"delta.identity.start":      "identityColumns",
-				"CURRENT_DEFAULT":           "allowColumnDefaults",
+				"delta.identity.start":       "identityColumns",
+				"CURRENT_DEFAULT":            "allowColumnDefaults",
 			} {
 				if _, ok := f.Metadata[key]; ok {
 					err = refuse(feature, fmt.Sprintf("column %q declares %s", path, key))

@@ -18,7 +18,7 @@ import (
 const (
 	EnvelopeMagic   = "OMLJ"
 	EnvelopeVersion = 1
-	HashSize        = sha256.Size        // 32
+	HashSize        = sha256.Size           // 32
 	SignatureSize   = ed25519.SignatureSize // 64
 	// envelopeFixed is every byte of a v1 envelope except the two strings:
 	// magic 4 + version 1 + tenant 16 + seq 8 + prev 32 + two str16

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/google/uuid"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
+	"github.com/omlhq/oml/internal/chain"
 )
 
 // DefaultBatchSize is the number of signatures verified together. 256 is
@@ -125,7 +126,7 @@ type engine struct {
 }
 
 type providerRef struct {
-	hash   [32]byte
+	hash   chain.Hash
 	tenant uuid.UUID
 }
 
@@ -253,7 +254,7 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 		return &Finding{Seq: ev.Seq, Reason: ReasonHashMismatch,
 			Detail: "the stored fields cannot form an envelope: " + err.Error()}, nil
 	}
-	hash := sha256.Sum256(env)
+	hash := chain.EnvelopeHash(env)
 	if !bytes.Equal(hash[:], ev.Hash) {
 		return &Finding{Seq: ev.Seq, Reason: ReasonHashMismatch,
 			Detail: "the stored fields do not hash to the stored hash",

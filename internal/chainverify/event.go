@@ -4,11 +4,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/chain"
 )
 
 // ProviderTenant is the reserved provider tenant whose chain issues keys
 // and creates tenants.
-var ProviderTenant = uuid.UUID{}
+var ProviderTenant = chain.ProviderTenant
 
 // Event is one stored journal row, exactly as read from oml.journal. The
 // verifier trusts none of it: every field is checked. Byte slices may be

@@ -3,7 +3,6 @@ package chainverify
 import (
 	"bytes"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/chain"
 )
 
 // fixture is an in-memory deployment: a provider chain (root key.issued,
@@ -108,10 +109,10 @@ func (f *fixture) appendEvent(tenant uuid.UUID, typ string, payload []byte) *Eve
 // seal recomputes ev's hash and signs it with priv, as an attacker holding
 // priv would after editing it.
 func (f *fixture) seal(ev *Event, priv ed25519.PrivateKey) {
-	d := sha256.Sum256(ev.Payload)
+	d := payloadDigest(ev.Payload)
 	env, err := appendEnvelope(nil, ev, &d)
 	require.NoError(f.t, err)
-	h := sha256.Sum256(env)
+	h := chain.EnvelopeHash(env)
 	ev.Hash = h[:]
 	ev.Signature = ed25519.Sign(priv, env)
 }

@@ -2,13 +2,13 @@ package chainverify
 
 import (
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
 	"github.com/oasisprotocol/curve25519-voi/curve"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
+	"github.com/omlhq/oml/internal/keys"
 )
 
 // Key is a signing key issued by the provider chain.
@@ -21,12 +21,8 @@ type Key struct {
 	expanded *voi.ExpandedPublicKey
 }
 
-// KeyID is the key id of an ed25519 public key: lowercase hex of the first
-// 16 bytes of its SHA-256 (ENVELOPE.md).
-func KeyID(pub ed25519.PublicKey) string {
-	sum := sha256.Sum256(pub)
-	return hex.EncodeToString(sum[:16])
-}
+// KeyID is the key id of an ed25519 public key (internal/keys owns the rule).
+func KeyID(pub ed25519.PublicKey) string { return keys.KeyID(pub) }
 
 // errWeakKey means a public key is not a canonical encoding of a point of
 // prime order; such a key is never honest and oml refuses it.

@@ -67,3 +67,35 @@ type Store interface {
 	// String describes the store for messages (URL with no secrets).
 	String() string
 }
+
+// ErrInvalidKey: a key that is not a clean relative '/'-separated path (empty,
+// leading '/', empty or "."/".." segments, a backslash or NUL byte, or a name
+// that matches the file backend's temporary-file pattern).
+var ErrInvalidKey = errors.New("invalid object key")
+
+// OpKind names a Store operation; the fault injector, the in-memory store and
+// the operation traces use it.
+type OpKind int
+
+// The Store operations.
+const (
+	OpGet OpKind = iota
+	OpOpen
+	OpStat
+	OpPut
+	OpPutIfAbsent
+	OpList
+	OpDelete
+)
+
+var opNames = [...]string{"get", "open", "stat", "put", "put-if-absent", "list", "delete"}
+
+func (k OpKind) String() string {
+	if k < 0 || int(k) >= len(opNames) {
+		return "op?"
+	}
+	return opNames[k]
+}
+
+// IsWrite reports whether the operation changes the store.
+func (k OpKind) IsWrite() bool { return k == OpPut || k == OpPutIfAbsent || k == OpDelete }

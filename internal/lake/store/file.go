@@ -1,0 +1,387 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// File is the local-filesystem backend (file:///abs/path). Keys map to files
+// below the root directory; '/' in a key is a directory separator.
+//
+// Durability: every write goes to a temporary file in the destination
+// directory, is fsynced, and is then published by rename(2) (Put) or link(2)
+// (PutIfAbsent); the directory is fsynced after publishing, and every
+// directory the write had to create is fsynced into its parent, so an
+// acknowledged write survives a power loss.
+//
+// Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
+// both exist.
+type File struct {
+	root string
+}
+
+var _ Store = (*File)(nil)
+
+// NewFile returns a file store rooted at the absolute directory root. The
+// directory need not exist yet; writes create it.
+func NewFile(root string) (*File, error) {
+	if !filepath.IsAbs(root) {
+		return nil, fmt.Errorf("file store root %q is not an absolute path", root)
+	}
+	root = filepath.Clean(root)
+	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+		return nil, fmt.Errorf("file store root %s exists but is not a directory", root)
+	}
+	return &File{root: root}, nil
+}
+
+// Root is the store's root directory.
+func (f *File) Root() string { return f.root }
+
+func (f *File) String() string { return "file://" + filepath.ToSlash(f.root) }
+
+func (f *File) path(key string) (string, error) {
+	if err := ValidateKey(key); err != nil {
+		return "", err
+	}
+	return filepath.Join(f.root, filepath.FromSlash(key)), nil
+}
+
+// notFound maps the errors that mean "no such object" (a missing file, a path
+// component that is a file, a directory where the object would be) to
+// ErrNotFound.
+func (f *File) notFound(key string, err error) error {
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) || errors.Is(err, syscall.EISDIR) {
+		return fmt.Errorf("%s: %q: %w", f, key, ErrNotFound)
+	}
+	return fmt.Errorf("%s: %q: %w", f, key, err)
+}
+
+func (f *File) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := f.path(key)
+	if err != nil {
+		return nil, err
+	}
+	fh, err := os.Open(p)
+	if err != nil {
+		return nil, f.notFound(key, err)
+	}
+	defer fh.Close()
+	fi, err := fh.Stat()
+	if err != nil {
+		return nil, f.notFound(key, err)
+	}
+	if fi.IsDir() {
+		return nil, f.notFound(key, syscall.EISDIR)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+1))
+	if _, err := buf.ReadFrom(fh); err != nil {
+		return nil, f.notFound(key, err)
+	}
+	return buf.Bytes(), nil
+}
+
+type fileObject struct {
+	*os.File
+	size int64
+}
+
+func (o fileObject) Size() int64 { return o.size }
+
+func (f *File) Open(ctx context.Context, key string) (Object, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	p, err := f.path(key)
+	if err != nil {
+		return nil, err
+	}
+	fh, err := os.Open(p)
+	if err != nil {
+		return nil, f.notFound(key, err)
+	}
+	fi, err := fh.Stat()
+	if err == nil && fi.IsDir() {
+		err = syscall.EISDIR
+	}
+	if err != nil {
+		fh.Close()
+		return nil, f.notFound(key, err)
+	}
+	return fileObject{File: fh, size: fi.Size()}, nil
+}
+
+func (f *File) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return ObjectInfo{}, err
+	}
+	p, err := f.path(key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	fi, err := os.Stat(p)
+	if err == nil && fi.IsDir() {
+		err = syscall.EISDIR
+	}
+	if err != nil {
+		return ObjectInfo{}, f.notFound(key, err)
+	}
+	return ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
+}
+
+// writeTemp writes r into a new temporary file next to final, fsyncs it and
+// returns its path. The temporary name is unique (O_EXCL, random suffix).
+func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size int64) (string, error) {
+	dir := filepath.Dir(final)
+	if err := f.mkdirAll(dir); err != nil {
+		return "", err
+	}
+	var rnd [8]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		return "", err
+	}
+	tmp := filepath.Join(dir, tempPrefix+filepath.Base(final)+"."+hex.EncodeToString(rnd[:])+tempSuffix)
+	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", err
+	}
+	fail := func(err error) (string, error) {
+		fh.Close()
+		os.Remove(tmp)
+		return "", err
+	}
+	n, err := io.Copy(fh, ctxReader{ctx: ctx, r: r})
+	if err != nil {
+		return fail(err)
+	}
+	if size >= 0 && n != size {
+		return fail(fmt.Errorf("the body had %d bytes, expected %d", n, size))
+	}
+	if err := fh.Sync(); err != nil {
+		return fail(err)
+	}
+	if err := fh.Close(); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	return tmp, nil
+}
+
+// Put writes key atomically: a reader sees the old object or the whole new
+// one, never a partial file (temp + fsync + rename).
+func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tmp, err := f.writeTemp(ctx, p, r, size)
+	if err != nil {
+		return fmt.Errorf("%s: put %q: %w", f, key, err)
+	}
+	if err := ctx.Err(); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("%s: put %q: %w", f, key, err)
+	}
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("%s: put %q: sync directory: %w", f, key, err)
+	}
+	return nil
+}
+
+// PutIfAbsent publishes a fully written, fsynced temporary file under key with
+// link(2), which fails with EEXIST when key exists: the kernel decides the
+// race, and an existing file is never replaced (rename(2) would replace it).
+func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	tmp, err := f.writeTemp(ctx, p, bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
+	}
+	defer os.Remove(tmp)
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := os.Link(tmp, p); err != nil {
+		switch {
+		case errors.Is(err, fs.ErrExist):
+			return fmt.Errorf("%s: put-if-absent %q: %w", f, key, ErrExists)
+		case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOTSUP), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EXDEV):
+			return fmt.Errorf("%s: put-if-absent %q: this filesystem does not support hard links (%v): %w", f, key, err, ErrUnsupported)
+		}
+		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
+	}
+	// The link is the commit point; make its directory entry durable before
+	// acknowledging. Removing the temporary name afterwards needs no sync: a
+	// leftover temp file after a crash is ignored by List and harmless.
+	if err := syncDir(filepath.Dir(p)); err != nil {
+		return fmt.Errorf("%s: put-if-absent %q: sync directory: %w", f, key, err)
+	}
+	return nil
+}
+
+// List walks the directory that contains prefix (the part up to its last
+// '/'), keeps regular files whose keys start with prefix and sort after
+// startAfter, skips temporary files, and sorts by key bytes like S3 does.
+func (f *File) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error) {
+	if err := validatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	base := ""
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		base = prefix[:i]
+	}
+	start := filepath.Join(f.root, filepath.FromSlash(base))
+	var out []ObjectInfo
+	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+				return fs.SkipAll
+			}
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil // removed while walking
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == start {
+				return nil
+			}
+			rel := filepath.ToSlash(strings.TrimPrefix(p, f.root+string(filepath.Separator)))
+			// Prune directories that cannot hold a matching key.
+			if !strings.HasPrefix(rel+"/", prefix) && !strings.HasPrefix(prefix, rel+"/") {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || isTempName(d.Name()) {
+			return nil
+		}
+		rel := filepath.ToSlash(strings.TrimPrefix(p, f.root+string(filepath.Separator)))
+		if !strings.HasPrefix(rel, prefix) || rel <= startAfter {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		out = append(out, ObjectInfo{Key: rel, Size: fi.Size(), ModTime: fi.ModTime()})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: list %q: %w", f, prefix, err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// Delete removes key. Empty parent directories are left in place: removing
+// them would race with a concurrent writer creating a file in them.
+func (f *File) Delete(ctx context.Context, key string) error {
+	p, err := f.path(key)
+	if err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+			return nil
+		}
+		return fmt.Errorf("%s: delete %q: %w", f, key, err)
+	}
+	if fi.IsDir() {
+		return nil // not an object
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s: delete %q: %w", f, key, err)
+	}
+	return nil
+}
+
+// mkdirAll creates dir and its missing parents below (and including) the
+// root, fsyncing each parent whose entries changed so the new directories
+// survive a crash together with the file about to be published in them.
+func (f *File) mkdirAll(dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return fmt.Errorf("%s is a file, so no object can be stored below it", dir)
+		}
+		return nil
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := f.mkdirAll(parent); err != nil {
+			return err
+		}
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
+				return nil // a concurrent writer created it
+			}
+			return fmt.Errorf("%s is a file, so no object can be stored below it", dir)
+		}
+		return err
+	}
+	return syncDir(parent)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
+		return err
+	}
+	return nil
+}
+
+// ctxReader stops a long copy when the context ends.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (c ctxReader) Read(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return c.r.Read(p)
+}

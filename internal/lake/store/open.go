@@ -1,0 +1,158 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+)
+
+// Open opens the store a lake URL names:
+//
+//	file:///abs/path     a directory on a local filesystem
+//	s3://bucket/prefix   an S3 bucket (endpoint, region and credentials from
+//	                     the standard AWS environment; see OpenS3)
+func Open(ctx context.Context, rawURL string) (Store, error) {
+	if rawURL == "" {
+		return nil, fmt.Errorf("no lake URL given: use file:///abs/path or s3://bucket/prefix")
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, fmt.Errorf("lake URL %q cannot be parsed (%v): use file:///abs/path or s3://bucket/prefix", rawURL, err)
+	}
+	switch u.Scheme {
+	case "file":
+		if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
+			return nil, fmt.Errorf("lake URL %q is not an absolute file URL: write file:///abs/path (three slashes)", rawURL)
+		}
+		if u.RawQuery != "" || u.Fragment != "" {
+			return nil, fmt.Errorf("lake URL %q: a file URL takes no query or fragment", rawURL)
+		}
+		return NewFile(u.Path)
+	case "s3":
+		if u.Host == "" {
+			return nil, fmt.Errorf("lake URL %q names no bucket: write s3://bucket/prefix", rawURL)
+		}
+		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+			return nil, fmt.Errorf("lake URL %q: an s3 URL takes no user, query or fragment; credentials come from the AWS environment", redactURL(u))
+		}
+		return OpenS3(ctx, S3Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")})
+	case "":
+		return nil, fmt.Errorf("lake URL %q has no scheme: use file:///abs/path or s3://bucket/prefix", rawURL)
+	default:
+		return nil, fmt.Errorf("lake URL %q has unsupported scheme %q: use file:///abs/path or s3://bucket/prefix", redactURL(u), u.Scheme)
+	}
+}
+
+func redactURL(u *url.URL) string { return u.Redacted() }
+
+// Sub returns a Store whose keys live under prefix in s ("tenant/bronze/events"
+// makes key "_delta_log/0.json" land at "tenant/bronze/events/_delta_log/0.json").
+// An empty prefix returns s itself. prefix must be a valid key.
+func Sub(s Store, prefix string) (Store, error) {
+	prefix = strings.Trim(prefix, "/")
+	if prefix == "" {
+		return s, nil
+	}
+	if err := ValidateKey(prefix); err != nil {
+		return nil, fmt.Errorf("sub-store prefix: %w", err)
+	}
+	if sub, ok := s.(*subStore); ok {
+		return &subStore{inner: sub.inner, prefix: sub.prefix + prefix + "/"}, nil
+	}
+	return &subStore{inner: s, prefix: prefix + "/"}, nil
+}
+
+// MustSub is Sub for prefixes known to be valid (constants, tests).
+func MustSub(s Store, prefix string) Store {
+	sub, err := Sub(s, prefix)
+	if err != nil {
+		panic(err)
+	}
+	return sub
+}
+
+type subStore struct {
+	inner  Store
+	prefix string // ends in '/'
+}
+
+func (s *subStore) key(k string) (string, error) {
+	if err := ValidateKey(k); err != nil {
+		return "", err
+	}
+	return s.prefix + k, nil
+}
+
+func (s *subStore) String() string {
+	return strings.TrimSuffix(s.inner.String(), "/") + "/" + strings.TrimSuffix(s.prefix, "/")
+}
+
+func (s *subStore) Get(ctx context.Context, key string) ([]byte, error) {
+	k, err := s.key(key)
+	if err != nil {
+		return nil, err
+	}
+	return s.inner.Get(ctx, k)
+}
+
+func (s *subStore) Open(ctx context.Context, key string) (Object, error) {
+	k, err := s.key(key)
+	if err != nil {
+		return nil, err
+	}
+	return s.inner.Open(ctx, k)
+}
+
+func (s *subStore) Stat(ctx context.Context, key string) (ObjectInfo, error) {
+	k, err := s.key(key)
+	if err != nil {
+		return ObjectInfo{}, err
+	}
+	info, err := s.inner.Stat(ctx, k)
+	info.Key = key
+	return info, err
+}
+
+func (s *subStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	k, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	return s.inner.Put(ctx, k, r, size)
+}
+
+func (s *subStore) PutIfAbsent(ctx context.Context, key string, data []byte) error {
+	k, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	return s.inner.PutIfAbsent(ctx, k, data)
+}
+
+func (s *subStore) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error) {
+	if err := validatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	sa := ""
+	if startAfter != "" {
+		sa = s.prefix + startAfter
+	}
+	infos, err := s.inner.List(ctx, s.prefix+prefix, sa)
+	if err != nil {
+		return nil, err
+	}
+	for i := range infos {
+		infos[i].Key = strings.TrimPrefix(infos[i].Key, s.prefix)
+	}
+	return infos, nil
+}
+
+func (s *subStore) Delete(ctx context.Context, key string) error {
+	k, err := s.key(key)
+	if err != nil {
+		return err
+	}
+	return s.inner.Delete(ctx, k)
+}

@@ -3,6 +3,8 @@ package testdb_test
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"strings"
@@ -97,8 +99,10 @@ func TestDB_PoolAndConnStringAsAnotherRole(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.New(t)
 	pool := db.Pool(t)
-	// Roles are cluster-wide: name it after the database to stay unique.
-	role := db.Name + "_r"
+	// Roles are cluster-wide (and the server may be shared): a random name.
+	var rnd [6]byte
+	_, _ = rand.Read(rnd[:])
+	role := "r_" + hex.EncodeToString(rnd[:])
 	_, err := pool.Exec(ctx, "CREATE ROLE "+pgx.Identifier{role}.Sanitize()+" LOGIN PASSWORD 'pw'")
 	require.NoError(t, err)
 	other := testdb.OpenPool(t, db.ConnString(role, "pw"))
@@ -192,3 +196,23 @@ func TestCleanup_RemovesClusterDirectory(t *testing.T) {
 type devNull struct{}
 
 func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+// With OML_TEST_DATABASE_URL the harness uses that server and drops every
+// database it made. The "external" server here is this binary's own cluster.
+func TestExternalServer_DatabasesAreDroppedAtTheEnd(t *testing.T) {
+	if os.Getenv(testdb.EnvDatabaseURL) != "" || os.Getenv(helperEnv) != "" {
+		t.Skip("already running against an external server")
+	}
+	t.Parallel()
+	srv := testdb.Cluster(t)
+	cmd := exec.Command(os.Args[0], "-test.run=^(TestHelperProcess|TestNew_NamedAndEmptyTemplates|TestDB_PoolAndConnStringAsAnotherRole)$", "-test.count=1")
+	cmd.Env = append(os.Environ(), helperEnv+"=pass", testdb.EnvDatabaseURL+"="+srv.URL("postgres"))
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "DIR=\n", "no local cluster is started with an external server")
+
+	conn, err := pgx.Connect(context.Background(), srv.URL("postgres"))
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	require.Equal(t, int64(0), scalar[int64](t, conn, "SELECT count(*) FROM pg_database WHERE datname LIKE 'oml\\_test\\_%'"))
+}

@@ -1,0 +1,861 @@
+package pq
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"strings"
+	"time"
+	"unsafe"
+
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	pqschema "github.com/apache/arrow-go/v18/parquet/schema"
+)
+
+// Compression names a page compression codec.
+type Compression uint8
+
+// The codecs oml writes. Snappy is the default because every engine reads it
+// and it is the cheapest on CPU; Zstd gives smaller files (Delta's newest
+// protocol text recommends it) at a higher CPU cost.
+const (
+	Snappy Compression = iota
+	Zstd
+	Uncompressed
+)
+
+// String returns the codec name.
+func (c Compression) String() string {
+	switch c {
+	case Snappy:
+		return "snappy"
+	case Zstd:
+		return "zstd"
+	case Uncompressed:
+		return "uncompressed"
+	}
+	return fmt.Sprintf("Compression(%d)", uint8(c))
+}
+
+// Options tune a Writer. The zero value is valid: snappy, 64 MiB row groups.
+type Options struct {
+	Compression Compression
+	// ZstdLevel is the zstd level (default 3, the library's "default" level).
+	ZstdLevel int
+	// RowGroupBytes flushes a row group once this many bytes of raw
+	// (uncompressed, plain-encoded) values were written into it. Memory held by
+	// the writer is bounded by roughly this, compressed. Default 64 MiB.
+	RowGroupBytes int64
+	// RowGroupRows flushes a row group after this many rows. Default 1,048,576.
+	RowGroupRows int64
+	// PageBytes is the target data page size. Default 1 MiB.
+	PageBytes int64
+}
+
+const (
+	defaultRowGroupBytes = 64 << 20
+	defaultRowGroupRows  = 1 << 20
+	defaultPageBytes     = 1 << 20
+	// shredBatchRows bounds how many rows are shredded into Go slices before
+	// they are handed to the column writers, so a huge Write call does not
+	// hold a second copy of all its values.
+	shredBatchRows  = 4096
+	shredBatchBytes = 8 << 20
+)
+
+// ColumnStats are exact statistics of one leaf column of a written file.
+// Min and Max hold Go values of the column's kind (see doc.go) and are nil when
+// the column holds no non-null value (NaN is ignored for float/double, as the
+// Parquet spec asks). Strings and binaries are the true, untruncated extremes.
+type ColumnStats struct {
+	// Path is the field names from the top level down; list elements add
+	// "element", map entries add "key" or "value".
+	Path []string
+	Kind Kind
+	// Repeated is true for leaves below a list or map: their statistics are over
+	// all elements, and NullCount counts null or absent elements, not rows.
+	Repeated  bool
+	NullCount int64
+	Min, Max  any
+}
+
+// FileMeta describes a file the Writer produced.
+type FileMeta struct {
+	NumRows int64
+	// Size is the exact number of bytes written to the io.Writer.
+	Size    int64
+	Columns []ColumnStats
+}
+
+// Column returns the statistics of the leaf with the given path, or nil.
+func (m *FileMeta) Column(path ...string) *ColumnStats {
+	for i := range m.Columns {
+		if equalPath(m.Columns[i].Path, path) {
+			return &m.Columns[i]
+		}
+	}
+	return nil
+}
+
+func equalPath(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// Writer writes rows of one schema to one Parquet file. It is not safe for
+// concurrent use.
+type Writer struct {
+	schema  *Schema
+	tree    *writeTree
+	opts    Options
+	sink    *countingWriter
+	fw      *file.Writer
+	rg      file.BufferedRowGroupWriter
+	cols    []*colBuf
+	rgBytes int64
+	rgRows  int64
+	rows    int64
+	pending int // rows shredded but not yet handed to column writers
+	pendB   int64
+	err     error
+	closed  bool
+}
+
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// NewWriter starts a Parquet file on w. Nothing is buffered outside the current
+// row group; Close writes the footer. w is not closed.
+func NewWriter(w io.Writer, s *Schema, opts Options) (*Writer, error) {
+	tree, err := buildWriteTree(s)
+	if err != nil {
+		return nil, err
+	}
+	if opts.RowGroupBytes <= 0 {
+		opts.RowGroupBytes = defaultRowGroupBytes
+	}
+	if opts.RowGroupRows <= 0 {
+		opts.RowGroupRows = defaultRowGroupRows
+	}
+	if opts.PageBytes <= 0 {
+		opts.PageBytes = defaultPageBytes
+	}
+	props := []parquet.WriterProperty{
+		parquet.WithDataPageSize(opts.PageBytes),
+		parquet.WithDictionaryPageSizeLimit(opts.PageBytes),
+		parquet.WithDataPageVersion(parquet.DataPageV1),
+		parquet.WithVersion(parquet.V2_6),
+		parquet.WithMaxRowGroupLength(math.MaxInt64),
+		parquet.WithCreatedBy("oml (arrow-go parquet v18)"),
+	}
+	switch opts.Compression {
+	case Snappy:
+		props = append(props, parquet.WithCompression(compress.Codecs.Snappy))
+	case Zstd:
+		props = append(props, parquet.WithCompression(compress.Codecs.Zstd))
+		if opts.ZstdLevel != 0 {
+			props = append(props, parquet.WithCompressionLevel(opts.ZstdLevel))
+		}
+	case Uncompressed:
+		props = append(props, parquet.WithCompression(compress.Codecs.Uncompressed))
+	default:
+		return nil, fmt.Errorf("pq: unknown compression %v; use pq.Snappy, pq.Zstd or pq.Uncompressed", opts.Compression)
+	}
+	psch := pqschema.NewSchema(tree.root)
+	for i, n := range tree.leaves {
+		// Random bytes (hashes, signatures, ciphertext) never repeat: a
+		// dictionary only costs CPU before the writer falls back to plain.
+		if n.leaf.kind == KindBinary {
+			props = append(props, parquet.WithDictionaryPath(psch.Column(i).ColumnPath(), false))
+		}
+	}
+	sink := &countingWriter{w: w}
+	fw, err := file.NewParquetWriterWithError(sink, tree.root, file.WithWriterProps(parquet.NewWriterProperties(props...)))
+	if err != nil {
+		return nil, fmt.Errorf("pq: cannot start the Parquet file: %w", err)
+	}
+	wr := &Writer{schema: s, tree: tree, opts: opts, sink: sink, fw: fw}
+	for _, n := range tree.leaves {
+		cb, err := newColBuf(n)
+		if err != nil {
+			return nil, err
+		}
+		wr.cols = append(wr.cols, cb)
+	}
+	return wr, nil
+}
+
+// Schema returns the schema the writer was created with.
+func (w *Writer) Schema() *Schema { return w.schema }
+
+// NumRows returns the number of rows accepted so far.
+func (w *Writer) NumRows() int64 { return w.rows }
+
+// Write appends rows. Each row holds one value per schema field, in order (see
+// doc.go for the Go types). A row that does not match the schema fails the call
+// and poisons the writer: the file must be abandoned.
+func (w *Writer) Write(rows []Row) (err error) {
+	if w.closed {
+		return errors.New("pq: write after Close")
+	}
+	if w.err != nil {
+		return w.err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pq: the Parquet writer failed: %v", r)
+		}
+		if err != nil {
+			w.err = err
+		}
+	}()
+	for _, row := range rows {
+		if len(row) != len(w.tree.fields) {
+			return fmt.Errorf("pq: a row has %d values but the schema has %d columns", len(row), len(w.tree.fields))
+		}
+		for i, n := range w.tree.fields {
+			if err := w.shred(n, row[i], 0, 0); err != nil {
+				return err
+			}
+		}
+		w.pending++
+		if w.pending >= shredBatchRows || w.pendB >= shredBatchBytes ||
+			w.rgRows+int64(w.pending) >= w.opts.RowGroupRows || w.rgBytes+w.pendB >= w.opts.RowGroupBytes {
+			if err := w.flushPending(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// flushPending hands the shredded values to the column writers and closes the
+// row group when it is big enough.
+func (w *Writer) flushPending() error {
+	if w.pending == 0 {
+		return nil
+	}
+	if w.rg == nil {
+		rg, err := w.fw.AppendBufferedRowGroupChecked()
+		if err != nil {
+			return fmt.Errorf("pq: cannot start a row group: %w", err)
+		}
+		w.rg = rg
+	}
+	for i, cb := range w.cols {
+		cw, err := w.rg.Column(i)
+		if err != nil {
+			return fmt.Errorf("pq: column %s: %w", strings.Join(cb.li.path, "."), err)
+		}
+		if err := cb.writeTo(cw); err != nil {
+			return fmt.Errorf("pq: column %s: %w", strings.Join(cb.li.path, "."), err)
+		}
+	}
+	w.rows += int64(w.pending)
+	w.rgRows += int64(w.pending)
+	w.rgBytes += w.pendB
+	w.pending, w.pendB = 0, 0
+	if w.rgBytes >= w.opts.RowGroupBytes || w.rgRows >= w.opts.RowGroupRows {
+		return w.closeRowGroup()
+	}
+	return nil
+}
+
+func (w *Writer) closeRowGroup() error {
+	if w.rg == nil {
+		return nil
+	}
+	err := w.rg.Close()
+	w.rg, w.rgBytes, w.rgRows = nil, 0, 0
+	if err != nil {
+		return fmt.Errorf("pq: cannot write a row group: %w", err)
+	}
+	return nil
+}
+
+// Close flushes the last row group and writes the footer. It returns what was
+// written; the caller closes the underlying io.Writer.
+func (w *Writer) Close() (meta FileMeta, err error) {
+	if w.closed {
+		return FileMeta{}, errors.New("pq: Close called twice")
+	}
+	w.closed = true
+	if w.err != nil {
+		return FileMeta{}, w.err
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("pq: the Parquet writer failed: %v", r)
+		}
+	}()
+	if err := w.flushPending(); err != nil {
+		return FileMeta{}, err
+	}
+	if err := w.closeRowGroup(); err != nil {
+		return FileMeta{}, err
+	}
+	if err := w.fw.Close(); err != nil {
+		return FileMeta{}, fmt.Errorf("pq: cannot finish the Parquet file: %w", err)
+	}
+	meta = FileMeta{NumRows: w.rows, Size: w.sink.n}
+	for _, cb := range w.cols {
+		meta.Columns = append(meta.Columns, cb.stats())
+	}
+	return meta, nil
+}
+
+// shred appends the Dremel entries of value v of node n to the leaf buffers.
+// def is the definition level reached by n's parent, rep the repetition level
+// of the first entry.
+func (w *Writer) shred(n *node, v any, def, rep int16) error {
+	if v == nil {
+		if !n.optional {
+			return fmt.Errorf("pq: column %s is not nullable but a row holds null there", w.pathOf(n))
+		}
+		for _, c := range n.leaves {
+			w.cols[c].null(def, rep)
+		}
+		w.pendB += int64(len(n.leaves)) * 2
+		return nil
+	}
+	switch n.typ.Kind {
+	case KindStruct:
+		fields, ok := v.([]any)
+		if !ok {
+			return fmt.Errorf("pq: column %s is a struct and needs a []any value, got %T", w.pathOf(n), v)
+		}
+		if len(fields) != len(n.children) {
+			return fmt.Errorf("pq: struct %s has %d fields but the value has %d", w.pathOf(n), len(n.children), len(fields))
+		}
+		for i, c := range n.children {
+			if err := w.shred(c, fields[i], n.def, rep); err != nil {
+				return err
+			}
+		}
+		return nil
+	case KindList:
+		var elems []any
+		switch l := v.(type) {
+		case []any:
+			elems = l
+		case []string:
+			elems = make([]any, len(l))
+			for i, s := range l {
+				elems[i] = s
+			}
+		default:
+			return fmt.Errorf("pq: column %s is a list and needs a []any value, got %T", w.pathOf(n), v)
+		}
+		if len(elems) == 0 {
+			for _, c := range n.leaves {
+				w.cols[c].null(n.def, rep)
+			}
+			return nil
+		}
+		for i, e := range elems {
+			r := rep
+			if i > 0 {
+				r = n.entryRep
+			}
+			if err := w.shred(n.children[0], e, n.entryDef, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	case KindMap:
+		var entries []MapEntry
+		switch m := v.(type) {
+		case []MapEntry:
+			entries = m
+		case map[string]string:
+			entries = StringMap(m)
+		default:
+			return fmt.Errorf("pq: column %s is a map and needs a []pq.MapEntry value, got %T", w.pathOf(n), v)
+		}
+		if len(entries) == 0 {
+			for _, c := range n.leaves {
+				w.cols[c].null(n.def, rep)
+			}
+			return nil
+		}
+		for i, e := range entries {
+			r := rep
+			if i > 0 {
+				r = n.entryRep
+			}
+			if e.Key == nil {
+				return fmt.Errorf("pq: map %s has a null key; map keys cannot be null", w.pathOf(n))
+			}
+			if err := w.shred(n.children[0], e.Key, n.entryDef, r); err != nil {
+				return err
+			}
+			if err := w.shred(n.children[1], e.Value, n.entryDef, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	cb := w.cols[n.col]
+	sz, err := cb.put(v)
+	if err != nil {
+		return fmt.Errorf("pq: column %s: %w", strings.Join(cb.li.path, "."), err)
+	}
+	cb.level(n.def, rep)
+	w.pendB += sz + 2
+	return nil
+}
+
+func (w *Writer) pathOf(n *node) string {
+	if len(n.leaves) > 0 {
+		p := w.cols[n.leaves[0]].li.path
+		// the node's own path is a prefix of its first leaf's path
+		depth := 0
+		for i, s := range p {
+			if s == n.name {
+				depth = i + 1
+			}
+		}
+		if depth > 0 {
+			return strings.Join(p[:depth], ".")
+		}
+	}
+	return n.name
+}
+
+// colBuf holds the shredded values of one leaf column between flushes, and the
+// column's running statistics.
+type colBuf struct {
+	li   *leafInfo
+	defs []int16
+	reps []int16
+
+	bools []bool
+	i32   []int32
+	i64   []int64
+	f32   []float32
+	f64   []float64
+	ba    []parquet.ByteArray
+	flba  []parquet.FixedLenByteArray
+
+	put func(v any) (int64, error)
+	st  colStats
+}
+
+type colStats struct {
+	nulls      int64
+	has        bool
+	minI, maxI int64
+	minF, maxF float64
+	minS, maxS string
+	minD, maxD *big.Int
+}
+
+func (cb *colBuf) null(def, rep int16) {
+	cb.st.nulls++
+	cb.level(def, rep)
+}
+
+func (cb *colBuf) level(def, rep int16) {
+	if cb.li.maxDef > 0 {
+		cb.defs = append(cb.defs, def)
+	}
+	if cb.li.maxRep > 0 {
+		cb.reps = append(cb.reps, rep)
+	}
+}
+
+func (cb *colBuf) writeTo(cw file.ColumnChunkWriter) error {
+	var err error
+	defs, reps := cb.defs, cb.reps
+	if cb.li.maxDef == 0 {
+		defs = nil
+	}
+	if cb.li.maxRep == 0 {
+		reps = nil
+	}
+	switch c := cw.(type) {
+	case *file.BooleanColumnChunkWriter:
+		_, err = c.WriteBatch(cb.bools, defs, reps)
+	case *file.Int32ColumnChunkWriter:
+		_, err = c.WriteBatch(cb.i32, defs, reps)
+	case *file.Int64ColumnChunkWriter:
+		_, err = c.WriteBatch(cb.i64, defs, reps)
+	case *file.Float32ColumnChunkWriter:
+		_, err = c.WriteBatch(cb.f32, defs, reps)
+	case *file.Float64ColumnChunkWriter:
+		_, err = c.WriteBatch(cb.f64, defs, reps)
+	case *file.ByteArrayColumnChunkWriter:
+		_, err = c.WriteBatch(cb.ba, defs, reps)
+	case *file.FixedLenByteArrayColumnChunkWriter:
+		_, err = c.WriteBatch(cb.flba, defs, reps)
+	default:
+		err = fmt.Errorf("unexpected column writer %T", cw)
+	}
+	cb.defs, cb.reps = cb.defs[:0], cb.reps[:0]
+	cb.bools, cb.i32, cb.i64, cb.f32, cb.f64 = cb.bools[:0], cb.i32[:0], cb.i64[:0], cb.f32[:0], cb.f64[:0]
+	clear(cb.ba) // drop references to the caller's strings and byte slices
+	clear(cb.flba)
+	cb.ba, cb.flba = cb.ba[:0], cb.flba[:0]
+	return err
+}
+
+func newColBuf(n *node) (*colBuf, error) {
+	cb := &colBuf{li: n.leaf}
+	li := n.leaf
+	st := &cb.st
+	intStat := func(x int64) {
+		if !st.has {
+			st.minI, st.maxI, st.has = x, x, true
+			return
+		}
+		if x < st.minI {
+			st.minI = x
+		}
+		if x > st.maxI {
+			st.maxI = x
+		}
+	}
+	floatStat := func(x float64) {
+		if math.IsNaN(x) {
+			return
+		}
+		if !st.has {
+			st.minF, st.maxF, st.has = x, x, true
+			return
+		}
+		if x < st.minF {
+			st.minF = x
+		}
+		if x > st.maxF {
+			st.maxF = x
+		}
+	}
+	switch li.kind {
+	case KindBoolean:
+		cb.put = func(v any) (int64, error) {
+			b, ok := v.(bool)
+			if !ok {
+				return 0, typeErr(li, v)
+			}
+			cb.bools = append(cb.bools, b)
+			if b {
+				intStat(1)
+			} else {
+				intStat(0)
+			}
+			return 1, nil
+		}
+	case KindInt8, KindInt16, KindInt32, KindInt64:
+		lo, hi := intRange(li.kind)
+		cb.put = func(v any) (int64, error) {
+			x, ok := toInt64(v)
+			if !ok {
+				return 0, typeErr(li, v)
+			}
+			if x < lo || x > hi {
+				return 0, fmt.Errorf("value %d does not fit in a %s", x, li.kind)
+			}
+			intStat(x)
+			if li.kind == KindInt64 {
+				cb.i64 = append(cb.i64, x)
+				return 8, nil
+			}
+			cb.i32 = append(cb.i32, int32(x))
+			return 4, nil
+		}
+	case KindFloat:
+		cb.put = func(v any) (int64, error) {
+			x, ok := v.(float32)
+			if !ok {
+				return 0, typeErr(li, v)
+			}
+			cb.f32 = append(cb.f32, x)
+			floatStat(float64(x))
+			return 4, nil
+		}
+	case KindDouble:
+		cb.put = func(v any) (int64, error) {
+			x, ok := v.(float64)
+			if !ok {
+				return 0, typeErr(li, v)
+			}
+			cb.f64 = append(cb.f64, x)
+			floatStat(x)
+			return 8, nil
+		}
+	case KindString:
+		cb.put = func(v any) (int64, error) {
+			s, ok := v.(string)
+			if !ok {
+				return 0, typeErr(li, v)
+			}
+			// The column writer only reads the bytes, so alias the string
+			// instead of copying it.
+			cb.ba = append(cb.ba, unsafe.Slice(unsafe.StringData(s), len(s)))
+			if !st.has {
+				st.minS, st.maxS, st.has = s, s, true
+			} else if s < st.minS {
+				st.minS = s
+			} else if s > st.maxS {
+				st.maxS = s
+			}
+			return int64(len(s)) + 4, nil
+		}
+	case KindBinary:
+		cb.put = func(v any) (int64, error) {
+			b, ok := v.([]byte)
+			if !ok {
+				return 0, typeErr(li, v)
+			}
+			if b == nil {
+				b = []byte{}
+			}
+			cb.ba = append(cb.ba, b)
+			// string(b) in a comparison does not allocate; a copy is made
+			// only when the extreme changes (the caller may reuse b).
+			if !st.has {
+				st.minS, st.maxS, st.has = string(b), string(b), true
+			} else if string(b) < st.minS {
+				st.minS = string(b)
+			} else if string(b) > st.maxS {
+				st.maxS = string(b)
+			}
+			return int64(len(b)) + 4, nil
+		}
+	case KindDate:
+		cb.put = func(v any) (int64, error) {
+			var d Date
+			switch x := v.(type) {
+			case Date:
+				d = x
+			case time.Time:
+				d = DateFromTime(x)
+			default:
+				return 0, typeErr(li, v)
+			}
+			cb.i32 = append(cb.i32, int32(d))
+			intStat(int64(d))
+			return 4, nil
+		}
+	case KindTimestamp, KindTimestampNTZ:
+		ntz := li.kind == KindTimestampNTZ
+		cb.put = func(v any) (int64, error) {
+			t, ok := v.(time.Time)
+			if !ok {
+				return 0, typeErr(li, v)
+			}
+			if ntz {
+				// The wall clock is the value; the location is not.
+				t = time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+			}
+			us := t.UnixMicro()
+			cb.i64 = append(cb.i64, us)
+			intStat(us)
+			return 8, nil
+		}
+	case KindDecimal:
+		prec, scale := n.typ.Precision, n.typ.Scale
+		limit := new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(prec)), nil)
+		cb.put = func(v any) (int64, error) {
+			var d Decimal
+			switch x := v.(type) {
+			case Decimal:
+				d = x
+			case string:
+				var err error
+				if d, err = ParseDecimal(x, scale); err != nil {
+					return 0, err
+				}
+			default:
+				return 0, typeErr(li, v)
+			}
+			u, err := rescale(d, scale)
+			if err != nil {
+				return 0, err
+			}
+			if new(big.Int).Abs(u).Cmp(limit) >= 0 {
+				return 0, fmt.Errorf("decimal %s does not fit in decimal(%d,%d)", d, prec, scale)
+			}
+			if !st.has {
+				st.minD, st.maxD, st.has = u, u, true
+			} else if u.Cmp(st.minD) < 0 {
+				st.minD = u
+			} else if u.Cmp(st.maxD) > 0 {
+				st.maxD = u
+			}
+			switch li.phys {
+			case parquet.Types.Int32:
+				cb.i32 = append(cb.i32, int32(u.Int64()))
+				return 4, nil
+			case parquet.Types.Int64:
+				cb.i64 = append(cb.i64, u.Int64())
+				return 8, nil
+			}
+			b := twosComplement(u, li.flbaLen)
+			cb.flba = append(cb.flba, b)
+			return int64(len(b)), nil
+		}
+	default:
+		return nil, fmt.Errorf("pq: column %s has unsupported kind %v", strings.Join(li.path, "."), li.kind)
+	}
+	return cb, nil
+}
+
+func (cb *colBuf) stats() ColumnStats {
+	li := cb.li
+	cs := ColumnStats{Path: li.path, Kind: li.kind, Repeated: li.repeated, NullCount: cb.st.nulls}
+	st := &cb.st
+	if !st.has {
+		return cs
+	}
+	switch li.kind {
+	case KindBoolean:
+		cs.Min, cs.Max = st.minI == 1, st.maxI == 1
+	case KindInt8:
+		cs.Min, cs.Max = int8(st.minI), int8(st.maxI)
+	case KindInt16:
+		cs.Min, cs.Max = int16(st.minI), int16(st.maxI)
+	case KindInt32:
+		cs.Min, cs.Max = int32(st.minI), int32(st.maxI)
+	case KindInt64:
+		cs.Min, cs.Max = st.minI, st.maxI
+	case KindFloat:
+		cs.Min, cs.Max = float32(st.minF), float32(st.maxF)
+	case KindDouble:
+		cs.Min, cs.Max = st.minF, st.maxF
+	case KindString:
+		// Clone: the extremes may alias a caller's larger string.
+		cs.Min, cs.Max = strings.Clone(st.minS), strings.Clone(st.maxS)
+	case KindBinary:
+		cs.Min, cs.Max = []byte(st.minS), []byte(st.maxS)
+	case KindDate:
+		cs.Min, cs.Max = Date(st.minI), Date(st.maxI)
+	case KindTimestamp, KindTimestampNTZ:
+		cs.Min, cs.Max = time.UnixMicro(st.minI).UTC(), time.UnixMicro(st.maxI).UTC()
+	case KindDecimal:
+		cs.Min = Decimal{Unscaled: new(big.Int).Set(st.minD), Scale: li.scale}
+		cs.Max = Decimal{Unscaled: new(big.Int).Set(st.maxD), Scale: li.scale}
+	}
+	return cs
+}
+
+func typeErr(li *leafInfo, v any) error {
+	want := map[Kind]string{
+		KindBoolean: "bool", KindInt8: "an integer", KindInt16: "an integer", KindInt32: "an integer",
+		KindInt64: "an integer", KindFloat: "float32", KindDouble: "float64", KindString: "string",
+		KindBinary: "[]byte", KindDate: "pq.Date or time.Time", KindTimestamp: "time.Time",
+		KindTimestampNTZ: "time.Time", KindDecimal: "pq.Decimal or a decimal string",
+	}[li.kind]
+	return fmt.Errorf("a %s column needs %s, got %T", li.kind, want, v)
+}
+
+func intRange(k Kind) (int64, int64) {
+	switch k {
+	case KindInt8:
+		return math.MinInt8, math.MaxInt8
+	case KindInt16:
+		return math.MinInt16, math.MaxInt16
+	case KindInt32:
+		return math.MinInt32, math.MaxInt32
+	}
+	return math.MinInt64, math.MaxInt64
+}
+
+func toInt64(v any) (int64, bool) {
+	switch x := v.(type) {
+	case int64:
+		return x, true
+	case int32:
+		return int64(x), true
+	case int:
+		return int64(x), true
+	case int16:
+		return int64(x), true
+	case int8:
+		return int64(x), true
+	case uint8:
+		return int64(x), true
+	case uint16:
+		return int64(x), true
+	case uint32:
+		return int64(x), true
+	case uint64:
+		if x > math.MaxInt64 {
+			return 0, false
+		}
+		return int64(x), true
+	case uint:
+		if uint64(x) > math.MaxInt64 {
+			return 0, false
+		}
+		return int64(x), true
+	}
+	return 0, false
+}
+
+var bigTen = big.NewInt(10)
+
+// rescale returns d's unscaled value at the given scale, refusing to drop digits.
+func rescale(d Decimal, scale int) (*big.Int, error) {
+	if d.Unscaled == nil {
+		return nil, errors.New("decimal has a nil unscaled value")
+	}
+	if d.Scale == scale {
+		return d.Unscaled, nil
+	}
+	if d.Scale < scale {
+		f := new(big.Int).Exp(bigTen, big.NewInt(int64(scale-d.Scale)), nil)
+		return f.Mul(f, d.Unscaled), nil
+	}
+	f := new(big.Int).Exp(bigTen, big.NewInt(int64(d.Scale-scale)), nil)
+	q, r := new(big.Int).QuoRem(d.Unscaled, f, new(big.Int))
+	if r.Sign() != 0 {
+		return nil, fmt.Errorf("decimal %s has more than %d fractional digits", d, scale)
+	}
+	return q, nil
+}
+
+// twosComplement encodes u as a big-endian two's-complement number of n bytes.
+func twosComplement(u *big.Int, n int) []byte {
+	out := make([]byte, n)
+	if u.Sign() >= 0 {
+		u.FillBytes(out)
+		return out
+	}
+	// -x = ^(x-1)
+	m := new(big.Int).Neg(u)
+	m.Sub(m, big.NewInt(1))
+	m.FillBytes(out)
+	for i := range out {
+		out[i] = ^out[i]
+	}
+	return out
+}
+
+// fromTwosComplement decodes a big-endian two's-complement number.
+func fromTwosComplement(b []byte) *big.Int {
+	u := new(big.Int).SetBytes(b)
+	if len(b) > 0 && b[0]&0x80 != 0 {
+		u.Sub(u, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
+	}
+	return u
+}

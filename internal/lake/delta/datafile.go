@@ -1,0 +1,358 @@
+package delta
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// PQType maps a Delta data type to the pq model type.
+func PQType(t DataType) (*pq.Type, error) {
+	switch t := t.(type) {
+	case *PrimitiveType:
+		switch t.Name {
+		case TypeLong:
+			return pq.Int64, nil
+		case TypeInteger:
+			return pq.Int32, nil
+		case TypeShort:
+			return pq.Int16, nil
+		case TypeByte:
+			return pq.Int8, nil
+		case TypeFloat:
+			return pq.Float, nil
+		case TypeDouble:
+			return pq.Double, nil
+		case TypeString:
+			return pq.String, nil
+		case TypeBinary:
+			return pq.Binary, nil
+		case TypeBoolean:
+			return pq.Boolean, nil
+		case TypeDate:
+			return pq.DateType, nil
+		case TypeTimestamp:
+			return pq.Timestamp, nil
+		case TypeTimestampNTZ:
+			return pq.TimestampNTZ, nil
+		}
+		return nil, fmt.Errorf("%w: data type %q", ErrUnsupported, t.Name)
+	case *DecimalType:
+		return pq.DecimalOf(t.Precision, t.Scale), nil
+	case *StructType:
+		fs := make([]pq.Field, 0, len(t.Fields))
+		for _, f := range t.Fields {
+			ft, err := PQType(f.Type)
+			if err != nil {
+				return nil, fmt.Errorf("field %q: %w", f.Name, err)
+			}
+			fs = append(fs, pq.Field{Name: f.Name, Type: ft, Nullable: f.Nullable})
+		}
+		return pq.StructOf(fs...), nil
+	case *ArrayType:
+		et, err := PQType(t.ElementType)
+		if err != nil {
+			return nil, err
+		}
+		return pq.ListOf(et, t.ContainsNull), nil
+	case *MapType:
+		kt, err := PQType(t.KeyType)
+		if err != nil {
+			return nil, err
+		}
+		vt, err := PQType(t.ValueType)
+		if err != nil {
+			return nil, err
+		}
+		return pq.MapOf(kt, vt, t.ValueContainsNull), nil
+	}
+	return nil, fmt.Errorf("delta: unknown data type %T", t)
+}
+
+// DataSchema is the Parquet schema of the table's data files: the table
+// schema without the partition columns (their values live in the log).
+func (s *Snapshot) DataSchema() (*pq.Schema, error) {
+	part := map[string]bool{}
+	for _, p := range s.metadata.PartitionColumns {
+		part[p] = true
+	}
+	var fs []pq.Field
+	for _, f := range s.schema.Fields {
+		if part[f.Name] {
+			continue
+		}
+		t, err := PQType(f.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %q: %w", f.Name, err)
+		}
+		fs = append(fs, pq.Field{Name: f.Name, Type: t, Nullable: f.Nullable})
+	}
+	return pq.NewSchema(fs...), nil
+}
+
+// hiveEscape escapes a partition value for a directory name the way Hive
+// and Spark do, so other engines recognize the layout.
+func hiveEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x20 || c == 0x7f || strings.IndexByte("\"#%'*/:=?\\{[]^", c) >= 0 {
+			fmt.Fprintf(&b, "%%%02X", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
+}
+
+// putStream streams what produce writes to the store under key (memory
+// stays bounded by the producer's buffering, not by the file size). The
+// object becomes visible only if produce succeeds.
+func putStream(ctx context.Context, st store.Store, key string, produce func(io.Writer) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := st.Put(ctx, key, pr, -1)
+		pr.CloseWithError(err)
+		done <- err
+	}()
+	werr := produce(pw)
+	if werr != nil {
+		cancel() // make sure a half-written object is never published
+	}
+	pw.CloseWithError(werr)
+	perr := <-done
+	if werr != nil {
+		return werr
+	}
+	return perr
+}
+
+// WriteFile writes rows as one new Parquet data file of the partition
+// given by partitionValues (one entry per partition column; nil = null) and
+// returns its add action (dataChange true, stats computed from the
+// written data). Rows hold one value per column of DataSchema, in order.
+// The file is written whole under a unique name before it is referenced;
+// if the commit never happens it is an orphan for vacuum.
+func (w *Writer) WriteFile(ctx context.Context, partitionValues map[string]*string, rows []pq.Row) (*Add, error) {
+	w.mu.Lock()
+	snap := w.snap
+	schema, err := snap.DataSchema()
+	partCols := snap.metadata.PartitionColumns
+	statsCols := numIndexedCols(&snap.metadata)
+	w.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	if len(partitionValues) != len(partCols) {
+		return nil, fmt.Errorf("delta: table %s has %d partition columns, got values for %d", w.table, len(partCols), len(partitionValues))
+	}
+	dir := ""
+	pv := make(map[string]*string, len(partCols))
+	for _, c := range partCols {
+		v, ok := partitionValues[c]
+		if !ok {
+			return nil, fmt.Errorf("delta: no value for partition column %q", c)
+		}
+		seg := "__HIVE_DEFAULT_PARTITION__"
+		if v != nil && *v != "" {
+			seg = hiveEscape(*v)
+		}
+		dir += hiveEscape(c) + "=" + seg + "/"
+		pv[c] = v
+	}
+	key := dir + "part-00000-" + uuid.NewString() + "-c000.snappy.parquet"
+	var meta pq.FileMeta
+	err = putStream(ctx, w.st, key, func(out io.Writer) error {
+		pw, err := pq.NewWriter(out, schema, pq.Options{})
+		if err != nil {
+			return err
+		}
+		if err := pw.Write(rows); err != nil {
+			return err
+		}
+		meta, err = pw.Close()
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("delta: writing data file %s to table %s: %w", key, w.table, err)
+	}
+	stats, err := StatsJSON(meta, statsCols)
+	if err != nil {
+		return nil, err
+	}
+	return &Add{
+		Path: EncodePath(key), PartitionValues: pv, Size: meta.Size,
+		ModificationTime: w.opts.now().UnixMilli(), DataChange: true, Stats: stats,
+	}, nil
+}
+
+// numIndexedCols is delta.dataSkippingNumIndexedCols (default 32; -1 = all).
+func numIndexedCols(md *Metadata) int {
+	if v, ok := md.Configuration["delta.dataSkippingNumIndexedCols"]; ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			return n
+		}
+	}
+	return 32
+}
+
+// StringStatsPrefix is how many characters of a string column go into the
+// min/max statistics (Spark's default).
+const StringStatsPrefix = 32
+
+// maxRune is appended to a truncated string maximum so that it still sorts
+// at or after every value it stands for (Spark's tie-breaker).
+const maxRune = "\U0010FFFF"
+
+// StatsJSON renders per-file statistics in the Delta format from what the
+// Parquet writer measured: numRecords, and for the first numIndexed leaf
+// columns minValues/maxValues/nullCount, nested like the schema. Columns
+// inside lists or maps are skipped; binary columns get only nullCount;
+// strings are cut to a 32-character prefix (the max gets a tie-breaker, or
+// is omitted when no safe bound exists); timestamps are millisecond UTC
+// ISO strings with the max rounded up; values JSON cannot hold exactly
+// (Inf, decimals beyond double precision) are omitted.
+func StatsJSON(meta pq.FileMeta, numIndexed int) (string, error) {
+	minV, maxV, nulls := map[string]any{}, map[string]any{}, map[string]any{}
+	indexed := 0
+	for _, c := range meta.Columns {
+		if c.Repeated {
+			continue
+		}
+		if numIndexed >= 0 && indexed >= numIndexed {
+			break
+		}
+		indexed++
+		setNested(nulls, c.Path, c.NullCount)
+		if c.Min == nil || c.Max == nil {
+			continue
+		}
+		lo, hi, ok := statBounds(c)
+		if !ok {
+			continue
+		}
+		if lo != nil {
+			setNested(minV, c.Path, lo)
+		}
+		if hi != nil {
+			setNested(maxV, c.Path, hi)
+		}
+	}
+	out := map[string]any{"numRecords": meta.NumRows}
+	if len(minV) > 0 {
+		out["minValues"] = minV
+	}
+	if len(maxV) > 0 {
+		out["maxValues"] = maxV
+	}
+	if len(nulls) > 0 {
+		out["nullCount"] = nulls
+	}
+	b, err := marshalNoEscape(out)
+	if err != nil {
+		return "", fmt.Errorf("delta: encoding stats: %w", err)
+	}
+	return string(b), nil
+}
+
+func setNested(m map[string]any, path []string, v any) {
+	for _, p := range path[:len(path)-1] {
+		inner, ok := m[p].(map[string]any)
+		if !ok {
+			inner = map[string]any{}
+			m[p] = inner
+		}
+		m = inner
+	}
+	m[path[len(path)-1]] = v
+}
+
+// statBounds converts one column's exact extremes into safe JSON bounds.
+// A nil bound is omitted.
+func statBounds(c pq.ColumnStats) (lo, hi any, ok bool) {
+	switch mn := c.Min.(type) {
+	case bool, int8, int16, int32, int64:
+		return mn, c.Max, true
+	case float32:
+		mx := c.Max.(float32)
+		if math.IsInf(float64(mn), 0) || math.IsInf(float64(mx), 0) {
+			return nil, nil, false
+		}
+		return mn, mx, true
+	case float64:
+		mx := c.Max.(float64)
+		if math.IsInf(mn, 0) || math.IsInf(mx, 0) {
+			return nil, nil, false
+		}
+		return mn, mx, true
+	case string:
+		mx := c.Max.(string)
+		if !utf8.ValidString(mn) || !utf8.ValidString(mx) {
+			return nil, nil, false // JSON would replace bytes and break the bounds
+		}
+		return truncatePrefix(mn), truncateMax(mx), true
+	case []byte:
+		return nil, nil, false
+	case pq.Date:
+		return mn.String(), c.Max.(pq.Date).String(), true
+	case time.Time:
+		mx := c.Max.(time.Time)
+		lo := mn.UTC().Truncate(time.Millisecond)
+		hiT := mx.UTC()
+		if t := hiT.Truncate(time.Millisecond); !t.Equal(hiT) {
+			hiT = t.Add(time.Millisecond)
+		}
+		const layout = "2006-01-02T15:04:05.000Z"
+		return lo.Format(layout), hiT.Format(layout), true
+	case pq.Decimal:
+		mx := c.Max.(pq.Decimal)
+		if len(strings.TrimLeft(mn.Unscaled.String(), "-")) > 15 || len(strings.TrimLeft(mx.Unscaled.String(), "-")) > 15 {
+			return nil, nil, false
+		}
+		return json.Number(mn.String()), json.Number(mx.String()), true
+	}
+	return nil, nil, false
+}
+
+func truncatePrefix(s string) string {
+	if utf8.RuneCountInString(s) <= StringStatsPrefix {
+		return s
+	}
+	n := 0
+	for i := range s {
+		if n == StringStatsPrefix {
+			return s[:i]
+		}
+		n++
+	}
+	return s
+}
+
+// truncateMax returns a string of at most 32 characters plus a tie-breaker
+// that sorts (bytewise, as Parquet and Spark compare UTF-8) at or after s,
+// or nil if none exists.
+func truncateMax(s string) any {
+	p := truncatePrefix(s)
+	if p == s {
+		return s
+	}
+	candidate := p + maxRune
+	if candidate < s {
+		return nil
+	}
+	return candidate
+}

@@ -3,11 +3,14 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/cli/devcmd"
 	"github.com/omlhq/oml/internal/cliutil"
 )
 
 // commands lists the top-level nouns. Each package owns its subtree; add one
 // line here per noun.
 func commands(f *cliutil.Factory) []*cobra.Command {
-	return []*cobra.Command{}
+	return []*cobra.Command{
+		devcmd.NewCmd(f),
+	}
 }

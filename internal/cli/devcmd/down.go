@@ -1,0 +1,91 @@
+package devcmd
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/pgdev"
+)
+
+type downOptions struct {
+	*Options
+	Purge bool
+}
+
+func newDownCmd(f *cliutil.Factory, shared *Options) *cobra.Command {
+	opts := &downOptions{Options: shared}
+	cmd := &cobra.Command{
+		Use:   "down",
+		Short: "Stop the private PostgreSQL (--purge also deletes its data)",
+		Long: `Stop the dev cluster under .oml/ (fast shutdown: open transactions are rolled
+back). Stopping a cluster that is not running is not an error.
+
+--purge also deletes what oml dev up made: .oml/pgdata (every database in
+it), the socket directory, the default lake .oml/lake (derived from the
+database, so it must go with it) and .oml/dev.json. Other files under .oml/,
+such as a signing key, are kept.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return downRun(cmd.Context(), f, opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Purge, "purge", false, "also delete the data directory, the default lake and the dev state")
+	return cmd
+}
+
+type downResult struct {
+	WasRunning bool     `json:"was_running"`
+	Purged     []string `json:"purged"`
+}
+
+func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
+	format, err := f.Format()
+	if err != nil {
+		return err
+	}
+	l, err := newLayout(opts.Dir)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	res := downResult{Purged: []string{}}
+	if st, _, _ := pgdev.StatusOf(l.DataDir); st != pgdev.Stopped {
+		c, err := openCluster(ctx, f, l, false, 0, false)
+		if err != nil {
+			return err
+		}
+		if res.WasRunning, err = c.Stop(ctx, pgdev.Fast); err != nil {
+			return cliutil.AsConfigError(err)
+		}
+	}
+	if opts.Purge {
+		for _, p := range []string{l.DataDir, l.SocketDir, l.LakeDir, l.StateFile} {
+			if _, err := os.Lstat(p); err != nil {
+				continue
+			}
+			if err := os.RemoveAll(p); err != nil {
+				return cliutil.ConfigErrorf("cannot delete %s: %v", p, err)
+			}
+			res.Purged = append(res.Purged, p)
+		}
+		// Remove .oml/ itself when nothing else is left in it.
+		_ = os.Remove(filepath.Join(l.Root, "run"))
+		_ = os.Remove(l.Root)
+	}
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(f.IO.Out, res)
+	}
+	if res.WasRunning {
+		fmt.Fprintf(f.IO.Out, "Stopped the dev cluster in %s\n", l.DataDir)
+	} else {
+		fmt.Fprintf(f.IO.Out, "The dev cluster in %s is not running\n", l.Root)
+	}
+	for _, p := range res.Purged {
+		fmt.Fprintf(f.IO.Out, "Deleted %s\n", p)
+	}
+	return nil
+}

@@ -1,0 +1,72 @@
+package outbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Querier is what the read functions need: a pool, a connection or a tx.
+type Querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// Beginner starts transactions (a pool or a connection).
+type Beginner interface {
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// Fence is a candidate end of the stable prefix: LastSeq becomes final once
+// the snapshot horizon passes Xid.
+type Fence struct {
+	LastSeq int64  // the outbox sequence's last value when the fence was taken (0: none drawn yet)
+	Xid     uint64 // a transaction id assigned after LastSeq was read
+}
+
+// Final reports whether every outbox row with seq ≤ f.LastSeq has committed
+// or can never commit, given the current snapshot horizon (xmin).
+func (f Fence) Final(horizon uint64) bool { return horizon > f.Xid }
+
+// TakeFence reads the outbox sequence's last value and then takes a fresh
+// transaction id, in that order, in a transaction of its own.
+//
+// The order matters: a transaction that drew a seq ≤ LastSeq owned its xid
+// before drawing it, hence before this read, hence before Xid was assigned.
+func TakeFence(ctx context.Context, db Beginner) (Fence, error) {
+	var f Fence
+	tx, err := db.Begin(ctx)
+	if err != nil {
+		return f, fmt.Errorf("outbox fence: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// pg_sequence_last_value is NULL until the first nextval.
+	var last pgtype.Int8
+	if err := tx.QueryRow(ctx,
+		`SELECT pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass)`).Scan(&last); err != nil {
+		return f, fmt.Errorf("outbox fence: read the outbox sequence: %w", err)
+	}
+	// A separate statement, so the xid is assigned strictly after the read.
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&f.Xid); err != nil {
+		return f, fmt.Errorf("outbox fence: take a transaction id: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return f, fmt.Errorf("outbox fence: %w", err)
+	}
+	if last.Valid {
+		f.LastSeq = last.Int64
+	}
+	return f, nil
+}
+
+// Horizon returns the current snapshot horizon: the oldest transaction id
+// still running anywhere in the cluster (or the next xid if none is).
+func Horizon(ctx context.Context, q Querier) (uint64, error) {
+	var h uint64
+	if err := q.QueryRow(ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint`).Scan(&h); err != nil {
+		return 0, fmt.Errorf("outbox: read the snapshot horizon: %w", err)
+	}
+	return h, nil
+}

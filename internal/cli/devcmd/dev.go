@@ -53,7 +53,7 @@ above .oml/. See docs/dev-cluster.md.`,
   oml init
   oml dev down --purge`,
 	}
-	cmd.PersistentFlags().StringVar(&opts.Dir, "dir", ".", "directory holding .oml/ (default: the current directory)")
+	cmd.PersistentFlags().StringVar(&opts.Dir, "dir", ".", "directory holding .oml/")
 	cmd.AddCommand(newUpCmd(f, opts), newDownCmd(f, opts), newEnvCmd(f, opts))
 	regMu.Lock()
 	for _, c := range registered {

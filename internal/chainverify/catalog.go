@@ -48,14 +48,23 @@ func parseTenantCreated(payload []byte) (uuid.UUID, error) {
 }
 
 type genesisPayload struct {
+	TenantID     string `json:"tenant_id"`
 	ProviderSeq  *int64 `json:"provider_seq"`
 	ProviderHash string `json:"provider_hash"`
 }
 
-func parseGenesis(payload []byte) (seq int64, hash []byte, err error) {
+// parseGenesis reads a tenant.genesis payload. tenant_id is optional (the
+// reference by seq and hash is what binds the chain); when present it must
+// name the chain's own tenant.
+func parseGenesis(payload []byte, chainTenant uuid.UUID) (seq int64, hash []byte, err error) {
 	var p genesisPayload
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return 0, nil, fmt.Errorf("the tenant.genesis payload is not the expected JSON object: %v", err)
+	}
+	if p.TenantID != "" {
+		if id, err := uuid.Parse(p.TenantID); err != nil || id != chainTenant {
+			return 0, nil, fmt.Errorf("the tenant.genesis payload names tenant %q, not this chain's tenant", p.TenantID)
+		}
 	}
 	if p.ProviderSeq == nil {
 		return 0, nil, fmt.Errorf("the tenant.genesis payload has no provider_seq")

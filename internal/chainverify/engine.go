@@ -343,7 +343,7 @@ func (e *engine) checkGenesis(c *chainState, ev *Event, isProvider bool) *Findin
 		return &Finding{Seq: 1, Reason: ReasonBadGenesis,
 			Detail: fmt.Sprintf("the chain starts with %q, not %q", ev.EventType, TypeTenantGenesis)}
 	}
-	pseq, phash, err := parseGenesis(ev.Payload)
+	pseq, phash, err := parseGenesis(ev.Payload, c.tenant)
 	if err != nil {
 		return &Finding{Seq: 1, Reason: ReasonBadGenesis, Detail: err.Error()}
 	}

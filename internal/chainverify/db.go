@@ -286,7 +286,10 @@ ORDER BY ids.tenant_id`
 	if err != nil {
 		return nil, fmt.Errorf("list the chains to verify: %w", err)
 	}
-	type cp struct{ seq *int64; hash []byte }
+	type cp struct {
+		seq  *int64
+		hash []byte
+	}
 	var out []*dbTenant
 	cps := map[uuid.UUID]cp{}
 	for rows.Next() {

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cli/devcmd"
+	"github.com/omlhq/oml/internal/cli/lakecmd"
 	"github.com/omlhq/oml/internal/cliutil"
 )
 
@@ -12,5 +13,6 @@ import (
 func commands(f *cliutil.Factory) []*cobra.Command {
 	return []*cobra.Command{
 		devcmd.NewCmd(f),
+		lakecmd.NewCmd(f),
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/omlhq/oml/internal/lake/store"
 )
@@ -41,6 +42,7 @@ type logFile struct {
 	part    int // multi-part: this part (1-based)
 	parts   int // multi-part: number of parts
 	size    int64
+	modTime time.Time
 }
 
 func isDigits(s string) bool {
@@ -162,6 +164,7 @@ func listLog(ctx context.Context, st store.Store, startVersion int64) (*logListi
 	multi := map[int64]map[int][]logFile{} // version -> parts count -> parts
 	for _, o := range objs {
 		lf := parseLogFile(o.Key, o.Size)
+		lf.modTime = o.ModTime
 		if lf.version < startVersion {
 			continue
 		}

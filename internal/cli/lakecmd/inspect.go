@@ -1,0 +1,256 @@
+package lakecmd
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/delta"
+)
+
+// InspectOptions are the inputs of `oml lake inspect`.
+type InspectOptions struct {
+	Factory *cliutil.Factory
+	Table   string
+	Version int64 // -1: latest
+}
+
+// NewCmdInspect builds `oml lake inspect TABLE`; runF replaces the run
+// function in tests.
+func NewCmdInspect(f *cliutil.Factory, runF func(context.Context, *InspectOptions) error) *cobra.Command {
+	opts := &InspectOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "inspect TABLE",
+		Short: "Show a Delta table's version, protocol, schema, files and txn versions",
+		Long: `Show one Delta table: its version, protocol, schema and partitioning, the live
+files and their bytes, the remembered tombstones, the checkpoint it was read
+from and the commits since, and every application transaction (txn appId,
+version, last update). The lake writer's appId is oml-lakewriter.
+
+TABLE is a URL (file:///..., s3://...) or TENANT/LAYER/NAME under --lake.`,
+		Example: `  oml lake inspect 3f9c2d.../bronze/events
+  oml lake inspect file:///var/lib/oml/lake/3f9c2d.../silver/claims -o json
+  oml lake inspect s3://lake/prod/3f9c2d.../gold/lineage --version 12`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			opts.Table = args[0]
+			if opts.Version < -1 {
+				return cliutil.FlagErrorf("--version must be a table version (0 or more)")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return inspectRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().Int64Var(&opts.Version, "version", -1, "show this version instead of the latest (time travel)")
+	return cmd
+}
+
+// InspectResult is the -o json document of `oml lake inspect`.
+type InspectResult struct {
+	Table                  string            `json:"table"`
+	Version                int64             `json:"version"`
+	Protocol               ProtocolJSON      `json:"protocol"`
+	TableID                string            `json:"table_id"`
+	Name                   *string           `json:"name"`
+	CreatedTime            *time.Time        `json:"created_time"`
+	Schema                 []ColumnJSON      `json:"schema"`
+	PartitionColumns       []string          `json:"partition_columns"`
+	Configuration          map[string]string `json:"configuration"`
+	LiveFiles              int               `json:"live_files"`
+	LiveBytes              int64             `json:"live_bytes"`
+	Tombstones             int               `json:"tombstones"`
+	CheckpointVersion      *int64            `json:"checkpoint_version"`
+	CommitsSinceCheckpoint int64             `json:"commits_since_checkpoint"`
+	Txns                   []TxnJSON         `json:"txns"`
+}
+
+// ProtocolJSON is a protocol action in snake_case.
+type ProtocolJSON struct {
+	MinReaderVersion int      `json:"min_reader_version"`
+	MinWriterVersion int      `json:"min_writer_version"`
+	ReaderFeatures   []string `json:"reader_features"`
+	WriterFeatures   []string `json:"writer_features"`
+}
+
+// ColumnJSON is one top-level column.
+type ColumnJSON struct {
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	Nullable  bool   `json:"nullable"`
+	Partition bool   `json:"partition"`
+}
+
+// TxnJSON is one application transaction.
+type TxnJSON struct {
+	AppID       string     `json:"app_id"`
+	Version     int64      `json:"version"`
+	LastUpdated *time.Time `json:"last_updated"`
+}
+
+func msTime(ms *int64) *time.Time {
+	if ms == nil {
+		return nil
+	}
+	t := time.UnixMilli(*ms).UTC()
+	return &t
+}
+
+// typeString renders a type compactly (struct<a:long>, array<string>, ...).
+func typeString(t delta.DataType) string {
+	switch t := t.(type) {
+	case *delta.StructType:
+		parts := make([]string, len(t.Fields))
+		for i, f := range t.Fields {
+			parts[i] = f.Name + ":" + typeString(f.Type)
+		}
+		return "struct<" + strings.Join(parts, ",") + ">"
+	case *delta.ArrayType:
+		return "array<" + typeString(t.ElementType) + ">"
+	case *delta.MapType:
+		return "map<" + typeString(t.KeyType) + "," + typeString(t.ValueType) + ">"
+	}
+	return t.TypeString()
+}
+
+// Inspect builds the inspect result of a snapshot.
+func Inspect(snap *delta.Snapshot) InspectResult {
+	p := snap.Protocol()
+	md := snap.Metadata()
+	part := map[string]bool{}
+	for _, c := range md.PartitionColumns {
+		part[c] = true
+	}
+	res := InspectResult{
+		Table: snap.Table(), Version: snap.Version(),
+		Protocol: ProtocolJSON{MinReaderVersion: p.MinReaderVersion, MinWriterVersion: p.MinWriterVersion,
+			ReaderFeatures: nonNil(p.ReaderFeatures), WriterFeatures: nonNil(p.WriterFeatures)},
+		TableID: md.ID, Name: md.Name, CreatedTime: msTime(md.CreatedTime),
+		PartitionColumns: nonNil(md.PartitionColumns), Configuration: md.Configuration,
+		LiveFiles: snap.NumFiles(), LiveBytes: snap.TotalBytes(), Tombstones: snap.NumTombstones(),
+		CommitsSinceCheckpoint: snap.Version() - snap.CheckpointVersion(),
+		Schema:                 []ColumnJSON{}, Txns: []TxnJSON{},
+	}
+	if cv := snap.CheckpointVersion(); cv >= 0 {
+		res.CheckpointVersion = &cv
+		res.CommitsSinceCheckpoint = snap.Version() - cv
+	} else {
+		res.CommitsSinceCheckpoint = snap.Version() + 1
+	}
+	for _, f := range snap.Schema().Fields {
+		res.Schema = append(res.Schema, ColumnJSON{Name: f.Name, Type: typeString(f.Type), Nullable: f.Nullable, Partition: part[f.Name]})
+	}
+	txns := snap.Txns()
+	ids := make([]string, 0, len(txns))
+	for id := range txns {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		t := txns[id]
+		res.Txns = append(res.Txns, TxnJSON{AppID: t.AppID, Version: t.Version, LastUpdated: msTime(t.LastUpdated)})
+	}
+	return res
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func inspectRun(ctx context.Context, opts *InspectOptions) error {
+	f := opts.Factory
+	format, err := f.Format()
+	if err != nil {
+		return err
+	}
+	st, err := OpenTable(ctx, f, opts.Table)
+	if err != nil {
+		return err
+	}
+	var lo []delta.LoadOptions
+	if opts.Version >= 0 {
+		lo = append(lo, delta.AtVersion(opts.Version))
+	}
+	snap, err := delta.Load(ctx, st, lo...)
+	if err != nil {
+		return tableError(st.String(), err)
+	}
+	res := Inspect(snap)
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(f.IO.Out, res)
+	}
+	out := f.IO.Out
+	cp := "none (replayed from version 0)"
+	if res.CheckpointVersion != nil {
+		cp = fmt.Sprint(*res.CheckpointVersion)
+	}
+	proto := fmt.Sprintf("reader %d, writer %d", res.Protocol.MinReaderVersion, res.Protocol.MinWriterVersion)
+	if len(res.Protocol.ReaderFeatures)+len(res.Protocol.WriterFeatures) > 0 {
+		proto += fmt.Sprintf(" (features: %s)", strings.Join(append(append([]string{}, res.Protocol.ReaderFeatures...), res.Protocol.WriterFeatures...), ", "))
+	}
+	part := "none"
+	if len(res.PartitionColumns) > 0 {
+		part = strings.Join(res.PartitionColumns, ", ")
+	}
+	created := "-"
+	if res.CreatedTime != nil {
+		created = cliutil.Time(*res.CreatedTime)
+	}
+	if err := cliutil.KeyValues(out, [][2]string{
+		{"table", res.Table},
+		{"version", fmt.Sprint(res.Version)},
+		{"protocol", proto},
+		{"table id", res.TableID},
+		{"created", created},
+		{"partitioned by", part},
+		{"live files", fmt.Sprint(res.LiveFiles)},
+		{"live bytes", fmt.Sprint(res.LiveBytes)},
+		{"tombstones", fmt.Sprint(res.Tombstones)},
+		{"checkpoint", cp},
+		{"commits since checkpoint", fmt.Sprint(res.CommitsSinceCheckpoint)},
+	}); err != nil {
+		return err
+	}
+	if len(res.Configuration) > 0 {
+		keys := make([]string, 0, len(res.Configuration))
+		for k := range res.Configuration {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintln(out, "\nconfiguration:")
+		for _, k := range keys {
+			fmt.Fprintf(out, "  %s=%s\n", k, res.Configuration[k])
+		}
+	}
+	fmt.Fprintln(out)
+	rows := make([][]string, 0, len(res.Schema))
+	for _, c := range res.Schema {
+		rows = append(rows, []string{c.Name, c.Type, fmt.Sprint(c.Nullable), fmt.Sprint(c.Partition)})
+	}
+	if err := cliutil.Table(f.IO, []string{"COLUMN", "TYPE", "NULLABLE", "PARTITION"}, rows); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	if len(res.Txns) == 0 {
+		_, err := fmt.Fprintln(out, "txns: none")
+		return err
+	}
+	rows = rows[:0]
+	for _, t := range res.Txns {
+		lu := "-"
+		if t.LastUpdated != nil {
+			lu = cliutil.Time(*t.LastUpdated)
+		}
+		rows = append(rows, []string{t.AppID, fmt.Sprint(t.Version), lu})
+	}
+	return cliutil.Table(f.IO, []string{"TXN APP ID", "VERSION", "LAST UPDATED"}, rows)
+}

@@ -1,0 +1,92 @@
+package lakecmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+var (
+	regMu      sync.Mutex
+	registered []func(*cliutil.Factory) *cobra.Command
+)
+
+// Register adds a subcommand to `oml lake` (drain, status, checkpoint, ...)
+// from its own file's init, so each subcommand lives in its own file.
+func Register(newCmd func(f *cliutil.Factory) *cobra.Command) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	registered = append(registered, newCmd)
+}
+
+// NewCmd builds `oml lake` and its subcommands.
+func NewCmd(f *cliutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lake",
+		Short: "Drain the outbox into the Delta lake and look at Delta tables",
+		Long: `Commands for the Delta Lake side of oml.
+
+TABLE arguments are either a full URL (file:///abs/path/to/table,
+s3://bucket/prefix/to/table) or TENANT/LAYER/NAME (for example
+3f9c.../bronze/events), resolved under the lake root given by --lake or
+OML_LAKE_URL. See docs/delta.md.`,
+	}
+	cmd.AddCommand(NewCmdInspect(f, nil), NewCmdHistory(f, nil))
+	regMu.Lock()
+	for _, c := range registered {
+		cmd.AddCommand(c(f))
+	}
+	regMu.Unlock()
+	return cmd
+}
+
+// OpenTable resolves a TABLE argument to the table's store: a full URL,
+// or TENANT/LAYER/NAME under the lake root. Failures are configuration
+// errors (exit 2) with one sentence saying what to fix.
+func OpenTable(ctx context.Context, f *cliutil.Factory, table string) (store.Store, error) {
+	if strings.Contains(table, "://") {
+		st, err := store.Open(ctx, table)
+		if err != nil {
+			return nil, cliutil.AsConfigError(err)
+		}
+		return st, nil
+	}
+	parts := strings.Split(strings.Trim(table, "/"), "/")
+	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
+		return nil, cliutil.FlagErrorf("TABLE %q is neither a URL (file:///..., s3://...) nor TENANT/LAYER/NAME", table)
+	}
+	lake := f.LakeURL()
+	if lake == "" {
+		return nil, cliutil.ConfigErrorf("TABLE %q is relative to the lake root, but no lake is configured: pass --lake or set OML_LAKE_URL, or give the table's full URL", table)
+	}
+	root, err := store.Open(ctx, lake)
+	if err != nil {
+		return nil, cliutil.AsConfigError(err)
+	}
+	st, err := store.Sub(root, strings.Join(parts, "/"))
+	if err != nil {
+		return nil, cliutil.FlagErrorf("TABLE %q: %v", table, err)
+	}
+	return st, nil
+}
+
+// tableError turns a Delta read error into a one-line error: a missing
+// table is a usage/configuration problem (exit 2), as is a table oml
+// refuses to read.
+func tableError(table string, err error) error {
+	switch {
+	case errors.Is(err, delta.ErrTableNotFound):
+		return cliutil.ConfigErrorf("no Delta table at %s (no _delta_log/ commits found): check the TABLE argument and the lake root", table)
+	case errors.Is(err, delta.ErrUnsupported):
+		return cliutil.AsConfigError(err)
+	}
+	return fmt.Errorf("reading Delta table %s: %w", table, err)
+}

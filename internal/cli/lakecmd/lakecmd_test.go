@@ -1,0 +1,162 @@
+package lakecmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/cli"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+type result struct {
+	code   cliutil.ExitCode
+	stdout string
+	stderr string
+}
+
+func run(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	io, _, out, errOut := iostreams.Test()
+	code := cli.Run(context.Background(), io, args, func(k string) string { return env[k] })
+	return result{code, out.String(), errOut.String()}
+}
+
+// makeTable creates TENANT/LAYER/NAME under lake with three commits.
+func makeTable(t *testing.T, lake, rel string) {
+	t.Helper()
+	ctx := context.Background()
+	root, err := store.NewFile(lake)
+	require.NoError(t, err)
+	st := store.MustSub(root, rel)
+	schema := &delta.StructType{Fields: []delta.StructField{
+		delta.Field("seq", delta.Prim(delta.TypeLong), false),
+		delta.Field("day", delta.Prim(delta.TypeDate), true),
+	}}
+	w, err := delta.CreateTable(ctx, st, delta.TableSpec{Schema: schema, PartitionColumns: []string{"day"}}, delta.Options{})
+	require.NoError(t, err)
+	for i := int64(1); i <= 2; i++ {
+		day := "2026-01-01"
+		add, err := w.WriteFile(ctx, map[string]*string{"day": &day}, [][]any{{i}})
+		require.NoError(t, err)
+		_, err = w.Commit(ctx, delta.Commit{Operation: "WRITE", Adds: []*delta.Add{add},
+			OperationMetrics: map[string]any{"numOutputRows": "1"}, Txn: &delta.Txn{AppID: "oml-lakewriter", Version: i * 10}})
+		require.NoError(t, err)
+	}
+}
+
+func TestInspectJSONByTenantLayerName(t *testing.T) {
+	t.Parallel()
+	lake := t.TempDir()
+	makeTable(t, lake, "t1/bronze/events")
+	r := run(t, map[string]string{cliutil.EnvLakeURL: "file://" + lake}, "lake", "inspect", "t1/bronze/events", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.EqualValues(t, 2, got["version"])
+	require.EqualValues(t, 2, got["live_files"])
+	require.EqualValues(t, 3, got["commits_since_checkpoint"])
+	require.Nil(t, got["checkpoint_version"])
+	require.Equal(t, []any{"day"}, got["partition_columns"])
+	require.Equal(t, map[string]any{"min_reader_version": float64(1), "min_writer_version": float64(2), "reader_features": []any{}, "writer_features": []any{}}, got["protocol"])
+	txns := got["txns"].([]any)
+	require.Len(t, txns, 1)
+	require.Equal(t, "oml-lakewriter", txns[0].(map[string]any)["app_id"])
+	require.EqualValues(t, 20, txns[0].(map[string]any)["version"])
+	require.NotNil(t, txns[0].(map[string]any)["last_updated"])
+}
+
+func TestInspectTableByURLAndVersion(t *testing.T) {
+	t.Parallel()
+	lake := t.TempDir()
+	makeTable(t, lake, "t1/silver/claims")
+	r := run(t, nil, "lake", "inspect", "file://"+filepath.Join(lake, "t1/silver/claims"), "--version", "1")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "version:")
+	require.Regexp(t, `(?m)^version:\s+1$`, r.stdout)
+	require.Regexp(t, `(?m)^live files:\s+1$`, r.stdout)
+	require.Contains(t, r.stdout, "oml-lakewriter\t10\t")
+	require.Contains(t, r.stdout, "seq\tlong\tfalse\tfalse")
+}
+
+func TestHistoryOneLinePerCommitNewestFirst(t *testing.T) {
+	t.Parallel()
+	lake := t.TempDir()
+	makeTable(t, lake, "t1/gold/lineage")
+	env := map[string]string{cliutil.EnvLakeURL: "file://" + lake}
+	r := run(t, env, "lake", "history", "t1/gold/lineage")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	require.Len(t, lines, 4) // header + 3 commits
+	require.True(t, strings.HasPrefix(lines[1], "2\t"))
+	require.Contains(t, lines[1], "WRITE\t+1 -0\tnumOutputRows=1\toml-lakewriter=20")
+	require.True(t, strings.HasPrefix(lines[3], "0\t"))
+	require.Contains(t, lines[3], "CREATE TABLE")
+
+	r = run(t, env, "lake", "history", "t1/gold/lineage", "-o", "json", "--limit", "1")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	var doc struct {
+		Commits []struct {
+			Version   int64  `json:"version"`
+			Operation string `json:"operation"`
+			Txns      []struct {
+				AppID   string `json:"app_id"`
+				Version int64  `json:"version"`
+			} `json:"txns"`
+		} `json:"commits"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
+	require.Len(t, doc.Commits, 1)
+	require.Equal(t, int64(2), doc.Commits[0].Version)
+	require.Equal(t, "oml-lakewriter", doc.Commits[0].Txns[0].AppID)
+}
+
+func TestMissingTableIsOneLineExit2(t *testing.T) {
+	t.Parallel()
+	lake := t.TempDir()
+	for _, args := range [][]string{
+		{"lake", "inspect", "file://" + filepath.Join(lake, "nope")},
+		{"lake", "history", "file://" + filepath.Join(lake, "nope")},
+		{"lake", "inspect", "t/bronze/events", "--lake", "file://" + lake},
+	} {
+		r := run(t, nil, args...)
+		require.Equal(t, cliutil.ExitUsage, r.code)
+		require.Empty(t, r.stdout)
+		require.Equal(t, 1, strings.Count(r.stderr, "\n"), r.stderr)
+		require.Contains(t, r.stderr, "no Delta table at")
+	}
+}
+
+func TestTableArgumentErrors(t *testing.T) {
+	t.Parallel()
+	r := run(t, nil, "lake", "inspect", "t/bronze/events")
+	require.Equal(t, cliutil.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "OML_LAKE_URL")
+	r = run(t, nil, "lake", "inspect", "just-a-name")
+	require.Equal(t, cliutil.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "TENANT/LAYER/NAME")
+	r = run(t, nil, "lake", "history", "ftp://x/y")
+	require.Equal(t, cliutil.ExitUsage, r.code)
+}
+
+func TestInspectRefusedTableNamesFeature(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "..", "..", "..", "shared", "golden", "delta__dv-partitioned-with-checkpoint")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skip("conformance corpus not found next to the module")
+	}
+	abs, err := filepath.Abs(dir)
+	require.NoError(t, err)
+	r := run(t, nil, "lake", "inspect", "file://"+abs)
+	require.Equal(t, cliutil.ExitUsage, r.code)
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, "deletionVectors")
+}

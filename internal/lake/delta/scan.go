@@ -139,6 +139,9 @@ type ScanOptions struct {
 	Columns []string
 	// BatchRows bounds the rows handed to fn at once (default 4096).
 	BatchRows int
+	// Files restricts the scan to these live files (nil: every live file).
+	// The lake writer's MERGE reads only the files stats say may hold a key.
+	Files []*Add
 }
 
 // Scan reads the live data files of the snapshot from st (the table's
@@ -175,7 +178,11 @@ func (s *Snapshot) Scan(ctx context.Context, st store.Store, opts ScanOptions, f
 		physIdx = append(physIdx, i)
 	}
 	want := pq.NewSchema(physFields...)
-	for _, add := range s.Files() {
+	files := opts.Files
+	if files == nil {
+		files = s.Files()
+	}
+	for _, add := range files {
 		if err := s.scanFile(ctx, st, add, cols, part, want, physIdx, batch, fn); err != nil {
 			return fmt.Errorf("table %s: reading %s: %w", s.table, add.Path, err)
 		}

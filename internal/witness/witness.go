@@ -1,0 +1,244 @@
+// Package witness keeps signed chain heads outside PostgreSQL, in the lake's
+// object store, so a failover that lost committed tail events (a chain that
+// still verifies perfectly on its own) is caught: the fork check compares
+// PostgreSQL's chain with the newest witnessed head.
+//
+// A signed head names (tenant, seq, hash, time, system_identifier,
+// timeline, key_id) and is signed by the deployment key over a canonical
+// binary message (see Message). Heads are written with put-if-absent under
+//
+//	_oml_witness/<tenant uuid>/<seq, 20 digits>.json
+//
+// so a witness is never overwritten and keys sort by seq: the newest head of
+// a tenant is its last key. Publishing a head whose seq is already witnessed
+// with another hash is itself fork evidence (ErrConflict).
+//
+// Invariants: a published witness is immutable; Newest only returns heads
+// whose signature verifies under a key the caller trusts.
+package witness
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// Prefix is where witnesses live under the lake root (outside every Delta
+// table directory, so no Delta reader ever sees them).
+const Prefix = "_oml_witness/"
+
+const (
+	messageMagic   = "OMLH"
+	messageVersion = 1
+)
+
+// Head is one signed head as stored (JSON, stable field names).
+type Head struct {
+	Version          int       `json:"version"`
+	Tenant           uuid.UUID `json:"tenant"`
+	Seq              int64     `json:"seq"`
+	Hash             string    `json:"hash"` // lowercase hex
+	Time             time.Time `json:"time"`
+	SystemIdentifier string    `json:"system_identifier"`
+	Timeline         string    `json:"timeline"`
+	KeyID            string    `json:"key_id"`
+	Signature        string    `json:"signature"` // standard base64
+}
+
+// Signer signs with the deployment key (keys.Key implements it).
+type Signer interface {
+	KeyID() string
+	Sign(msg []byte) []byte
+}
+
+// Message is the canonical signed message of h: "OMLH" | u8 1 |
+// tenant[16] | u64 seq | hash[32] | i64 time µs | str16 system_identifier
+// | str16 timeline | str16 key_id (big-endian; str16 = u16 length + bytes).
+func (h *Head) Message() ([]byte, error) {
+	hash, err := hex.DecodeString(h.Hash)
+	if err != nil || len(hash) != 32 {
+		return nil, fmt.Errorf("witnessed head hash %q is not 32 bytes of hex", h.Hash)
+	}
+	if h.Seq < 1 {
+		return nil, fmt.Errorf("witnessed head seq %d is not positive", h.Seq)
+	}
+	b := append([]byte(messageMagic), messageVersion)
+	b = append(b, h.Tenant[:]...)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.Seq))
+	b = append(b, hash...)
+	b = binary.BigEndian.AppendUint64(b, uint64(h.Time.UnixMicro()))
+	for _, s := range []string{h.SystemIdentifier, h.Timeline, h.KeyID} {
+		if len(s) > math.MaxUint16 {
+			return nil, errors.New("witnessed head field longer than 65535 bytes")
+		}
+		b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+		b = append(b, s...)
+	}
+	return b, nil
+}
+
+// Sign fills KeyID, Version and Signature.
+func (h *Head) Sign(s Signer) error {
+	h.Version = messageVersion
+	h.KeyID = s.KeyID()
+	h.Time = h.Time.UTC().Truncate(time.Microsecond)
+	msg, err := h.Message()
+	if err != nil {
+		return err
+	}
+	h.Signature = base64.StdEncoding.EncodeToString(s.Sign(msg))
+	return nil
+}
+
+// Verify checks h's signature with pub.
+func (h *Head) Verify(pub ed25519.PublicKey) error {
+	msg, err := h.Message()
+	if err != nil {
+		return err
+	}
+	sig, err := base64.StdEncoding.DecodeString(h.Signature)
+	if err != nil || len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, msg, sig) {
+		return fmt.Errorf("witnessed head of tenant %s at seq %d: the signature does not verify under key %s", h.Tenant, h.Seq, h.KeyID)
+	}
+	return nil
+}
+
+// HashBytes is the head's hash as bytes (nil if malformed).
+func (h *Head) HashBytes() []byte {
+	b, err := hex.DecodeString(h.Hash)
+	if err != nil || len(b) != 32 {
+		return nil
+	}
+	return b
+}
+
+// Key is the object key of tenant's witness at seq.
+func Key(tenant uuid.UUID, seq int64) string {
+	return fmt.Sprintf("%s%s/%020d.json", Prefix, tenant, seq)
+}
+
+// ErrConflict means a witness already exists at the same tenant and seq
+// with a different hash: two different chains claimed that position.
+var ErrConflict = errors.New("a different head is already witnessed at this seq")
+
+// Publish writes h (already signed) with put-if-absent. Publishing the same
+// head again is a no-op (the stored one is kept, never overwritten); a
+// different hash at the same seq returns ErrConflict with both hashes.
+func Publish(ctx context.Context, st store.Store, h *Head) (created bool, err error) {
+	data, err := json.Marshal(h)
+	if err != nil {
+		return false, err
+	}
+	key := Key(h.Tenant, h.Seq)
+	err = st.PutIfAbsent(ctx, key, data)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrAmbiguous):
+		old, gerr := Read(ctx, st, key)
+		if gerr != nil {
+			return false, fmt.Errorf("publish witness %s: %w (and reading it back failed: %v)", key, err, gerr)
+		}
+		if old.Hash != h.Hash {
+			return false, fmt.Errorf("%w: tenant %s seq %d is witnessed with hash %s, PostgreSQL has %s",
+				ErrConflict, h.Tenant, h.Seq, old.Hash, h.Hash)
+		}
+		return errors.Is(err, store.ErrAmbiguous), nil
+	default:
+		return false, fmt.Errorf("publish witness %s to %s: %w", key, st, err)
+	}
+}
+
+// Read reads one stored witness.
+func Read(ctx context.Context, st store.Store, key string) (*Head, error) {
+	data, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	var h Head
+	if err := json.Unmarshal(data, &h); err != nil {
+		return nil, fmt.Errorf("witness %s is not a signed head: %v", key, err)
+	}
+	return &h, nil
+}
+
+// KeyLookup returns the public key of a key id the caller trusts.
+type KeyLookup func(keyID string) (ed25519.PublicKey, bool)
+
+// Newest returns, per tenant, the newest witnessed head whose signature
+// verifies under trusted. Witnesses that fail to verify are returned in bad
+// (they are evidence of tampering with the witness store, never silently
+// trusted). tenant limits the listing to one tenant when non-nil.
+func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyLookup) (map[uuid.UUID]*Head, []error, error) {
+	prefix := Prefix
+	if tenant != nil {
+		prefix += tenant.String() + "/"
+	}
+	newestKey := map[uuid.UUID]string{}
+	after := ""
+	for {
+		infos, err := st.List(ctx, prefix, after)
+		if err != nil {
+			return nil, nil, fmt.Errorf("list witnesses in %s: %w", st, err)
+		}
+		if len(infos) == 0 {
+			break
+		}
+		for _, info := range infos {
+			rest := strings.TrimPrefix(info.Key, Prefix)
+			tid, file, ok := strings.Cut(rest, "/")
+			id, err := uuid.Parse(tid)
+			if !ok || err != nil || !strings.HasSuffix(file, ".json") {
+				continue
+			}
+			if _, err := strconv.ParseInt(strings.TrimSuffix(file, ".json"), 10, 64); err != nil {
+				continue
+			}
+			if info.Key > newestKey[id] {
+				newestKey[id] = info.Key
+			}
+		}
+		after = infos[len(infos)-1].Key
+	}
+	out := map[uuid.UUID]*Head{}
+	var bad []error
+	for id, key := range newestKey {
+		h, err := Read(ctx, st, key)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if h.Tenant != id || Key(h.Tenant, h.Seq) != key {
+			bad = append(bad, fmt.Errorf("witness %s names tenant %s seq %d, not its own key", key, h.Tenant, h.Seq))
+			continue
+		}
+		pub, ok := trusted(h.KeyID)
+		if !ok {
+			bad = append(bad, fmt.Errorf("witness %s is signed by key %s, which the provider chain never issued", key, h.KeyID))
+			continue
+		}
+		if err := h.Verify(pub); err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		out[id] = h
+	}
+	return out, bad, nil
+}
+
+// SameHash reports whether h witnesses hash.
+func (h *Head) SameHash(hash []byte) bool { return bytes.Equal(h.HashBytes(), hash) }

@@ -1,0 +1,140 @@
+package witness_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/witness"
+)
+
+func TestMain(m *testing.M) {
+	testdb.Main(m, testdb.WithTemplate(schema.Migrate))
+}
+
+func head(t *testing.T, k *keys.Key, tenant uuid.UUID, seq int64, hashByte byte) *witness.Head {
+	t.Helper()
+	hash := make([]byte, 32)
+	hash[0] = hashByte
+	h := &witness.Head{Tenant: tenant, Seq: seq, Hash: hex.EncodeToString(hash),
+		Time: time.Date(2026, 11, 30, 1, 2, 3, 456789000, time.UTC), SystemIdentifier: "7312", Timeline: "00000001"}
+	require.NoError(t, h.Sign(k))
+	return h
+}
+
+func trust(k *keys.Key) witness.KeyLookup {
+	return func(id string) (ed25519.PublicKey, bool) {
+		if id == k.KeyID() {
+			return k.Public(), true
+		}
+		return nil, false
+	}
+}
+
+func TestPublishAndNewest_OnAFileStore(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	a, b := uuid.New(), uuid.New()
+
+	for _, h := range []*witness.Head{head(t, k, a, 5, 1), head(t, k, a, 12, 2), head(t, k, a, 9, 3), head(t, k, b, 3, 4)} {
+		created, err := witness.Publish(ctx, st, h)
+		require.NoError(t, err)
+		require.True(t, created)
+	}
+	// The same head again: kept, not rewritten.
+	created, err := witness.Publish(ctx, st, head(t, k, a, 12, 2))
+	require.NoError(t, err)
+	require.False(t, created)
+	// Another hash at a witnessed seq: fork evidence, and the witness stays.
+	_, err = witness.Publish(ctx, st, head(t, k, a, 12, 9))
+	require.ErrorIs(t, err, witness.ErrConflict)
+
+	newest, bad, err := witness.Newest(ctx, st, nil, trust(k))
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Len(t, newest, 2)
+	require.EqualValues(t, 12, newest[a].Seq)
+	require.Equal(t, head(t, k, a, 12, 2).Hash, newest[a].Hash)
+	require.EqualValues(t, 3, newest[b].Seq)
+
+	only, _, err := witness.Newest(ctx, st, &b, trust(k))
+	require.NoError(t, err)
+	require.Len(t, only, 1)
+}
+
+func TestNewest_RefusesWitnessesItCannotTrust(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.NewMem()
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	other, err := keys.Generate()
+	require.NoError(t, err)
+	a, b := uuid.New(), uuid.New()
+
+	_, err = witness.Publish(ctx, st, head(t, other, a, 4, 1)) // a key nobody issued
+	require.NoError(t, err)
+	forged := head(t, k, b, 7, 1)
+	forged.Seq = 8 // edited after signing
+	_, err = witness.Publish(ctx, st, forged)
+	require.NoError(t, err)
+
+	newest, bad, err := witness.Newest(ctx, st, nil, trust(k))
+	require.NoError(t, err)
+	require.Empty(t, newest)
+	require.Len(t, bad, 2)
+}
+
+func TestHeadMessage_CoversEveryField(t *testing.T) {
+	t.Parallel()
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	base := head(t, k, uuid.New(), 10, 1)
+	require.NoError(t, base.Verify(k.Public()))
+	for name, edit := range map[string]func(h *witness.Head){
+		"tenant":   func(h *witness.Head) { h.Tenant = uuid.New() },
+		"seq":      func(h *witness.Head) { h.Seq++ },
+		"hash":     func(h *witness.Head) { h.Hash = hex.EncodeToString(make([]byte, 32)) },
+		"time":     func(h *witness.Head) { h.Time = h.Time.Add(time.Microsecond) },
+		"system":   func(h *witness.Head) { h.SystemIdentifier = "9999" },
+		"timeline": func(h *witness.Head) { h.Timeline = "00000002" },
+		"key_id":   func(h *witness.Head) { h.KeyID = "00" },
+	} {
+		h := *base
+		edit(&h)
+		require.Error(t, h.Verify(k.Public()), name)
+	}
+}
+
+func TestCapture_ReadsHeadsWithTheDatabaseIdentity(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	id := uuid.New()
+	hash := make([]byte, 32)
+	hash[31] = 7
+	_, err := pool.Exec(ctx, `INSERT INTO oml.chain_heads (tenant_id, seq, hash, updated_at) VALUES ($1, 42, $2, now())`, id, hash)
+	require.NoError(t, err)
+	now := time.Now()
+	heads, err := witness.Capture(ctx, pool, nil, now)
+	require.NoError(t, err)
+	require.Len(t, heads, 1)
+	require.Equal(t, id, heads[0].Tenant)
+	require.EqualValues(t, 42, heads[0].Seq)
+	require.Equal(t, hex.EncodeToString(hash), heads[0].Hash)
+	require.NotEmpty(t, heads[0].SystemIdentifier)
+	require.Len(t, heads[0].Timeline, 8)
+}

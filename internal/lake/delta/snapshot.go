@@ -303,6 +303,17 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 		cp = nil
 	}
 	start := int64(0)
+	if _, ok := listing.commits[0]; cp == nil && !ok && !ignoreCheckpoints {
+		if oldest := listing.newestCheckpoint(-1); oldest != nil {
+			for _, c := range listing.checkpoints {
+				if !c.v2 && c.version < oldest.version {
+					oldest = c
+				}
+			}
+			return nil, fmt.Errorf("%w: table %s: version %d was removed by log cleanup; the oldest readable version is %d",
+				ErrVersionNotFound, table, latest, oldest.version)
+		}
+	}
 	if cp != nil {
 		if cp.v2 {
 			return nil, &UnsupportedError{Table: table, Op: "read", Feature: "v2Checkpoint",

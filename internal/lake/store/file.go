@@ -184,6 +184,7 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 // Put writes key atomically: a reader sees the old object or the whole new
 // one, never a partial file (temp + fsync + rename).
 func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	r = orEmpty(r)
 	p, err := f.path(key)
 	if err != nil {
 		return err
@@ -384,4 +385,12 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// orEmpty lets Put take a nil reader for an empty body.
+func orEmpty(r io.Reader) io.Reader {
+	if r == nil {
+		return bytes.NewReader(nil)
+	}
+	return r
 }

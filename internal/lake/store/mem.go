@@ -200,6 +200,7 @@ func (m *Mem) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 }
 
 func (m *Mem) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	r = orEmpty(r)
 	// Read the body before taking the lock: a failing reader must leave no
 	// trace, and a slow one must not block other operations.
 	data, err := io.ReadAll(ctxReader{ctx: ctx, r: r})

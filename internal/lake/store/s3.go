@@ -331,6 +331,7 @@ func (o *s3Object) ReadAt(p []byte, off int64) (int, error) {
 // (and which is aborted on any failure). Either way readers see the old
 // object or the whole new one. Put is idempotent, so the SDK retries it.
 func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	r = orEmpty(r)
 	k, err := s.full(key)
 	if err != nil {
 		return err

@@ -85,8 +85,8 @@ func (r *Recorder) Reset() {
 	r.mu.Unlock()
 }
 
-// String renders the trace one entry per line (for golden files).
-func (r *Recorder) String() string {
+// TraceString renders the trace one entry per line (for golden files).
+func (r *Recorder) TraceString() string {
 	var b strings.Builder
 	for _, e := range r.Trace() {
 		b.WriteString(e.String())

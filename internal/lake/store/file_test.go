@@ -1,0 +1,60 @@
+package store_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFileStoreIgnoresLeftoverTempFilesAndKeepsNoneAfterWrites(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := store.NewFile(dir)
+	require.NoError(t, err)
+	require.NoError(t, s.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte("v0")))
+	require.ErrorIs(t, s.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte("v0'")), store.ErrExists)
+	require.NoError(t, s.Put(ctx, "_delta_log/_last_checkpoint", nil, 0))
+
+	entries, err := os.ReadDir(filepath.Join(dir, "_delta_log"))
+	require.NoError(t, err)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	require.Equal(t, []string{"00000000000000000000.json", "_last_checkpoint"}, names, "temporary files left behind")
+
+	// A crash between writing the temporary file and publishing it leaves
+	// one behind; List must not show it.
+	leftover := filepath.Join(dir, "_delta_log", ".00000000000000000001.json.0123456789abcdef.oml-tmp")
+	require.NoError(t, os.WriteFile(leftover, []byte("partial"), 0o644))
+	infos, err := s.List(ctx, "", "")
+	require.NoError(t, err)
+	require.Len(t, infos, 2)
+	_, err = s.Get(ctx, "_delta_log/00000000000000000001.json")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	require.NoError(t, s.PutIfAbsent(ctx, "_delta_log/00000000000000000001.json", []byte("v1")))
+}
+
+func TestFileStoreKeyBelowAFileIsAnError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, s.PutIfAbsent(ctx, "x", []byte("1")))
+	err = s.PutIfAbsent(ctx, "x/y", []byte("2"))
+	require.ErrorContains(t, err, "is a file")
+	require.NotErrorIs(t, err, store.ErrExists)
+	_, err = s.Get(ctx, "x/y")
+	require.ErrorIs(t, err, store.ErrNotFound)
+}
+
+func TestFileStoreRefusesRelativeRoot(t *testing.T) {
+	t.Parallel()
+	_, err := store.NewFile("relative/lake")
+	require.ErrorContains(t, err, "not an absolute path")
+}

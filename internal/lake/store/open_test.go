@@ -1,0 +1,78 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/stretchr/testify/require"
+)
+
+func TestOpenRefusesBadLakeURLsWithOneLineErrors(t *testing.T) {
+	t.Parallel()
+	cases := []struct{ url, want string }{
+		{"", "no lake URL given"},
+		{"file://relative/path", "not an absolute file URL"},
+		{"file:relative", "not an absolute file URL"},
+		{"file:///abs?x=1", "takes no query"},
+		{"/abs/path", "has no scheme"},
+		{"gs://bucket/x", `unsupported scheme "gs"`},
+		{"s3:///prefix", "names no bucket"},
+		{"s3://Bad_Bucket/x", "not a valid S3 bucket name"},
+		{"s3://bucket/a/../b", "not a valid key prefix"},
+		{"s3://user:secret@bucket/x", "takes no user"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.url, func(t *testing.T) {
+			t.Parallel()
+			_, err := store.Open(context.Background(), tc.url)
+			require.ErrorContains(t, err, tc.want)
+			require.NotContains(t, err.Error(), "\n")
+			require.NotContains(t, err.Error(), "secret", "the error leaks a secret")
+		})
+	}
+}
+
+func TestOpenFileURL(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	s, err := store.Open(context.Background(), "file://"+dir+"/lake/")
+	require.NoError(t, err)
+	require.Equal(t, "file://"+dir+"/lake", s.String())
+	require.NoError(t, s.PutIfAbsent(context.Background(), "x", []byte("1")))
+
+	_, err = store.Open(context.Background(), "file://"+dir+"/lake/x")
+	require.ErrorContains(t, err, "not a directory")
+}
+
+func TestOpenS3URLNeedsARegion(t *testing.T) {
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
+	_, err := store.Open(context.Background(), "s3://bucket/prefix")
+	require.ErrorContains(t, err, "set AWS_REGION")
+}
+
+func TestOpenS3URLTakesEndpointFromEnvironment(t *testing.T) {
+	t.Setenv("AWS_REGION", "eu-west-1")
+	t.Setenv("AWS_ENDPOINT_URL", "http://127.0.0.1:1")
+	t.Setenv("AWS_ACCESS_KEY_ID", "ak")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "sk")
+	s, err := store.Open(context.Background(), "s3://bucket/lake/root/")
+	require.NoError(t, err)
+	require.Equal(t, "s3://bucket/lake/root", s.String())
+	o := s.(*store.S3).Client().Options()
+	require.Equal(t, "http://127.0.0.1:1", *o.BaseEndpoint)
+	require.True(t, o.UsePathStyle, "a custom endpoint uses path-style addressing")
+	require.Equal(t, "eu-west-1", o.Region)
+}
+
+func TestSubRefusesInvalidPrefix(t *testing.T) {
+	t.Parallel()
+	_, err := store.Sub(store.NewMem(), "a/../b")
+	require.ErrorIs(t, err, store.ErrInvalidKey)
+	m := store.NewMem()
+	same, err := store.Sub(m, "/")
+	require.NoError(t, err)
+	require.Same(t, m, same.(*store.Mem))
+}

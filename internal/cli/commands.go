@@ -3,6 +3,7 @@ package cli
 import (
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/cli/chaincmd"
 	"github.com/omlhq/oml/internal/cli/devcmd"
 	"github.com/omlhq/oml/internal/cli/lakecmd"
 	"github.com/omlhq/oml/internal/cliutil"
@@ -12,6 +13,7 @@ import (
 // line here per noun.
 func commands(f *cliutil.Factory) []*cobra.Command {
 	return []*cobra.Command{
+		chaincmd.NewCmd(f),
 		devcmd.NewCmd(f),
 		lakecmd.NewCmd(f),
 	}

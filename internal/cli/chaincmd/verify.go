@@ -1,0 +1,249 @@
+package chaincmd
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/witness"
+)
+
+// VerifyOptions are `oml chain verify`'s flags and dependencies.
+type VerifyOptions struct {
+	F *cliutil.Factory
+
+	Tenant       string
+	From         int64
+	FromHash     string
+	Full         bool
+	Strict       bool
+	NoCheckpoint bool
+	RootKeyID    string
+}
+
+// NewCmdVerify builds `oml chain verify`. runF replaces the run function in
+// tests of flag parsing.
+func NewCmdVerify(f *cliutil.Factory, runF func(context.Context, *VerifyOptions) error) *cobra.Command {
+	opts := &VerifyOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "verify",
+		Short: "Verify every chain end to end and report the first bad event of each broken one",
+		Long: `Verify the journal from its stored rows alone.
+
+For every chain (the provider chain and every tenant's), in seq order:
+recompute each event's payload digest, envelope and hash; check seq runs
+without gaps from the genesis and prev_hash links to the previous event;
+verify the ed25519 signature against a key the provider chain issued; check
+each tenant's genesis references the provider tenant.created that created it
+(by seq and hash); and check oml.chain_heads agrees with the last event.
+Stored checkpoints and the heads witnessed in the lake (when --lake is set)
+are compared with the journal: a journal that no longer reaches one lost its
+tail (tail-lost), one holding another hash there forked (fork).
+
+Each broken chain is reported once, at its first bad event, with one of the
+reasons: hash-mismatch, broken-link, seq-gap, bad-signature, unknown-key,
+bad-genesis, head-mismatch, tail-lost, fork.
+
+A clean chain's verified head is stored as a checkpoint (oml.chain_checkpoints)
+so the next run checks only what is new; --full starts from every genesis.
+--from SEQ --from-hash HEX resumes one tenant from a head you trust (a
+witnessed one, or one you wrote down). Signatures are checked on every core;
+by default in batches under the cofactored rule, --strict one by one with
+crypto/ed25519 (see docs/chain-verify.md, "Signatures oml accepts").
+
+Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
+		Example: `  oml chain verify
+  oml chain verify --tenant acme --full -o json
+  oml chain verify --tenant acme --from 1200 --from-hash 3b1f...`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.From < 0 {
+				return cliutil.FlagErrorf("--from must be a seq of 1 or more")
+			}
+			if opts.From > 0 && opts.Tenant == "" {
+				return cliutil.FlagErrorf("--from needs --tenant: a trusted head belongs to one chain")
+			}
+			if opts.From > 0 && opts.FromHash == "" {
+				return cliutil.FlagErrorf("--from needs --from-hash: a head is trusted because its hash came from outside the database")
+			}
+			if opts.FromHash != "" && opts.From == 0 {
+				return cliutil.FlagErrorf("--from-hash needs --from SEQ")
+			}
+			if opts.FromHash != "" {
+				if b, err := hex.DecodeString(opts.FromHash); err != nil || len(b) != 32 {
+					return cliutil.FlagErrorf("--from-hash must be 64 hex characters (a SHA-256 event hash)")
+				}
+			}
+			if opts.From > 0 && opts.Full {
+				return cliutil.FlagErrorf("--from and --full contradict each other: pick one")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return verifyRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Tenant, "tenant", "", "verify only this tenant (name or id; the provider chain is always verified)")
+	fl.Int64Var(&opts.From, "from", 0, "with --tenant: resume after this trusted seq instead of the genesis or the checkpoint")
+	fl.StringVar(&opts.FromHash, "from-hash", "", "the trusted hash of the --from event (64 hex characters)")
+	fl.BoolVar(&opts.Full, "full", false, "ignore checkpoints and verify every chain from its genesis")
+	fl.BoolVar(&opts.Strict, "strict", false, "verify each signature alone with crypto/ed25519 (slower; implies --full)")
+	fl.BoolVar(&opts.NoCheckpoint, "no-checkpoint", false, "do not store verified heads in oml.chain_checkpoints")
+	fl.StringVar(&opts.RootKeyID, "root-key-id", "", "the deployment root key id to trust (refuses a provider chain rooted in another key)")
+	return cmd
+}
+
+// verifyJSON is the -o json document.
+type verifyJSON struct {
+	OK             bool                  `json:"ok"`
+	Chains         []chainJSON           `json:"chains"`
+	Findings       []chainverify.Finding `json:"findings"`
+	Events         int64                 `json:"events"`
+	Resumed        int                   `json:"resumed"`
+	ElapsedSeconds float64               `json:"elapsed_seconds"`
+	SignatureRule  string                `json:"signature_rule"`
+	Witnesses      witnessCheckJSON      `json:"witnesses"`
+}
+
+type chainJSON struct {
+	chainverify.ChainReport
+	Name string `json:"name"`
+}
+
+type witnessCheckJSON struct {
+	Checked  bool     `json:"checked"`
+	Tenants  int      `json:"tenants"`
+	Problems []string `json:"problems"`
+}
+
+func verifyRun(ctx context.Context, opts *VerifyOptions) error {
+	f := opts.F
+	io := f.IO
+	format, _ := f.Format()
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	dbo := chainverify.DBOptions{
+		Full: opts.Full, Strict: opts.Strict, NoCheckpoint: opts.NoCheckpoint, RootKeyID: opts.RootKeyID,
+	}
+	if opts.Tenant != "" {
+		id, err := resolveTenant(ctx, pool, opts.Tenant)
+		if err != nil {
+			return err
+		}
+		dbo.Tenant = &id
+		if opts.From > 0 {
+			h, _ := hex.DecodeString(opts.FromHash)
+			dbo.From = &chainverify.Head{Seq: opts.From, Hash: h}
+		}
+	}
+
+	wj := witnessCheckJSON{Problems: []string{}}
+	st, err := openLake(ctx, f)
+	if err != nil {
+		return err
+	}
+	if st != nil {
+		trusted, err := issuedKeys(ctx, pool)
+		if err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		newest, bad, err := witness.Newest(ctx, st, dbo.Tenant, trusted)
+		if err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		wj.Checked, wj.Tenants = true, len(newest)
+		for _, e := range bad {
+			wj.Problems = append(wj.Problems, e.Error())
+		}
+		dbo.Witnessed = func(id uuid.UUID) (chainverify.Head, bool) {
+			h, ok := newest[id]
+			if !ok {
+				return chainverify.Head{}, false
+			}
+			return chainverify.Head{Seq: h.Seq, Hash: h.HashBytes()}, true
+		}
+	}
+
+	var progress chainverify.Progress
+	dbo.Progress = &progress
+	stop := func() {}
+	if io.IsStderrTTY() {
+		var total int64
+		var mu sync.Mutex
+		dbo.OnPlan = func(n int64) { mu.Lock(); total = n; mu.Unlock() }
+		stop = startProgress(io.ErrOut, &progress, func() int64 { mu.Lock(); defer mu.Unlock(); return total })
+	}
+	rep, err := chainverify.VerifyDB(ctx, pool, dbo)
+	stop()
+	if err != nil {
+		return cliutil.AsConfigError(fmt.Errorf("verify the journal: %w", err))
+	}
+	names, err := tenantNames(ctx, pool)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+
+	if format == cliutil.FormatJSON {
+		doc := verifyJSON{OK: len(rep.Findings) == 0, Findings: rep.Findings, Events: rep.Events,
+			Resumed: rep.Resumed, ElapsedSeconds: rep.Elapsed.Seconds(), SignatureRule: rep.Rule, Witnesses: wj,
+			Chains: make([]chainJSON, 0, len(rep.Chains))}
+		if doc.Findings == nil {
+			doc.Findings = []chainverify.Finding{}
+		}
+		for _, c := range rep.Chains {
+			doc.Chains = append(doc.Chains, chainJSON{ChainReport: c, Name: names[c.Tenant]})
+		}
+		if err := cliutil.WriteJSON(io.Out, doc); err != nil {
+			return err
+		}
+	} else {
+		rows := make([][]string, 0, len(rep.Chains))
+		for _, c := range rep.Chains {
+			status := "ok"
+			if !c.OK {
+				status = string(c.Reason)
+			}
+			rows = append(rows, []string{c.Tenant.String(), names[c.Tenant], fmt.Sprint(c.FromSeq),
+				fmt.Sprint(c.Seq), short(c.Hash), fmt.Sprint(c.Events), status})
+		}
+		if err := cliutil.Table(io, []string{"TENANT", "NAME", "FROM", "SEQ", "HASH", "EVENTS", "STATUS"}, rows); err != nil {
+			return err
+		}
+		if len(rep.Findings) > 0 {
+			fmt.Fprintln(io.Out)
+			frows := make([][]string, 0, len(rep.Findings))
+			for _, fd := range rep.Findings {
+				frows = append(frows, []string{fd.Tenant.String(), names[fd.Tenant], fmt.Sprint(fd.Seq), string(fd.Reason), fd.Detail})
+			}
+			if err := cliutil.Table(io, []string{"TENANT", "NAME", "FIRST BAD SEQ", "REASON", "DETAIL"}, frows); err != nil {
+				return err
+			}
+		}
+		for _, p := range wj.Problems {
+			fmt.Fprintf(io.ErrOut, "oml: warning: %s\n", p)
+		}
+		if !wj.Checked {
+			fmt.Fprintln(io.ErrOut, "oml: note: no lake configured (--lake or OML_LAKE_URL): heads were checked against checkpoints only, not against witnessed heads")
+		}
+		rate := float64(rep.Events) / max(rep.Elapsed.Seconds(), 1e-9)
+		fmt.Fprintf(io.ErrOut, "verified %d chains (%d resumed from checkpoints), %d events in %s (%.0f events/s), signature rule %s\n",
+			len(rep.Chains), rep.Resumed, rep.Events, rep.Elapsed.Round(time.Millisecond), rate, rep.Rule)
+	}
+	if n := len(rep.Findings); n > 0 {
+		if format == cliutil.FormatJSON {
+			return cliutil.ErrFindings
+		}
+		return cliutil.Findingsf("%d chain(s) failed verification: see the findings above (docs/chain-verify.md explains each reason)", n)
+	}
+	return nil
+}

@@ -1,0 +1,154 @@
+package chaincmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/witness"
+)
+
+// WitnessOptions are `oml chain witness`'s flags and dependencies.
+type WitnessOptions struct {
+	F      *cliutil.Factory
+	Tenant string
+}
+
+// NewCmdWitness builds `oml chain witness`.
+func NewCmdWitness(f *cliutil.Factory, runF func(context.Context, *WitnessOptions) error) *cobra.Command {
+	opts := &WitnessOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "witness",
+		Short: "Publish signed copies of the chain heads to the lake's object store",
+		Long: `Sign each tenant's stored head (tenant, seq, hash, time, the database's system
+identifier and timeline) with the deployment key and write it to the lake
+under _oml_witness/<tenant>/<seq>.json with put-if-absent, so a witness is
+never overwritten. oml chain verify and oml chain head compare the journal
+with the newest witness: a journal behind it lost committed events
+(tail-lost), one holding another hash at its seq forked (fork).
+
+Run it from cron, or after each lake batch. Needs --lake and --signing-key.
+Exit status: 0 published (or already witnessed); 1 a different head is
+already witnessed at a seq (fork evidence); 2 usage or connection error.`,
+		Example: `  oml chain witness
+  oml chain witness --tenant acme`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return witnessRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "witness only this tenant's head (name or id)")
+	return cmd
+}
+
+type witnessRow struct {
+	Tenant  uuid.UUID `json:"tenant"`
+	Name    string    `json:"name"`
+	Seq     int64     `json:"seq"`
+	Hash    string    `json:"hash"`
+	Key     string    `json:"key"`
+	Created bool      `json:"created"`
+	Error   string    `json:"error,omitempty"`
+}
+
+func witnessRun(ctx context.Context, opts *WitnessOptions) error {
+	f := opts.F
+	format, _ := f.Format()
+	if f.LakeURL() == "" {
+		return cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to where witnesses are kept")
+	}
+	if f.SigningKeyPath() == "" {
+		return cliutil.ConfigErrorf("no signing key: set --signing-key or OML_SIGNING_KEY_FILE to the deployment key that signs witnessed heads")
+	}
+	k, err := keys.LoadFile(f.SigningKeyPath())
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	trusted, err := issuedKeys(ctx, pool)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if _, ok := trusted(k.KeyID()); !ok {
+		return cliutil.ConfigErrorf("the signing key %s was never issued by this deployment's provider chain: use the deployment key file", k.KeyID())
+	}
+	st, err := openLake(ctx, f)
+	if err != nil {
+		return err
+	}
+	var only *uuid.UUID
+	if opts.Tenant != "" {
+		id, err := resolveTenant(ctx, pool, opts.Tenant)
+		if err != nil {
+			return err
+		}
+		only = &id
+	}
+	names, err := tenantNames(ctx, pool)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	heads, err := witness.Capture(ctx, pool, only, time.Now())
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	rows := make([]witnessRow, 0, len(heads))
+	conflicts := 0
+	for _, h := range heads {
+		if err := h.Sign(k); err != nil {
+			return err
+		}
+		row := witnessRow{Tenant: h.Tenant, Name: names[h.Tenant], Seq: h.Seq, Hash: h.Hash, Key: witness.Key(h.Tenant, h.Seq)}
+		created, err := witness.Publish(ctx, st, h)
+		switch {
+		case errors.Is(err, witness.ErrConflict):
+			conflicts++
+			row.Error = err.Error()
+		case err != nil:
+			return cliutil.AsConfigError(err)
+		}
+		row.Created = created
+		rows = append(rows, row)
+	}
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, rows); err != nil {
+			return err
+		}
+	} else {
+		table := make([][]string, 0, len(rows))
+		for _, r := range rows {
+			state := "witnessed"
+			switch {
+			case r.Error != "":
+				state = "CONFLICT"
+			case !r.Created:
+				state = "already witnessed"
+			}
+			table = append(table, []string{r.Tenant.String(), r.Name, fmt.Sprint(r.Seq), short(r.Hash), state})
+		}
+		if err := cliutil.Table(f.IO, []string{"TENANT", "NAME", "SEQ", "HASH", "STATE"}, table); err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Error != "" {
+				fmt.Fprintf(f.IO.ErrOut, "oml: %s\n", r.Error)
+			}
+		}
+	}
+	if conflicts > 0 {
+		return cliutil.Findingsf("%d head(s) conflict with an earlier witness: the chain forked; run oml chain verify", conflicts)
+	}
+	return nil
+}

@@ -179,8 +179,33 @@ func Ensure(ctx context.Context, wantMajor int, install bool, log io.Writer) (Bi
 	return b, nil
 }
 
+// errorLines keeps the lines of a program's output that say what went
+// wrong ("error:", "FATAL:", "hint:"), falling back to the last n lines, so
+// a failure reads as one sentence rather than initdb's whole chatter.
+func errorLines(s string, n int) string {
+	var keep []string
+	for _, line := range strings.Split(s, "\n") {
+		l := strings.ToLower(line)
+		if strings.Contains(l, "error:") || strings.Contains(l, "fatal:") || strings.Contains(l, "hint:") || strings.Contains(l, "cannot be run") {
+			keep = append(keep, strings.TrimSpace(line))
+		}
+	}
+	if len(keep) == 0 {
+		return lastLines(s, n)
+	}
+	if len(keep) > n {
+		keep = keep[:n]
+	}
+	return strings.Join(keep, " | ")
+}
+
 func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
+	var lines []string
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
 	}

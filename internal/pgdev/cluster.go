@@ -172,7 +172,7 @@ func (c *Cluster) Init(ctx context.Context) (bool, error) {
 		args = append(args, "--no-sync")
 	}
 	if out, err := c.run(ctx, c.bin.Initdb(), args...); err != nil {
-		return false, fmt.Errorf("initdb failed for %s: %v: %s", c.cfg.DataDir, err, lastLines(out, 6))
+		return false, fmt.Errorf("initdb failed for %s (%v): %s", c.cfg.DataDir, err, errorLines(out, 3))
 	}
 	conf := filepath.Join(c.cfg.DataDir, "postgresql.conf")
 	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
@@ -247,6 +247,11 @@ func (c *Cluster) Start(ctx context.Context) error {
 	case Running:
 		return ErrRunning
 	case Stale:
+		// A killed postmaster's children outlive it briefly; starting
+		// beside them would fail (PostgreSQL guards its shared memory).
+		if left := reapOrphans(ctx, c.cfg.DataDir, 3*time.Second, 10*time.Second); len(left) > 0 {
+			return fmt.Errorf("processes %v of an earlier server still use %s and did not exit; stop them (kill -QUIT) and try again", left, c.cfg.DataDir)
+		}
 		if err := os.Remove(filepath.Join(c.cfg.DataDir, "postmaster.pid")); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("cannot remove the stale %s/postmaster.pid: %w", c.cfg.DataDir, err)
 		}
@@ -297,7 +302,7 @@ func (c *Cluster) startOnce(ctx context.Context) error {
 	timeout := strconv.Itoa(int(c.cfg.StartTimeout / time.Second))
 	out, err := c.run(ctx, c.bin.PgCtl(), "start", "-w", "-t", timeout, "-s", "-D", c.cfg.DataDir, "-l", c.cfg.LogFile)
 	if err != nil {
-		msg := lastLines(out, 3)
+		msg := errorLines(out, 3)
 		if tail := logTail(c.cfg.LogFile, logStart, 4); tail != "" {
 			msg += "; server log: " + tail
 		}
@@ -329,7 +334,7 @@ func logTail(path string, offset int64, n int) string {
 	if err != nil || int64(len(b)) < offset {
 		return ""
 	}
-	return lastLines(string(b[offset:]), n)
+	return errorLines(string(b[offset:]), n)
 }
 
 // writeConf renders oml.conf: the settings that depend on how this start
@@ -403,7 +408,7 @@ func (c *Cluster) Stop(ctx context.Context, mode StopMode) (bool, error) {
 		if st, _, _ := c.Status(); st != Running {
 			return true, nil
 		}
-		return true, fmt.Errorf("pg_ctl stop failed for %s: %v: %s", c.cfg.DataDir, err, lastLines(out, 3))
+		return true, fmt.Errorf("pg_ctl stop failed for %s (%v): %s", c.cfg.DataDir, err, errorLines(out, 3))
 	}
 	return true, nil
 }

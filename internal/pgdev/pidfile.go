@@ -1,6 +1,7 @@
 package pgdev
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // PIDFile is what the postmaster writes to postmaster.pid in its data
@@ -103,4 +105,56 @@ func sameDir(a, b string) bool {
 func dirExists(p string) bool {
 	st, err := os.Stat(p)
 	return err == nil && st.IsDir()
+}
+
+// clusterProcesses lists live processes whose working directory is
+// dataDir: a postmaster and all its children chdir there. After a
+// postmaster is killed, its children linger until they notice, and a new
+// postmaster must not start beside them (PostgreSQL refuses while they hold
+// the old shared memory). Processes whose cwd cannot be read are skipped.
+func clusterProcesses(dataDir string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cwd, err := os.Readlink(filepath.Join("/proc", e.Name(), "cwd"))
+		if err != nil || !sameDir(cwd, dataDir) || !processAlive(pid) {
+			continue
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// reapOrphans waits for the leftover processes of a dead postmaster to
+// exit, nudging them with SIGQUIT (immediate exit, what the postmaster
+// itself would send) after a grace period. It returns the pids that are
+// still alive at the deadline.
+func reapOrphans(ctx context.Context, dataDir string, grace, deadline time.Duration) []int {
+	start := time.Now()
+	nudged := false
+	for {
+		pids := clusterProcesses(dataDir)
+		if len(pids) == 0 {
+			return nil
+		}
+		elapsed := time.Since(start)
+		if elapsed >= deadline || ctx.Err() != nil {
+			return pids
+		}
+		if elapsed >= grace && !nudged {
+			for _, p := range pids {
+				_ = syscall.Kill(p, syscall.SIGQUIT)
+			}
+			nudged = true
+		}
+		// They are not our children, so there is nothing to wait(2) on.
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -245,3 +245,23 @@ func TestDevEnv_QuotesPathsForTheShell(t *testing.T) {
 	require.NoError(t, connect(t, env["OML_DATABASE_URL"]).QueryRow(context.Background(), "SELECT 1").Scan(&one))
 	require.True(t, strings.HasPrefix(r.stdout, "export OML_DATABASE_URL='"))
 }
+
+func TestDevUp_ConcurrentInvocationsStartOneCluster(t *testing.T) {
+	t.Parallel()
+	dir := workDir(t)
+	results := make(chan result, 3)
+	for range 3 {
+		go func() { results <- run(t, "up", "--dir", dir, "-o", "json") }()
+	}
+	statuses := map[string]int{}
+	for range 3 {
+		r := <-results
+		require.NoError(t, r.err, r.stderr)
+		var up struct {
+			Status string `json:"status"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &up))
+		statuses[up.Status]++
+	}
+	require.Equal(t, map[string]int{"started": 1, "already_running": 2}, statuses)
+}

@@ -52,6 +52,11 @@ func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	unlock, err := lockRoot(ctx, l, false)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	defer unlock()
 	res := downResult{Purged: []string{}}
 	if st, _, _ := pgdev.StatusOf(l.DataDir); st != pgdev.Stopped {
 		c, err := openCluster(ctx, f, l, false, 0, false)
@@ -72,7 +77,9 @@ func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
 			}
 			res.Purged = append(res.Purged, p)
 		}
-		// Remove .oml/ itself when nothing else is left in it.
+		// Remove .oml/ itself when nothing else is left in it (the lock
+		// file goes while still held; a waiter then recreates what it needs).
+		_ = os.Remove(filepath.Join(l.Root, lockFile))
 		_ = os.Remove(filepath.Join(l.Root, "run"))
 		_ = os.Remove(l.Root)
 	}

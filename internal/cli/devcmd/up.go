@@ -82,6 +82,11 @@ func upRun(ctx context.Context, f *cliutil.Factory, opts *upOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	unlock, err := lockRoot(ctx, l, true)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	defer unlock()
 	c, err := openCluster(ctx, f, l, opts.TCP, opts.Port, !opts.NoInstall)
 	if err != nil {
 		return err
@@ -95,9 +100,6 @@ func upRun(ctx context.Context, f *cliutil.Factory, opts *upOptions) error {
 			return cliutil.ConfigErrorf("the dev cluster in %s is already running on %s; run `oml dev down` first to change --port", l.Root, describeListen(pf))
 		}
 	} else {
-		if err := os.MkdirAll(l.Root, 0o755); err != nil {
-			return cliutil.ConfigErrorf("cannot create %s: %v", l.Root, err)
-		}
 		created, err := c.Init(ctx)
 		if err != nil {
 			return cliutil.AsConfigError(err)

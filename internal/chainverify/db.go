@@ -153,6 +153,9 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	}
 	sum, err := Verify(ctx, journalSource(ctx, tx, tenants), eopts)
 	if err != nil {
+		// The chains finished before the failure were fully checked: keep
+		// their checkpoints so a re-run does not redo them.
+		_ = cw.flush(context.WithoutCancel(ctx))
 		return Report{}, err
 	}
 	if cbErr != nil {

@@ -84,6 +84,13 @@ func Configure(opts ...Option) {
 //
 //	func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
 func Main(m *testing.M, opts ...Option) {
+	os.Exit(Run(m, opts...))
+}
+
+// Run is Main without the os.Exit, for a TestMain that does more after the
+// tests (a goroutine-leak check, say); the cluster is already gone when it
+// returns, so its pools do not count as leaks.
+func Run(m *testing.M, opts ...Option) int {
 	Configure(opts...)
 	code := m.Run()
 	if err := Shutdown(); err != nil {
@@ -92,7 +99,7 @@ func Main(m *testing.M, opts ...Option) {
 			code = 1
 		}
 	}
-	os.Exit(code)
+	return code
 }
 
 // Shutdown stops the cluster and removes its directory (or drops this

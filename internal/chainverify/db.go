@@ -2,6 +2,7 @@ package chainverify
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -198,6 +199,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	if err := cw.flush(ctx); err != nil {
 		return Report{}, err
 	}
+	sortFindings(rep.Findings)
 	rep.Elapsed = time.Since(started)
 	return rep, nil
 }
@@ -368,13 +370,18 @@ ORDER BY ids.tenant_id`
 // checkAnchor compares a head known from elsewhere (a checkpoint, a
 // witness, a trusted --from) with the journal: a journal that no longer
 // reaches the anchored seq lost its tail; one that holds another hash there
-// forked.
-func checkAnchor(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, kind string, a Head) (*Finding, error) {
-	var stored []byte
+// forked. Both heads go into the evidence.
+func checkAnchor(ctx context.Context, q Querier, tenant uuid.UUID, kind string, a Head) (*Finding, error) {
+	return checkAnchorQ(ctx, q, tenant, kind, a)
+}
+
+func checkAnchorQ(ctx context.Context, q Querier, tenant uuid.UUID, kind string, a Head) (*Finding, error) {
+	var stored, dbHash []byte
 	var maxSeq *int64
-	err := tx.QueryRow(ctx, `
+	err := q.QueryRow(ctx, `
 SELECT (SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2),
-       (SELECT max(seq) FROM oml.journal WHERE tenant_id = $1)`, tenant, a.Seq).Scan(&stored, &maxSeq)
+       m.seq, (SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = m.seq)
+FROM (SELECT max(seq) AS seq FROM oml.journal WHERE tenant_id = $1) m`, tenant, a.Seq).Scan(&stored, &maxSeq, &dbHash)
 	if err != nil {
 		return nil, fmt.Errorf("check tenant %s against its %s: %w", tenant, kind, err)
 	}
@@ -383,17 +390,17 @@ SELECT (SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2),
 		dbSeq = *maxSeq
 	}
 	ev := map[string]string{
-		"anchor":      kind,
-		"anchor_seq":  fmt.Sprint(a.Seq),
-		"anchor_hash": a.HashHex(),
-		"db_seq":      fmt.Sprint(dbSeq),
+		"anchor":       kind,
+		"anchor_seq":   fmt.Sprint(a.Seq),
+		"anchor_hash":  a.HashHex(),
+		"db_seq":       fmt.Sprint(dbSeq),
+		"db_head_hash": hex.EncodeToString(dbHash),
 	}
 	switch {
 	case stored == nil && dbSeq < a.Seq:
 		return &Finding{Tenant: tenant, Seq: dbSeq + 1, Reason: ReasonTailLost, Evidence: ev,
 			Detail: fmt.Sprintf("the journal ends at seq %d but the %s saw seq %d: committed events were lost", dbSeq, kind, a.Seq)}, nil
 	case stored == nil:
-		ev["db_hash"] = ""
 		return &Finding{Tenant: tenant, Seq: a.Seq, Reason: ReasonTailLost, Evidence: ev,
 			Detail: fmt.Sprintf("seq %d, seen by the %s, is missing from the journal", a.Seq, kind)}, nil
 	case !bytes.Equal(stored, a.Hash):
@@ -402,6 +409,16 @@ SELECT (SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2),
 			Detail: fmt.Sprintf("the journal holds a different event at seq %d than the %s saw", a.Seq, kind)}, nil
 	}
 	return nil, nil
+}
+
+// sortFindings orders findings by tenant (the provider first), then seq.
+func sortFindings(fs []Finding) {
+	slices.SortFunc(fs, func(a, b Finding) int {
+		if c := bytes.Compare(a.Tenant[:], b.Tenant[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Seq, b.Seq)
+	})
 }
 
 // journalSource streams the planned chains, each in seq order after its

@@ -7,7 +7,6 @@ package chaincmd
 
 import (
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 
@@ -83,21 +82,7 @@ func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string,
 // issuedKeys returns the deployment's issued public keys by id, for
 // checking witness signatures.
 func issuedKeys(ctx context.Context, pool *pgxpool.Pool) (witness.KeyLookup, error) {
-	rows, err := pool.Query(ctx, `SELECT key_id, public_key FROM oml.signing_keys`)
-	if err != nil {
-		return nil, fmt.Errorf("read oml.signing_keys: %w", err)
-	}
-	defer rows.Close()
-	m := map[string]ed25519.PublicKey{}
-	for rows.Next() {
-		var id string
-		var pub []byte
-		if err := rows.Scan(&id, &pub); err != nil {
-			return nil, err
-		}
-		m[id] = pub
-	}
-	return func(id string) (ed25519.PublicKey, bool) { k, ok := m[id]; return k, ok }, rows.Err()
+	return chainverify.IssuedKeys(ctx, pool)
 }
 
 // openLake opens the lake store, or returns nil when no lake is configured.

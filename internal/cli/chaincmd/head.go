@@ -1,20 +1,17 @@
 package chaincmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/witness"
 )
 
 // HeadOptions are `oml chain head`'s flags and dependencies.
@@ -98,21 +95,17 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 	if err != nil {
 		return err
 	}
-	var newest map[uuid.UUID]*witness.Head
-	var problems []error
+	fc := &chainverify.ForkCheckResult{}
 	if st != nil {
-		trusted, err := issuedKeys(ctx, pool)
-		if err != nil {
-			return cliutil.AsConfigError(err)
-		}
-		if newest, problems, err = witness.Newest(ctx, st, only, trusted); err != nil {
+		if fc, err = chainverify.ForkCheck(ctx, pool, st, only); err != nil {
 			return cliutil.AsConfigError(err)
 		}
 	}
+	problems := fc.Untrusted
 	broken := 0
 	for _, r := range rows {
 		r.Name = names[r.Tenant]
-		w := newest[r.Tenant]
+		w := fc.Witnessed[r.Tenant]
 		if w == nil {
 			r.Status = "no-witness"
 			continue
@@ -120,11 +113,11 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 		seq, t := w.Seq, w.Time
 		r.WitnessSeq, r.WitnessHash, r.WitnessTime = &seq, w.Hash, &t
 		r.WitnessSystemID, r.WitnessTimeline = w.SystemIdentifier, w.Timeline
-		r.Status, r.StatusDetail, err = forkCheck(ctx, pool, r, w)
-		if err != nil {
-			return cliutil.AsConfigError(err)
-		}
-		if r.Status != "ok" {
+		r.Status = "ok"
+		if fd, bad := fc.Forked(r.Tenant); bad {
+			r.Status = string(fd.Reason)
+			r.StatusDetail = fmt.Sprintf("%s (PostgreSQL head: seq %d hash %s; witnessed %s, system %s, timeline %s)",
+				fd.Detail, r.Seq, r.Hash, cliutil.Time(w.Time), w.SystemIdentifier, w.Timeline)
 			broken++
 		}
 	}
@@ -193,26 +186,4 @@ ORDER BY h.tenant_id`, only)
 		out = append(out, r)
 	}
 	return out, rs.Err()
-}
-
-// forkCheck is the witness comparison, in the order of the design notes:
-// behind the witness → tail-lost; another hash at the witnessed seq → fork.
-func forkCheck(ctx context.Context, pool *pgxpool.Pool, r *headRow, w *witness.Head) (status, detail string, err error) {
-	if r.Seq < w.Seq {
-		return "tail-lost", fmt.Sprintf("PostgreSQL's head is seq %d hash %s but seq %d hash %s was witnessed at %s (system %s, timeline %s)",
-			r.Seq, r.Hash, w.Seq, w.Hash, cliutil.Time(w.Time), w.SystemIdentifier, w.Timeline), nil
-	}
-	var stored []byte
-	err = pool.QueryRow(ctx, `SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2`, r.Tenant, w.Seq).Scan(&stored)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "tail-lost", fmt.Sprintf("seq %d, witnessed with hash %s, is missing from the journal", w.Seq, w.Hash), nil
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("read tenant %s seq %d: %w", r.Tenant, w.Seq, err)
-	}
-	if !bytes.Equal(stored, w.HashBytes()) {
-		return "fork", fmt.Sprintf("PostgreSQL holds hash %x at seq %d but hash %s was witnessed there at %s (PostgreSQL head: seq %d hash %s)",
-			stored, w.Seq, w.Hash, cliutil.Time(w.Time), r.Seq, r.Hash), nil
-	}
-	return "ok", "", nil
 }

@@ -259,6 +259,14 @@ func (c *Cluster) Start(ctx context.Context) error {
 	if !c.Initialized() {
 		return fmt.Errorf("%s holds no PostgreSQL cluster; initialise it first", c.cfg.DataDir)
 	}
+	if err := c.runner.CheckReach(c.cfg.DataDir); err != nil {
+		return err
+	}
+	// A data directory copied or restored by root would make the server
+	// refuse to start ("wrong ownership"); hand it back to the server user.
+	if err := c.runner.OwnTree(c.cfg.DataDir); err != nil {
+		return err
+	}
 	if err := c.runner.CheckReach(c.cfg.SocketDir); err != nil {
 		return err
 	}

@@ -219,3 +219,22 @@ func TestCheckReach_AsRootNamesTheBlockingDirectory(t *testing.T) {
 	require.ErrorContains(t, err, "cannot enter "+locked)
 	require.ErrorContains(t, err, "chmod o+x "+locked)
 }
+
+func TestClusterStart_AsRootReownsADataDirectoryCopiedByRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs the server as another user")
+	}
+	t.Parallel()
+	ctx := context.Background()
+	c := newCluster(t, pgdev.Config{Unsafe: true})
+	data := c.Config().DataDir
+	require.NoError(t, filepath.Walk(data, func(p string, _ os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, 0, 0)
+	}))
+	require.NoError(t, os.Chmod(data, 0o755))
+	require.NoError(t, c.Start(ctx))
+	require.Equal(t, "1", query(t, c.URL("postgres"), "SELECT 1::text"))
+}

@@ -149,6 +149,29 @@ func (r *Runner) ChownTree(path string) error {
 	})
 }
 
+// OwnTree makes sure dir (a data directory) belongs to the service user
+// with mode 0700, re-owning the whole tree only when dir itself belongs to
+// someone else. A no-op when not root.
+func (r *Runner) OwnTree(dir string) error {
+	if r == nil || r.Credential == nil {
+		return nil
+	}
+	st, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cannot inspect %s: %w", dir, err)
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid == r.Credential.Uid && st.Mode().Perm() == 0o700 {
+		return nil
+	}
+	if err := r.ChownTree(dir); err != nil {
+		return err
+	}
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return fmt.Errorf("cannot set the mode of %s to 0700: %w", dir, err)
+	}
+	return nil
+}
+
 // MkdirPrivate creates dir (and missing parents, 0755) with mode 0700 for
 // the service user. An existing dir is re-owned and tightened to 0700, which
 // PostgreSQL insists on for data directories.

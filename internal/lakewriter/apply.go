@@ -1,0 +1,344 @@
+package lakewriter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
+)
+
+// tableResult is what applying one table's part of a batch did.
+type tableResult struct {
+	key       TableKey
+	skipped   bool    // the table already held the batch (txn version ≥ end)
+	committed int64   // the Delta version committed, -1 if none
+	rows      int     // rows appended
+	merged    int     // rows changed by MERGE
+	bytes     int64   // data bytes written
+	poison    []*item // rows that failed for a reason of their own
+	latency   time.Duration
+}
+
+// maxConflictRetries bounds how often a table's part of a batch is redone
+// after losing a commit race to a writer that did not apply this batch.
+const maxConflictRetries = 5
+
+// applyTable applies one table's rows of batch (from, to] and commits them
+// with the txn action. It is idempotent: a table whose txn version is
+// already ≥ to is skipped, and only rows above the table's txn version are
+// applied.
+func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, from, to int64) (tableResult, error) {
+	res := tableResult{key: key, committed: -1}
+	for attempt := 0; ; attempt++ {
+		w, err := d.tables.writer(ctx, key, true)
+		if err != nil {
+			return res, err
+		}
+		applied := int64(-1)
+		if v, ok := w.Snapshot().TxnVersion(AppID); ok {
+			applied = v
+		}
+		if applied >= to {
+			res.skipped = true
+			return res, nil
+		}
+		var todo []*item
+		res.poison = res.poison[:0]
+		for _, it := range items {
+			if it.seq <= applied {
+				continue // never re-apply a row the table already holds
+			}
+			if it.poison != nil {
+				res.poison = append(res.poison, it)
+				continue
+			}
+			todo = append(todo, it)
+		}
+		if len(res.poison) > 0 {
+			return res, nil // the caller counts attempts / dead-letters, then retries
+		}
+		if len(todo) == 0 {
+			res.skipped = true
+			return res, nil
+		}
+
+		c, stats, poison, err := d.buildCommit(ctx, w, key, todo)
+		if err != nil {
+			return res, err
+		}
+		if len(poison) > 0 {
+			res.poison = poison
+			return res, nil
+		}
+		if err := d.crash(AfterDataFiles, key); err != nil {
+			return res, err
+		}
+		c.Txn = &delta.Txn{AppID: AppID, Version: to}
+		c.Extra = map[string]any{"omlBatch": map[string]any{"start": from, "end": to}}
+		start := time.Now()
+		v, err := w.Commit(ctx, c)
+		res.latency = time.Since(start)
+		if err == nil {
+			res.committed, res.rows, res.merged, res.bytes = v, stats.rows, stats.merged, stats.bytes
+			d.maybeCheckpoint(ctx, w, key)
+			return res, nil
+		}
+		var conflict *delta.ConflictError
+		var ambiguous *delta.AmbiguousCommitError
+		switch {
+		case errors.As(err, &conflict):
+			if conflict.TxnApplied(AppID, to) {
+				d.log.Warn("another lake writer committed this batch first; skipping the table",
+					"table", key.String(), "batch_end", to)
+				res.skipped = true
+				return res, nil
+			}
+			d.log.Warn("lost a commit race on a table; redoing its part of the batch",
+				"table", key.String(), "batch_end", to, "error", err)
+		case errors.Is(err, delta.ErrTxnNotNewer):
+			res.skipped = true
+			return res, nil
+		case errors.As(err, &ambiguous), errors.Is(err, delta.ErrWriterBroken):
+			d.log.Warn("commit outcome unknown; reopening the table to read its txn version",
+				"table", key.String(), "error", err)
+			d.tables.forget(key)
+		default:
+			return res, fmt.Errorf("commit to %s: %w", key, err)
+		}
+		if attempt >= maxConflictRetries {
+			return res, fmt.Errorf("commit to %s: still losing commit races after %d attempts: %w", key, attempt+1, err)
+		}
+	}
+}
+
+type commitStats struct {
+	rows, merged int
+	bytes        int64
+}
+
+func (d *Drainer) buildCommit(ctx context.Context, w *delta.Writer, key TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
+	if key.Kind != Silver {
+		rows := make([]pq.Row, 0, len(todo))
+		for _, it := range todo {
+			rows = append(rows, it.row)
+		}
+		add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+		if err != nil {
+			return delta.Commit{}, commitStats{}, nil, fmt.Errorf("write a data file for %s: %w", key, err)
+		}
+		return delta.Commit{
+				Operation:           "STREAMING UPDATE",
+				OperationParameters: map[string]any{"outputMode": "Append", "queryId": AppID},
+				OperationMetrics:    map[string]any{"numAddedFiles": "1", "numOutputRows": fmt.Sprint(len(rows)), "numOutputBytes": fmt.Sprint(add.Size)},
+				Adds:                []*delta.Add{add},
+			}, commitStats{rows: len(rows), bytes: add.Size},
+			nil, nil
+	}
+	return d.mergeSilver(ctx, w, key, todo)
+}
+
+type claimKey struct {
+	artifact string
+	version  int32
+}
+
+// mergeSilver folds the batch's silver operations per (artifact_id,
+// version) in seq order: a promotion inserts a row; a retract sets the
+// state of the row inserted earlier in the batch, or of a row already in
+// the table. Rows already in the table are changed copy-on-write: only the
+// files whose stats may hold a retracted key are read, and only the files
+// that do hold one are rewritten (remove + add in the same commit).
+func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
+	inserts := map[claimKey]pq.Row{}
+	var order []claimKey
+	existing := map[claimKey]*change{}
+	for _, it := range todo {
+		k := claimKey{it.artifact, it.version}
+		if it.retract == nil {
+			if _, dup := inserts[k]; !dup {
+				order = append(order, k)
+			}
+			row := append(pq.Row(nil), it.row...)
+			inserts[k] = row
+			continue
+		}
+		if row, ok := inserts[k]; ok {
+			setRetract(row, it)
+			continue
+		}
+		existing[k] = &change{it: it}
+	}
+
+	var stats commitStats
+	var commit delta.Commit
+	var poison []*item
+	if len(existing) > 0 {
+		snap := w.Snapshot()
+		candidates := pruneFiles(snap.Files(), existing)
+		hits := map[string]bool{} // files that hold a key
+		found := map[claimKey]bool{}
+		if len(candidates) > 0 {
+			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: []string{"artifact_id", "version"}, Files: candidates},
+				func(f *delta.Add, rows []pq.Row) error {
+					for _, r := range rows {
+						k := claimKey{asString(r[0]), asInt32(r[1])}
+						if _, ok := existing[k]; ok {
+							hits[f.Path] = true
+							found[k] = true
+						}
+					}
+					return nil
+				})
+			if err != nil {
+				return commit, stats, nil, fmt.Errorf("read %s to merge retracts: %w", key, err)
+			}
+		}
+		for k, c := range existing {
+			if !found[k] {
+				poison = append(poison, &item{seq: c.it.seq, journalSeq: c.it.journalSeq, table: key, target: c.it.target, op: c.it.op,
+					artifact: k.artifact, version: k.version,
+					poison: poisonf(c.it.seq, "retract of %s v%d, which is not in %s (was its promotion dead-lettered?)", k.artifact, k.version, key)})
+			}
+		}
+		if len(poison) > 0 {
+			sort.Slice(poison, func(i, j int) bool { return poison[i].seq < poison[j].seq })
+			return commit, stats, poison, nil
+		}
+		var rewrite []*delta.Add
+		for _, f := range candidates {
+			if hits[f.Path] {
+				rewrite = append(rewrite, f)
+			}
+		}
+		for _, f := range rewrite {
+			var rows []pq.Row
+			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
+				for _, r := range batch {
+					k := claimKey{asString(r[silArtifact]), asInt32(r[silVersion])}
+					if c, ok := existing[k]; ok {
+						setRetract(r, c.it)
+						stats.merged++
+					}
+					rows = append(rows, r)
+				}
+				return nil
+			})
+			if err != nil {
+				return commit, stats, nil, fmt.Errorf("read %s to merge retracts: %w", key, err)
+			}
+			path, err := delta.DecodePath(f.Path)
+			if err != nil {
+				return commit, stats, nil, err
+			}
+			rm, err := w.Remove(path, true)
+			if err != nil {
+				return commit, stats, nil, err
+			}
+			sortSilver(rows)
+			add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+			if err != nil {
+				return commit, stats, nil, fmt.Errorf("rewrite a data file of %s: %w", key, err)
+			}
+			commit.Removes = append(commit.Removes, rm)
+			commit.Adds = append(commit.Adds, add)
+			stats.bytes += add.Size
+		}
+	}
+	if len(order) > 0 {
+		rows := make([]pq.Row, 0, len(order))
+		for _, k := range order {
+			rows = append(rows, inserts[k])
+		}
+		sortSilver(rows)
+		add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+		if err != nil {
+			return commit, stats, nil, fmt.Errorf("write a data file for %s: %w", key, err)
+		}
+		commit.Adds = append(commit.Adds, add)
+		stats.rows += len(rows)
+		stats.bytes += add.Size
+	}
+	commit.Operation = "STREAMING UPDATE"
+	commit.OperationParameters = map[string]any{"outputMode": "Append", "queryId": AppID}
+	if len(commit.Removes) > 0 {
+		commit.Operation = "MERGE"
+		pred, _ := json.Marshal(map[string]any{"on": "target.artifact_id = source.artifact_id AND target.version = source.version"})
+		commit.OperationParameters = map[string]any{"predicate": string(pred), "queryId": AppID}
+	}
+	commit.OperationMetrics = map[string]any{
+		"numTargetRowsInserted": fmt.Sprint(stats.rows),
+		"numTargetRowsUpdated":  fmt.Sprint(stats.merged),
+		"numTargetFilesAdded":   fmt.Sprint(len(commit.Adds)),
+		"numTargetFilesRemoved": fmt.Sprint(len(commit.Removes)),
+		"numOutputBytes":        fmt.Sprint(stats.bytes),
+	}
+	return commit, stats, nil, nil
+}
+
+func setRetract(row pq.Row, it *item) {
+	row[silState] = it.retract.state
+	row[silJournalSeq] = it.journalSeq
+	row[silOutboxSeq] = it.seq
+	row[silUpdatedAt] = it.retract.updatedAt
+}
+
+func sortSilver(rows []pq.Row) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		ai, aj := asString(rows[i][silArtifact]), asString(rows[j][silArtifact])
+		if ai != aj {
+			return ai < aj
+		}
+		return asInt32(rows[i][silVersion]) < asInt32(rows[j][silVersion])
+	})
+}
+
+// pruneFiles keeps the live files whose artifact_id stats may hold one of
+// the keys. Files without usable stats are always kept.
+func pruneFiles(files []*delta.Add, keys map[claimKey]*change) []*delta.Add {
+	type bounds struct {
+		MinValues map[string]any `json:"minValues"`
+		MaxValues map[string]any `json:"maxValues"`
+	}
+	var out []*delta.Add
+	for _, f := range files {
+		var b bounds
+		if f.Stats == "" || json.Unmarshal([]byte(f.Stats), &b) != nil {
+			out = append(out, f)
+			continue
+		}
+		lo, lok := b.MinValues["artifact_id"].(string)
+		hi, hok := b.MaxValues["artifact_id"].(string)
+		for k := range keys {
+			// The min is a prefix of the true min (≤ it); a max, when
+			// present, is ≥ the true max (truncated with a tie-breaker).
+			if (!lok || lo <= k.artifact) && (!hok || k.artifact <= hi) {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// change is the last retract of a key already in the table.
+type change struct{ it *item }
+
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+func asInt32(v any) int32 {
+	switch x := v.(type) {
+	case int32:
+		return x
+	case int64:
+		return int32(x)
+	}
+	return 0
+}

@@ -1,0 +1,43 @@
+// Package lakewriter is the lake writer behind `oml lake drain`: it drains
+// oml.outbox into the per-tenant Delta tables, exactly once, across crashes,
+// retries, restarts and a second writer started by mistake.
+//
+// # Invariants
+//
+//  1. Stable prefix. A batch (F, E] is cut only when every outbox row with
+//     seq ≤ E has either committed or can never commit. The rule used is a
+//     fence: in a fresh transaction read S = the outbox sequence's last value,
+//     then X = pg_current_xact_id(). The schema guarantees that every outbox
+//     insert owns its transaction id before it draws its seq, so every
+//     transaction that drew a seq ≤ S has an xid < X. Once
+//     pg_snapshot_xmin(pg_current_snapshot()) > X, all of them have ended and
+//     the prefix through S is final. Rejected: filtering rows by
+//     xid < xmin alone (xid order is not seq order, so a cursor can pass seq 8
+//     while seq 7 is in flight) and any fence built on pg_snapshot_xmax
+//     (one past the latest *completed* xid, so in-flight xids can sit above it).
+//     A long-running transaction anywhere in the cluster holds xmin back: that
+//     is lag, reported by `oml lake status`, never loss.
+//  2. Size and age limits (--batch-rows, --batch-bytes, --max-wait) choose E
+//     inside the stable prefix, and only when a batch is first cut. A retried
+//     batch is reconstructed from its recorded bounds and has the same rows.
+//  3. Per-table idempotence. Every commit to a table carries the Delta txn
+//     action {appId: "oml-lakewriter", version: E} and the bounds (F, E) in
+//     commitInfo. A table whose txn version is ≥ E skips the batch, and no row
+//     with seq ≤ a table's txn version is ever applied to it again. This holds
+//     because E is inside the stable prefix: a table at version v has
+//     received every row for it with seq ≤ v.
+//  4. The Delta log is the recovery authority. oml.lake_frontier is a cache
+//     for status and cheap restarts; it advances only after every table a
+//     batch touched has committed. On start the writer reads the newest
+//     recorded batch bounds from the tables' logs; if that batch is ahead of
+//     the cache, it is the batch that was interrupted, and it is rebuilt from
+//     its bounds and applied to the tables still behind it.
+//  5. Poison rows. A row that fails for a reason of its own (undecodable
+//     payload, missing held body, ciphertext digest mismatch, unknown target)
+//     costs the batch one attempt, counted in PostgreSQL so restarts do not
+//     reset it. After the budget, one PostgreSQL transaction journals
+//     materialize.skipped on the tenant's chain and moves the row to
+//     oml.dead_letter; the batch then proceeds without it. An outage of the
+//     database or the object store is never a poison row: the writer backs
+//     off and retries the same batch.
+package lakewriter

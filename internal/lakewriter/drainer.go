@@ -1,0 +1,414 @@
+package lakewriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/outbox"
+)
+
+// CrashPoint names a step of the drain protocol. Tests stop the writer there
+// as if the process had died, restart it and check that nothing was lost or
+// duplicated.
+type CrashPoint string
+
+// The crash points, in protocol order.
+const (
+	AfterDataFiles       CrashPoint = "after-data-files"       // a table's data files are written, not committed
+	AfterTableCommit     CrashPoint = "after-table-commit"     // one table of the batch has committed
+	BeforeFrontierUpdate CrashPoint = "before-frontier-update" // every table committed, frontier not advanced
+	AfterFrontierUpdate  CrashPoint = "after-frontier-update"
+	MidDeadLetter        CrashPoint = "mid-dead-letter" // the attempt is counted, the row not yet dead-lettered
+)
+
+// ErrCrashed is returned when a crash hook stopped the writer.
+var ErrCrashed = errors.New("lake writer stopped at a crash point")
+
+// Options configure a Drainer.
+type Options struct {
+	DB   *pgxpool.Pool
+	Lake store.Store
+	// Signer journals materialize.skipped when a poison row is dead-lettered.
+	// Without one, a poison row past its budget stops the drain with an error.
+	Signer chain.Signer
+	// Limits bound a batch when it is first cut (defaults: 10,000 rows, 64 MiB).
+	Limits outbox.Limits
+	// MaxWait is how long the loop lets a small backlog wait for more rows
+	// before cutting a batch smaller than the limits (default 1s).
+	MaxWait time.Duration
+	// Poll is the loop's idle polling interval (default 250ms).
+	Poll time.Duration
+	// PoisonBudget is how many batch attempts a poison row may fail before it
+	// is dead-lettered (default 5).
+	PoisonBudget int
+	// Parallel bounds the tables committed at once (default 4).
+	Parallel int
+	// BackoffMin/Max bound the wait between retries after an outage or a
+	// poison row (defaults 200ms / 30s).
+	BackoffMin, BackoffMax time.Duration
+	// HorizonTimeout is how long DrainOnce waits for the snapshot horizon to
+	// pass its fence before giving up with the rows it has (default 60s).
+	HorizonTimeout time.Duration
+	// CheckpointInterval is the Delta auto-checkpoint policy (commits since
+	// the last checkpoint; default: the table's, else 100).
+	CheckpointInterval int
+	// Lease settings; NoLease turns the lease off (tests of the Delta fence).
+	LeaseTTL time.Duration
+	NoLease  bool
+	Holder   string // default host:pid:random
+	Log      *slog.Logger
+	Metrics  *Metrics
+	// Crash, when set, is called at every crash point; a non-nil error stops
+	// the writer on the spot (tests only).
+	Crash func(p CrashPoint, table TableKey) error
+	// OnBatch, when set, is called after each completed batch (tests).
+	OnBatch func(BatchResult)
+}
+
+// BatchResult describes one completed batch.
+type BatchResult struct {
+	Start, End   int64
+	Rows         int // outbox rows read (not counting dead-lettered ones)
+	Tables       int // tables committed
+	Skipped      int // tables that already held the batch
+	DeadLettered []int64
+	Duration     time.Duration
+}
+
+// Summary is what a DrainOnce run did.
+type Summary struct {
+	StartFrontier int64            `json:"start_frontier"`
+	EndFrontier   int64            `json:"end_frontier"`
+	Target        int64            `json:"target"` // the stable prefix drained to
+	Batches       int              `json:"batches"`
+	Rows          int              `json:"rows"`
+	TableCommits  int              `json:"table_commits"`
+	DeadLettered  []int64          `json:"dead_lettered"`
+	Duration      time.Duration    `json:"duration_ns"`
+	HorizonHeld   bool             `json:"horizon_held"` // the horizon did not pass the fence in time
+	Blockers      []outbox.Blocker `json:"blockers,omitempty"`
+}
+
+// Drainer is the lake writer.
+type Drainer struct {
+	opts   Options
+	db     *pgxpool.Pool
+	log    *slog.Logger
+	tables *registry
+	lease  *lease
+
+	frontier  int64 // the position the Delta logs say is applied
+	recovered bool
+	deadMu    sync.Mutex
+}
+
+// New checks the options and returns a Drainer. It does not touch the
+// database or the lake yet.
+func New(opts Options) (*Drainer, error) {
+	if opts.DB == nil || opts.Lake == nil {
+		return nil, errors.New("lake writer: a database pool and a lake store are required")
+	}
+	if opts.Limits.Rows <= 0 {
+		opts.Limits.Rows = 10000
+	}
+	if opts.Limits.Bytes <= 0 {
+		opts.Limits.Bytes = 64 << 20
+	}
+	if opts.MaxWait <= 0 {
+		opts.MaxWait = time.Second
+	}
+	if opts.Poll <= 0 {
+		opts.Poll = 250 * time.Millisecond
+	}
+	if opts.PoisonBudget <= 0 {
+		opts.PoisonBudget = 5
+	}
+	if opts.Parallel <= 0 {
+		opts.Parallel = 4
+	}
+	if opts.BackoffMin <= 0 {
+		opts.BackoffMin = 200 * time.Millisecond
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = 30 * time.Second
+	}
+	if opts.HorizonTimeout <= 0 {
+		opts.HorizonTimeout = time.Minute
+	}
+	if opts.LeaseTTL <= 0 {
+		opts.LeaseTTL = 30 * time.Second
+	}
+	if opts.Holder == "" {
+		host, _ := os.Hostname()
+		opts.Holder = fmt.Sprintf("%s:%d:%s", host, os.Getpid(), uuid.NewString()[:8])
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	d := &Drainer{
+		opts:   opts,
+		db:     opts.DB,
+		log:    opts.Log,
+		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}),
+	}
+	if !opts.NoLease {
+		d.lease = newLease(opts.DB, opts.Holder, opts.LeaseTTL)
+	}
+	return d, nil
+}
+
+func (d *Drainer) crash(p CrashPoint, key TableKey) error {
+	if d.opts.Crash == nil {
+		return nil
+	}
+	if err := d.opts.Crash(p, key); err != nil {
+		return fmt.Errorf("%w: %s (%s): %v", ErrCrashed, p, key, err)
+	}
+	return nil
+}
+
+// Frontier is the position up to which the lake holds the outbox.
+func (d *Drainer) Frontier() int64 { return d.frontier }
+
+// recover finds where the lake is from the Delta logs (the authority) and
+// replays the last recorded batch with its recorded bounds, so a batch a
+// crash interrupted between table commits is finished exactly as it was
+// cut. The frontier cache is consulted only to report a disagreement.
+func (d *Drainer) recover(ctx context.Context) error {
+	if d.recovered {
+		return nil
+	}
+	tenants, err := d.tenants(ctx)
+	if err != nil {
+		return err
+	}
+	var (
+		maxEnd  int64 = 0
+		maxKey  TableKey
+		haveAny bool
+	)
+	for _, t := range tenants {
+		for _, k := range Kinds {
+			key := TableKey{Tenant: t, Kind: k}
+			w, err := d.tables.writer(ctx, key, false)
+			if err != nil {
+				return err
+			}
+			if w == nil {
+				continue
+			}
+			if v, ok := w.Snapshot().TxnVersion(AppID); ok && v > maxEnd {
+				maxEnd, maxKey, haveAny = v, key, true
+			}
+		}
+	}
+	cache, err := readFrontier(ctx, d.db)
+	if err != nil {
+		return err
+	}
+	if !haveAny {
+		if cache > 0 {
+			d.log.Warn("the lake holds no lake-writer commits but the frontier cache says it is at a later position; re-deriving from the lake (the authority)",
+				"frontier_cache", cache)
+		}
+		d.frontier = 0
+		d.recovered = true
+		return nil
+	}
+	start, err := d.batchStart(ctx, maxKey, maxEnd)
+	if err != nil {
+		return err
+	}
+	if cache > maxEnd {
+		d.log.Info("frontier cache is ahead of the newest lake commit; resuming from the lake (rows in between produced no commit or will be re-checked)",
+			"frontier_cache", cache, "lake", maxEnd)
+	}
+	if start >= 0 && start < maxEnd {
+		d.log.Info("replaying the newest recorded batch with its recorded bounds", "start", start, "end", maxEnd)
+		if _, err := d.processBatch(ctx, start, maxEnd, 0); err != nil {
+			return fmt.Errorf("replay batch (%d, %d]: %w", start, maxEnd, err)
+		}
+	}
+	d.frontier = maxEnd
+	if err := writeFrontier(ctx, d.db, start, maxEnd, 0); err != nil {
+		return err
+	}
+	d.recovered = true
+	return nil
+}
+
+// batchStart reads the start bound recorded with the commit that set the
+// table's txn version to end (-1 if it cannot be found, e.g. cleaned up).
+func (d *Drainer) batchStart(ctx context.Context, key TableKey, end int64) (int64, error) {
+	st, err := store.Sub(d.opts.Lake, key.Path())
+	if err != nil {
+		return -1, err
+	}
+	hist, err := delta.History(ctx, st, delta.HistoryOptions{Limit: 20})
+	if err != nil {
+		return -1, fmt.Errorf("read the history of %s: %w", key, err)
+	}
+	for _, h := range hist {
+		for _, t := range h.Txns {
+			if t.AppID == AppID && t.Version == end {
+				if b, ok := parseBatchBounds(h.CommitInfo); ok && b.End == end {
+					return b.Start, nil
+				}
+			}
+		}
+	}
+	return -1, nil
+}
+
+func (d *Drainer) tenants(ctx context.Context) ([]uuid.UUID, error) {
+	rows, err := d.db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	defer rows.Close()
+	var out []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// errPoisonRetry means the batch hit poison rows still inside their budget.
+var errPoisonRetry = errors.New("poison rows inside their retry budget")
+
+// processBatch applies (from, to] to every table it touches, then advances
+// the frontier cache. attempt counts retries of this batch (for logs).
+func (d *Drainer) processBatch(ctx context.Context, from, to int64, attempt int) (BatchResult, error) {
+	started := time.Now()
+	res := BatchResult{Start: from, End: to}
+	for round := 0; ; round++ {
+		items, err := loadBatch(ctx, d.db, from, to)
+		if err != nil {
+			return res, err
+		}
+		res.Rows = len(items)
+		groups, order := group(items)
+		results, err := d.applyAll(ctx, groups, order, from, to)
+		if err != nil {
+			return res, err
+		}
+		var poison []*item
+		res.Tables, res.Skipped = 0, 0
+		for _, r := range results {
+			if r.committed >= 0 {
+				res.Tables++
+				d.opts.Metrics.tableCommitted(r)
+			}
+			if r.skipped {
+				res.Skipped++
+			}
+			poison = append(poison, r.poison...)
+		}
+		if len(poison) == 0 {
+			break
+		}
+		dead, err := d.handlePoison(ctx, poison)
+		res.DeadLettered = append(res.DeadLettered, dead...)
+		if err != nil {
+			return res, err // errPoisonRetry: some rows are still inside their budget
+		}
+		// Every poison row is dead-lettered and now left out: apply the rest.
+	}
+	if err := d.crash(BeforeFrontierUpdate, TableKey{}); err != nil {
+		return res, err
+	}
+	if err := writeFrontier(ctx, d.db, from, to, 0); err != nil {
+		return res, err
+	}
+	d.frontier = to
+	if err := d.crash(AfterFrontierUpdate, TableKey{}); err != nil {
+		return res, err
+	}
+	res.Duration = time.Since(started)
+	d.opts.Metrics.batchDone(res)
+	if d.opts.OnBatch != nil {
+		d.opts.OnBatch(res)
+	}
+	return res, nil
+}
+
+func group(items []*item) (map[TableKey][]*item, []TableKey) {
+	groups := map[TableKey][]*item{}
+	var order []TableKey
+	for _, it := range items {
+		if _, ok := groups[it.table]; !ok {
+			order = append(order, it.table)
+		}
+		groups[it.table] = append(groups[it.table], it)
+	}
+	return groups, order
+}
+
+// applyAll applies every table's part of the batch, at most Parallel at a
+// time. An infrastructure error from any table fails the batch (after the
+// others finished: what they committed stays committed and is skipped on
+// the retry).
+func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, order []TableKey, from, to int64) ([]tableResult, error) {
+	results := make([]tableResult, len(order))
+	errs := make([]error, len(order))
+	sem := make(chan struct{}, d.opts.Parallel)
+	var wg sync.WaitGroup
+	for i, key := range order {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(i int, key TableKey) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			r, err := d.applyTable(ctx, key, groups[key], from, to)
+			if err == nil && r.committed >= 0 {
+				err = d.crash(AfterTableCommit, key)
+			}
+			results[i], errs[i] = r, err
+		}(i, key)
+	}
+	wg.Wait()
+	var crashed error
+	for _, err := range errs {
+		if errors.Is(err, ErrCrashed) {
+			crashed = err
+		}
+	}
+	if crashed != nil {
+		return nil, crashed
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i].key.String() < results[j].key.String() })
+	return results, nil
+}
+
+func (d *Drainer) maybeCheckpoint(ctx context.Context, w *delta.Writer, key TableKey) {
+	done, res, err := w.MaybeCheckpoint(ctx)
+	if err != nil {
+		// A failed checkpoint costs read speed, never correctness: the next
+		// commit tries again.
+		d.log.Warn("Delta checkpoint failed; will retry after the next commit", "table", key.String(), "error", err)
+		return
+	}
+	if done {
+		d.opts.Metrics.checkpoint()
+		d.log.Info("Delta checkpoint written", "table", key.String(), "version", res.Version)
+	}
+}

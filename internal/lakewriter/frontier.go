@@ -1,0 +1,50 @@
+package lakewriter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// BatchBounds are the (start, end] bounds the lake writer records in every
+// commit's commitInfo as "omlBatch".
+type BatchBounds struct {
+	Start int64 `json:"start"`
+	End   int64 `json:"end"`
+}
+
+func parseBatchBounds(commitInfo json.RawMessage) (BatchBounds, bool) {
+	var ci struct {
+		OmlBatch *BatchBounds `json:"omlBatch"`
+	}
+	if len(commitInfo) == 0 || json.Unmarshal(commitInfo, &ci) != nil || ci.OmlBatch == nil {
+		return BatchBounds{}, false
+	}
+	return *ci.OmlBatch, true
+}
+
+// readFrontier reads the frontier cache.
+func readFrontier(ctx context.Context, db *pgxpool.Pool) (int64, error) {
+	var f int64
+	if err := db.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&f); err != nil {
+		return 0, fmt.Errorf("read the frontier cache (oml.lake_frontier): %w", err)
+	}
+	return f, nil
+}
+
+// writeFrontier advances the frontier cache to end after a batch (start,
+// end] is in every table it touched. The cache never moves backwards: it is
+// for status and lag metrics; the Delta logs are the recovery authority.
+func writeFrontier(ctx context.Context, db *pgxpool.Pool, start, end int64, fenceXid uint64) error {
+	_, err := db.Exec(ctx, `
+UPDATE oml.lake_frontier
+SET frontier = GREATEST(frontier, $2), batch_start = $1, batch_end = $2,
+    horizon_xid = CASE WHEN $3::bigint > 0 THEN $3::bigint::text::xid8 ELSE horizon_xid END,
+    updated_at = now()`, start, end, int64(fenceXid))
+	if err != nil {
+		return fmt.Errorf("advance the frontier cache to %d: %w", end, err)
+	}
+	return nil
+}

@@ -1,0 +1,257 @@
+package lakewriter_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+
+type bundle struct {
+	pool    *pgxpool.Pool
+	key     *keys.Key
+	tenants []uuid.UUID
+}
+
+// setup gives a migrated, initialised database with n tenants.
+func setup(t *testing.T, n int) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	b := &bundle{pool: pool, key: k}
+	for i := 0; i < n; i++ {
+		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("tenant-%d", i))
+		require.NoError(t, err)
+		b.tenants = append(b.tenants, tn.ID)
+	}
+	return b
+}
+
+func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
+	t.Helper()
+	if cfg.Tenants == nil {
+		cfg.Tenants = b.tenants
+	}
+	res, err := workload.Run(context.Background(), b.pool, b.key, cfg)
+	require.NoError(t, err)
+	return res
+}
+
+func (b *bundle) opts(lake store.Store) lakewriter.Options {
+	return lakewriter.Options{
+		DB: b.pool, Lake: lake, Signer: b.key,
+		NoLease: true, PoisonBudget: 3,
+		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond,
+		Poll: 5 * time.Millisecond, HorizonTimeout: 20 * time.Second,
+		Limits: limitsSmall,
+	}
+}
+
+var limitsSmall = lakewriterLimits(50)
+
+func (b *bundle) lastSeq(t *testing.T) int64 {
+	t.Helper()
+	var s int64
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
+	return s
+}
+
+// drainAll runs DrainOnce until the lake holds the whole outbox.
+func (b *bundle) drainAll(t *testing.T, d *lakewriter.Drainer) lakewriter.Summary {
+	t.Helper()
+	var total lakewriter.Summary
+	for i := 0; i < 20; i++ {
+		sum, err := d.DrainOnce(context.Background())
+		require.NoError(t, err)
+		total.Batches += sum.Batches
+		total.Rows += sum.Rows
+		total.DeadLettered = append(total.DeadLettered, sum.DeadLettered...)
+		if d.Frontier() >= b.lastSeq(t) {
+			return total
+		}
+	}
+	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", d.Frontier(), b.lastSeq(t))
+	return total
+}
+
+type lakeRow struct {
+	tenant    string
+	seq       int64
+	outboxSeq int64
+}
+
+type silverRow struct {
+	state        string
+	cipherDigest string
+	bodyDigest   string
+	outboxSeq    int64
+	count        int
+}
+
+// readTable scans a table (nil rows if it does not exist).
+func readTable(t *testing.T, lake store.Store, path string) []pq.Row {
+	t.Helper()
+	st, err := store.Sub(lake, path)
+	require.NoError(t, err)
+	snap, err := delta.Load(context.Background(), st)
+	if errors.Is(err, delta.ErrTableNotFound) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []pq.Row
+	require.NoError(t, snap.Scan(context.Background(), st, delta.ScanOptions{}, func(_ *delta.Add, rows []pq.Row) error {
+		out = append(out, rows...)
+		return nil
+	}))
+	return out
+}
+
+// verifyLake checks that the lake equals the journal fold exactly once:
+//   - bronze: every journal event of every tenant exactly once (no bronze
+//     row is ever poisoned by the workload);
+//   - silver: one row per promoted (artifact_id, version) whose
+//     materialize row is not dead-lettered, in the state that replaying the
+//     applied (not dead-lettered) silver outbox rows gives, which is the
+//     fold's state for every claim no dead letter touched; bodies hash to
+//     the journalled ciphertext digest.
+func (b *bundle) verifyLake(t *testing.T, lake store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	tenants := append([]uuid.UUID{journal.ProviderTenant}, b.tenants...)
+
+	// bronze
+	for _, tn := range tenants {
+		rows := readTable(t, lake, tn.String()+"/bronze/events")
+		got := map[int64]int{}
+		for _, r := range rows {
+			require.Equal(t, tn.String(), r[0])
+			got[r[1].(int64)]++
+		}
+		var want []int64
+		q, err := b.pool.Query(ctx, `SELECT seq FROM oml.journal WHERE tenant_id = $1 ORDER BY seq`, tn)
+		require.NoError(t, err)
+		for q.Next() {
+			var s int64
+			require.NoError(t, q.Scan(&s))
+			want = append(want, s)
+		}
+		require.NoError(t, q.Err())
+		for _, s := range want {
+			require.Equalf(t, 1, got[s], "tenant %s: journal event %d appears %d times in bronze", tn, s, got[s])
+			delete(got, s)
+		}
+		require.Emptyf(t, got, "tenant %s: bronze rows the journal does not explain", tn)
+	}
+
+	// silver: replay the applied silver outbox rows.
+	type key struct {
+		tenant, artifact string
+		version          int32
+	}
+	expect := map[key]string{}
+	dead := map[key]bool{}
+	q, err := b.pool.Query(ctx, `
+SELECT o.tenant_id::text, o.artifact_id, o.version, o.op, o.payload->>'state', d.outbox_seq IS NOT NULL
+FROM oml.outbox o LEFT JOIN oml.dead_letter d ON d.outbox_seq = o.seq AND d.reenqueued_at IS NULL
+WHERE o.target = 'silver.claims' ORDER BY o.seq`)
+	require.NoError(t, err)
+	for q.Next() {
+		var k key
+		var op string
+		var state *string
+		var isDead bool
+		require.NoError(t, q.Scan(&k.tenant, &k.artifact, &k.version, &op, &state, &isDead))
+		if isDead {
+			dead[k] = true
+			continue
+		}
+		switch op {
+		case "materialize":
+			expect[k] = "promoted"
+		case "retract":
+			if _, ok := expect[k]; ok && state != nil {
+				expect[k] = *state
+			}
+		}
+	}
+	require.NoError(t, q.Err())
+
+	// The replay agrees with the fold wherever no dead letter interfered.
+	fq, err := b.pool.Query(ctx, `SELECT tenant_id::text, artifact_id, version, state FROM oml.claims WHERE promoted_seq IS NOT NULL`)
+	require.NoError(t, err)
+	for fq.Next() {
+		var k key
+		var state string
+		require.NoError(t, fq.Scan(&k.tenant, &k.artifact, &k.version, &state))
+		if !dead[k] {
+			require.Equalf(t, state, expect[k], "fold and outbox replay disagree on %v", k)
+		}
+	}
+	require.NoError(t, fq.Err())
+
+	digests := map[key]string{}
+	dq, err := b.pool.Query(ctx, `SELECT tenant_id::text, artifact_id, version, encode(ciphertext_digest, 'hex') FROM oml.claims`)
+	require.NoError(t, err)
+	for dq.Next() {
+		var k key
+		var d string
+		require.NoError(t, dq.Scan(&k.tenant, &k.artifact, &k.version, &d))
+		digests[k] = d
+	}
+	require.NoError(t, dq.Err())
+
+	got := map[key]string{}
+	for _, tn := range b.tenants {
+		for _, r := range readTable(t, lake, tn.String()+"/silver/claims") {
+			k := key{r[2].(string), r[0].(string), r[1].(int32)}
+			_, dup := got[k]
+			require.Falsef(t, dup, "silver holds %v twice", k)
+			got[k] = r[10].(string)
+			sum := sha256.Sum256(r[9].([]byte))
+			require.Equal(t, digests[k], hex.EncodeToString(sum[:]), "silver body of %v does not hash to the journalled digest", k)
+			require.Equal(t, digests[k], r[8].(string))
+		}
+	}
+	require.Equal(t, len(expect), len(got), "silver row count")
+	for k, want := range expect {
+		require.Equalf(t, want, got[k], "silver state of %v", k)
+	}
+}
+
+func sortedInt64(s []int64) []int64 {
+	out := append([]int64(nil), s...)
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,322 @@
+package lakewriter
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"time"
+
+	"github.com/omlhq/oml/internal/outbox"
+)
+
+// DrainOnce drains up to the stable prefix seen at its start and returns
+// (the cron mode, `oml lake drain --once`). If a transaction holds the
+// snapshot horizon behind the fence for longer than HorizonTimeout, it
+// returns without draining past the frontier and names the blockers: that
+// is lag, never loss. A poison row inside its budget and any outage are
+// retried with backoff until ctx ends.
+func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
+	started := time.Now()
+	var sum Summary
+	release, ctx, err := d.hold(ctx)
+	if err != nil {
+		return sum, err
+	}
+	defer release()
+	if err := d.retry(ctx, "recover", d.recover); err != nil {
+		return sum, err
+	}
+	sum.StartFrontier, sum.EndFrontier = d.frontier, d.frontier
+
+	fence, err := outbox.TakeFence(ctx, d.db)
+	if err != nil {
+		return sum, err
+	}
+	final, err := d.waitFinal(ctx, fence, d.opts.HorizonTimeout)
+	if err != nil {
+		return sum, err
+	}
+	if !final {
+		sum.HorizonHeld = true
+		sum.Blockers, _ = outbox.Blockers(ctx, d.db, fence.Xid, 5)
+		sum.Target = d.frontier
+		sum.Duration = time.Since(started)
+		d.log.Warn("a transaction holds the snapshot horizon; nothing past the frontier is final yet (lag, not loss)",
+			"frontier", d.frontier, "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))
+		return sum, nil
+	}
+	sum.Target = fence.LastSeq
+	for d.frontier < fence.LastSeq {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		end, _, err := outbox.Cut(ctx, d.db, d.frontier, fence.LastSeq, d.opts.Limits)
+		if err != nil {
+			return sum, err
+		}
+		res, err := d.runBatch(ctx, d.frontier, end)
+		if err != nil {
+			return sum, err
+		}
+		sum.Batches++
+		sum.Rows += res.Rows
+		sum.TableCommits += res.Tables
+		sum.DeadLettered = append(sum.DeadLettered, res.DeadLettered...)
+		sum.EndFrontier = d.frontier
+	}
+	sum.Duration = time.Since(started)
+	return sum, nil
+}
+
+// Run is the long-running writer (`oml lake drain` under systemd): it waits
+// for the lease, recovers, then cuts and applies batches until ctx ends,
+// stopping cleanly between batches. It returns nil on a clean stop.
+func (d *Drainer) Run(ctx context.Context) error {
+	for {
+		err := d.runLeader(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		var nl *NotLeaderError
+		if errors.As(err, &nl) {
+			d.log.Info("waiting for the lake writer lease", "holder", nl.Holder.Holder, "host", nl.Holder.Host,
+				"pid", nl.Holder.PID, "expires_at", nl.Holder.ExpiresAt)
+			if sleep(ctx, d.opts.LeaseTTL/2) != nil {
+				return nil
+			}
+			continue
+		}
+		if errors.Is(err, errLeaseLost) {
+			d.log.Warn("lost the lake writer lease; stopped writing and waiting to take it again")
+			d.recovered = false
+			continue
+		}
+		return err
+	}
+}
+
+var errLeaseLost = errors.New("lake writer lease lost")
+
+func (d *Drainer) runLeader(ctx context.Context) error {
+	release, ctx, err := d.hold(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := d.retry(ctx, "recover", d.recover); err != nil {
+		return err
+	}
+	var (
+		fence        outbox.Fence
+		haveFence    bool
+		stable       = d.frontier
+		pendingSince time.Time
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return leaseErr(ctx, err)
+		}
+		if !haveFence {
+			f, err := outbox.TakeFence(ctx, d.db)
+			if err != nil {
+				if werr := d.outage(ctx, "fence", err, 0); werr != nil {
+					return leaseErr(ctx, werr)
+				}
+				continue
+			}
+			fence, haveFence = f, true
+		}
+		h, err := outbox.Horizon(ctx, d.db)
+		if err != nil {
+			if werr := d.outage(ctx, "horizon", err, 0); werr != nil {
+				return leaseErr(ctx, werr)
+			}
+			continue
+		}
+		blocked := false
+		if fence.Final(h) {
+			if fence.LastSeq > stable {
+				stable = fence.LastSeq
+			}
+			haveFence = false // take a fresh one next round
+		} else {
+			blocked = true
+		}
+		d.reportLag(ctx, blocked)
+
+		if stable > d.frontier {
+			end, n, err := outbox.Cut(ctx, d.db, d.frontier, stable, d.opts.Limits)
+			if err != nil {
+				if werr := d.outage(ctx, "cut", err, 0); werr != nil {
+					return leaseErr(ctx, werr)
+				}
+				continue
+			}
+			if pendingSince.IsZero() {
+				pendingSince = time.Now()
+			}
+			full := end < stable || n >= d.opts.Limits.Rows
+			if full || time.Since(pendingSince) >= d.opts.MaxWait {
+				if _, err := d.runBatch(ctx, d.frontier, end); err != nil {
+					return leaseErr(ctx, err)
+				}
+				if d.frontier >= stable {
+					pendingSince = time.Time{}
+				}
+				continue // stop point between batches: the loop re-checks ctx
+			}
+		}
+		if sleep(ctx, d.opts.Poll) != nil {
+			return leaseErr(ctx, ctx.Err())
+		}
+	}
+}
+
+func leaseErr(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errLeaseLost) {
+		return errLeaseLost
+	}
+	return err
+}
+
+// runBatch applies (from, end] and retries the same bounds until it
+// succeeds: outages and poison rows inside their budget back off; the
+// bounds never change on a retry.
+func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, error) {
+	var res BatchResult
+	var dead []int64
+	for attempt := 0; ; attempt++ {
+		r, err := d.processBatch(ctx, from, end, attempt)
+		dead = append(dead, r.DeadLettered...)
+		if err == nil {
+			r.DeadLettered = dead
+			return r, nil
+		}
+		res = r
+		if errors.Is(err, ErrCrashed) || errors.Is(err, ErrNoSigner) || ctx.Err() != nil {
+			res.DeadLettered = dead
+			return res, err
+		}
+		reason := "outage"
+		if errors.Is(err, errPoisonRetry) {
+			reason = "poison"
+		} else {
+			d.opts.Metrics.retry(reason)
+		}
+		d.log.Warn("batch failed; retrying the same bounds", "start", from, "end", end, "attempt", attempt+1,
+			"reason", reason, "error", err)
+		if werr := sleep(ctx, d.backoff(attempt)); werr != nil {
+			return res, werr
+		}
+	}
+}
+
+// retry runs fn until it succeeds, backing off on errors (outages).
+func (d *Drainer) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	for attempt := 0; ; attempt++ {
+		err := fn(ctx)
+		if err == nil || errors.Is(err, ErrCrashed) || ctx.Err() != nil {
+			return err
+		}
+		if werr := d.outage(ctx, what, err, attempt); werr != nil {
+			return werr
+		}
+	}
+}
+
+func (d *Drainer) outage(ctx context.Context, what string, err error, attempt int) error {
+	d.opts.Metrics.retry("outage")
+	d.log.Warn("lake writer step failed; backing off and retrying", "step", what, "attempt", attempt+1, "error", err)
+	return sleep(ctx, d.backoff(attempt))
+}
+
+func (d *Drainer) backoff(attempt int) time.Duration {
+	b := d.opts.BackoffMin << min(attempt, 20)
+	if b <= 0 || b > d.opts.BackoffMax {
+		b = d.opts.BackoffMax
+	}
+	// Full jitter in [b/2, b).
+	return b/2 + time.Duration(rand.Int64N(int64(b/2)+1))
+}
+
+// waitFinal polls the horizon until the fence is final or timeout passes.
+func (d *Drainer) waitFinal(ctx context.Context, f outbox.Fence, timeout time.Duration) (bool, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		h, err := outbox.Horizon(ctx, d.db)
+		if err != nil {
+			return false, err
+		}
+		if f.Final(h) {
+			return true, nil
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		if err := sleep(ctx, min(d.opts.Poll, 50*time.Millisecond)); err != nil {
+			return false, err
+		}
+	}
+}
+
+// hold takes the lease (unless disabled) and keeps it alive in the
+// background; the returned context is cancelled if the lease is lost.
+func (d *Drainer) hold(ctx context.Context) (release func(), _ context.Context, _ error) {
+	if d.lease == nil {
+		return func() {}, ctx, nil
+	}
+	if err := d.lease.acquire(ctx); err != nil {
+		return nil, ctx, err
+	}
+	lctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(d.opts.LeaseTTL / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-t.C:
+				err := d.lease.acquire(lctx)
+				var nl *NotLeaderError
+				if errors.As(err, &nl) {
+					cancel(errLeaseLost)
+					return
+				}
+				if err != nil {
+					d.log.Warn("could not renew the lake writer lease; will retry", "error", err)
+				}
+			}
+		}
+	}()
+	return func() {
+		cancel(nil)
+		<-done
+		d.lease.release(context.WithoutCancel(ctx))
+	}, lctx, nil
+}
+
+func (d *Drainer) reportLag(ctx context.Context, blocked bool) {
+	if d.opts.Metrics == nil {
+		return
+	}
+	var last int64
+	var age float64
+	_ = d.db.QueryRow(ctx, `SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
+       coalesce((SELECT extract(epoch FROM now() - created_at) FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1), 0)`,
+		d.frontier).Scan(&last, &age)
+	d.opts.Metrics.lag(max(0, last-d.frontier), age, blocked)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

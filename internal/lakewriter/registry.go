@@ -1,0 +1,92 @@
+package lakewriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// registry keeps one open Delta writer per table, so each table's snapshot
+// stays in memory between batches and the log is re-read only after a lost
+// race.
+type registry struct {
+	lake store.Store
+	opts delta.Options
+
+	mu      sync.Mutex
+	writers map[TableKey]*delta.Writer
+}
+
+func newRegistry(lake store.Store, opts delta.Options) *registry {
+	return &registry{lake: lake, opts: opts, writers: map[TableKey]*delta.Writer{}}
+}
+
+// writer returns the table's writer, opening it (and creating the table
+// when create is set and it does not exist yet). With create unset, a
+// missing table returns (nil, nil).
+func (r *registry) writer(ctx context.Context, key TableKey, create bool) (*delta.Writer, error) {
+	r.mu.Lock()
+	w, ok := r.writers[key]
+	r.mu.Unlock()
+	if ok {
+		return w, nil
+	}
+	st, err := store.Sub(r.lake, key.Path())
+	if err != nil {
+		return nil, err
+	}
+	w, err = delta.OpenWriter(ctx, st, r.opts)
+	if errors.Is(err, delta.ErrTableNotFound) {
+		if !create {
+			return nil, nil
+		}
+		w, err = delta.CreateTable(ctx, st, specFor(key), r.opts)
+		if errors.Is(err, delta.ErrConflict) {
+			// Another writer created it first: open what it created.
+			w, err = delta.OpenWriter(ctx, st, r.opts)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open Delta table %s: %w", key, err)
+	}
+	if err := checkSchema(key, w.Snapshot()); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if existing, ok := r.writers[key]; ok {
+		return existing, nil
+	}
+	r.writers[key] = w
+	return w, nil
+}
+
+// checkSchema refuses a table whose columns are not the ones oml writes (a
+// table someone else created at our path): writing positional rows into it
+// would put values in the wrong columns.
+func checkSchema(key TableKey, snap *delta.Snapshot) error {
+	want := schemaFor(key.Kind).Fields
+	got := snap.Schema().Fields
+	if len(got) != len(want) {
+		return fmt.Errorf("Delta table %s has %d columns where oml writes %d; it was not created by oml lake drain: move it away", key, len(got), len(want))
+	}
+	for i := range want {
+		if got[i].Name != want[i].Name || got[i].Type.TypeString() != want[i].Type.TypeString() {
+			return fmt.Errorf("Delta table %s has column %d %s %s where oml writes %s %s; it was not created by oml lake drain: move it away",
+				key, i, got[i].Name, got[i].Type.TypeString(), want[i].Name, want[i].Type.TypeString())
+		}
+	}
+	return nil
+}
+
+// forget drops a writer whose in-memory state can no longer be trusted; the
+// next use reopens the table from its log.
+func (r *registry) forget(key TableKey) {
+	r.mu.Lock()
+	delete(r.writers, key)
+	r.mu.Unlock()
+}

@@ -1,0 +1,226 @@
+package lakewriter
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/pq"
+)
+
+// item is one outbox row of a batch, decoded for its table. Exactly one of
+// row (an insert), retract or poison is set.
+type item struct {
+	seq        int64
+	journalSeq int64
+	table      TableKey
+	target     string // as stored (the table kind, unless it is unknown)
+	op         string
+	artifact   string
+	version    int32
+
+	row     pq.Row   // bronze/gold/silver materialize: the table row
+	retract *retract // silver retract
+	poison  error    // why this row cannot be applied (its own fault)
+	size    int      // approximate bytes, for logs/metrics
+}
+
+type retract struct {
+	state     string
+	updatedAt time.Time
+}
+
+// PoisonError is a row that fails for a reason of its own, not an outage.
+type PoisonError struct {
+	Seq    int64
+	Reason string
+}
+
+func (e *PoisonError) Error() string { return fmt.Sprintf("outbox row %d: %s", e.Seq, e.Reason) }
+
+func poisonf(seq int64, format string, args ...any) error {
+	return &PoisonError{Seq: seq, Reason: fmt.Sprintf(format, args...)}
+}
+
+// The whole batch in one ordered scan: the outbox row, its journal event
+// (bronze needs every field, silver the event time), the held body of a
+// materialize, and whether the row is already dead-lettered.
+const batchQuery = `
+SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.version, o.payload::text,
+       j.seq IS NOT NULL, j.event_type, j.recorded_at, j.prev_hash, j.hash, j.signature, j.key_id, j.payload,
+       b.ciphertext, d.outbox_seq IS NOT NULL
+FROM oml.outbox o
+LEFT JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
+LEFT JOIN oml.claim_bodies b ON o.op = 'materialize' AND b.tenant_id = o.tenant_id
+                            AND b.artifact_id = o.artifact_id AND b.version = o.version
+LEFT JOIN oml.dead_letter d ON d.outbox_seq = o.seq
+WHERE o.seq > $1 AND o.seq <= $2
+ORDER BY o.seq`
+
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// loadBatch reads (from, to] and decodes every row for its table. Rows that
+// are already dead-lettered are left out; that decision is recorded in
+// PostgreSQL, so a retried batch leaves out the same rows.
+func loadBatch(ctx context.Context, q querier, from, to int64) ([]*item, error) {
+	rows, err := q.Query(ctx, batchQuery, from, to)
+	if err != nil {
+		return nil, fmt.Errorf("read outbox rows (%d, %d]: %w", from, to, err)
+	}
+	defer rows.Close()
+	var items []*item
+	for rows.Next() {
+		var (
+			seq, journalSeq                int64
+			tenant                         pgtype.UUID
+			target, op, payload            string
+			artifact                       pgtype.Text
+			version                        pgtype.Int4
+			hasEvent, dead                 bool
+			eventType, keyID               pgtype.Text
+			recordedAt                     pgtype.Timestamptz
+			prevHash, hash, sig, evPayload []byte
+			body                           []byte
+		)
+		if err := rows.Scan(&seq, &tenant, &journalSeq, &target, &op, &artifact, &version, &payload,
+			&hasEvent, &eventType, &recordedAt, &prevHash, &hash, &sig, &keyID, &evPayload, &body, &dead); err != nil {
+			return nil, fmt.Errorf("decode outbox row: %w", err)
+		}
+		if dead {
+			continue
+		}
+		it := &item{seq: seq, journalSeq: journalSeq, target: target, op: op, artifact: artifact.String, version: version.Int32,
+			size: len(payload) + len(evPayload) + len(body) + 128}
+		tid := uuid.UUID(tenant.Bytes)
+		kind, kerr := parseKind(target)
+		it.table = TableKey{Tenant: tid, Kind: kind}
+		switch {
+		case kerr != nil:
+			it.poison = poisonf(seq, "%v", kerr)
+		case !hasEvent:
+			it.poison = poisonf(seq, "journal event %s/%d that the row refers to does not exist", tid, journalSeq)
+		default:
+			ev := event{tenant: tid, seq: journalSeq, eventType: eventType.String, recordedAt: recordedAt.Time.UTC(),
+				prevHash: prevHash, hash: hash, sig: sig, keyID: keyID.String, payload: evPayload}
+			it.poison = decodeItem(it, kind, payload, ev, body)
+		}
+		items = append(items, it)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read outbox rows (%d, %d]: %w", from, to, err)
+	}
+	return items, nil
+}
+
+type event struct {
+	tenant     uuid.UUID
+	seq        int64
+	eventType  string
+	recordedAt time.Time
+	prevHash   []byte
+	hash       []byte
+	sig        []byte
+	keyID      string
+	payload    []byte
+}
+
+func decodeItem(it *item, kind Kind, payload string, ev event, body []byte) error {
+	seq := it.seq
+	switch kind {
+	case Bronze:
+		if it.op != journal.OpAppend {
+			return poisonf(seq, "bronze.events rows must be appends, not %q", it.op)
+		}
+		it.row = pq.Row{ev.tenant.String(), ev.seq, ev.eventType, ev.recordedAt, ev.prevHash, ev.hash, ev.sig,
+			ev.keyID, string(ev.payload), seq}
+		return nil
+
+	case Gold:
+		if it.op != journal.OpAppend {
+			return poisonf(seq, "gold.lineage rows must be appends, not %q", it.op)
+		}
+		it.row = pq.Row{ev.tenant.String(), ev.seq, nullStr(it.artifact), nullInt32(it.artifact, it.version), payload, seq}
+		return nil
+	}
+
+	// silver.claims
+	if it.artifact == "" || it.version <= 0 {
+		return poisonf(seq, "silver.claims row without an artifact id and version")
+	}
+	switch it.op {
+	case journal.OpMaterialize:
+		var p journal.MaterializePayload
+		if err := strictJSON(payload, &p); err != nil {
+			return poisonf(seq, "undecodable materialize payload: %v", err)
+		}
+		if p.CiphertextDigest == "" || p.PlaintextDigest == "" {
+			return poisonf(seq, "materialize payload lacks the journalled digests")
+		}
+		if body == nil {
+			return poisonf(seq, "the held body of %s v%d is missing from oml.claim_bodies", it.artifact, it.version)
+		}
+		sum := sha256.Sum256(body)
+		want, err := hex.DecodeString(p.CiphertextDigest)
+		if err != nil || !bytes.Equal(sum[:], want) {
+			return poisonf(seq, "ciphertext digest mismatch for %s v%d: the held body hashes to %x, the journal says %s",
+				it.artifact, it.version, sum, p.CiphertextDigest)
+		}
+		state := p.State
+		if state == "" {
+			state = journal.StatePromoted
+		}
+		it.row = pq.Row{it.artifact, it.version, ev.tenant.String(), p.WorkareaID, p.Writer, p.Principal, p.Provenance,
+			p.PlaintextDigest, p.CiphertextDigest, body, state, p.PromotedBy, p.SubmittedSeq, p.PromotedSeq,
+			ev.seq, seq, ev.recordedAt}
+		return nil
+	case journal.OpRetract:
+		var p journal.RetractPayload
+		if err := strictJSON(payload, &p); err != nil {
+			return poisonf(seq, "undecodable retract payload: %v", err)
+		}
+		switch p.State {
+		case journal.StateDemoted, journal.StateErased, journal.StateSimulationEnded, journal.StateReassigned:
+		default:
+			return poisonf(seq, "retract to unknown state %q", p.State)
+		}
+		it.retract = &retract{state: p.State, updatedAt: ev.recordedAt}
+		return nil
+	}
+	return poisonf(seq, "silver.claims rows must be materialize or retract, not %q", it.op)
+}
+
+func strictJSON(s string, v any) error {
+	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data after the JSON object")
+	}
+	return nil
+}
+
+func nullStr(s string) any {
+	if s == "" {
+		return nil
+	}
+	return s
+}
+
+func nullInt32(artifact string, v int32) any {
+	if artifact == "" {
+		return nil
+	}
+	return v
+}

@@ -1,0 +1,139 @@
+package lakewriter
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/delta"
+)
+
+// AppID is the Delta txn appId of every lake-writer commit.
+const AppID = "oml-lakewriter"
+
+// Kind is one of the three per-tenant tables.
+type Kind string
+
+// The tables, named as outbox targets.
+const (
+	Bronze Kind = journal.TargetBronzeEvents
+	Silver Kind = journal.TargetSilverClaims
+	Gold   Kind = journal.TargetGoldLineage
+)
+
+// Kinds lists the tables in a fixed order.
+var Kinds = []Kind{Bronze, Silver, Gold}
+
+// Dir is the table's directory under a tenant: bronze/events, ...
+func (k Kind) Dir() string {
+	switch k {
+	case Bronze:
+		return "bronze/events"
+	case Silver:
+		return "silver/claims"
+	case Gold:
+		return "gold/lineage"
+	}
+	return ""
+}
+
+// TableKey names one Delta table: a tenant's table of a kind.
+type TableKey struct {
+	Tenant uuid.UUID
+	Kind   Kind
+}
+
+// Path is the table's location relative to the lake root:
+// <tenant_id>/bronze/events and so on.
+func (k TableKey) Path() string { return k.Tenant.String() + "/" + k.Kind.Dir() }
+
+func (k TableKey) String() string { return k.Path() }
+
+func parseKind(target string) (Kind, error) {
+	switch Kind(target) {
+	case Bronze, Silver, Gold:
+		return Kind(target), nil
+	}
+	return "", fmt.Errorf("unknown outbox target %q", target)
+}
+
+func str(name string) delta.StructField { return delta.Field(name, delta.Prim(delta.TypeString), true) }
+func long(name string) delta.StructField {
+	return delta.Field(name, delta.Prim(delta.TypeLong), true)
+}
+
+// Column positions are fixed by these schemas; the row builders below use
+// the same order.
+var (
+	bronzeSchema = &delta.StructType{Fields: []delta.StructField{
+		str("tenant_id"),
+		long("seq"),
+		str("event_type"),
+		delta.Field("recorded_at", delta.Prim(delta.TypeTimestamp), true),
+		delta.Field("prev_hash", delta.Prim(delta.TypeBinary), true),
+		delta.Field("hash", delta.Prim(delta.TypeBinary), true),
+		delta.Field("signature", delta.Prim(delta.TypeBinary), true),
+		str("key_id"),
+		str("payload"),
+		long("outbox_seq"),
+	}}
+
+	silverSchema = &delta.StructType{Fields: []delta.StructField{
+		str("artifact_id"),
+		delta.Field("version", delta.Prim(delta.TypeInteger), true),
+		str("tenant_id"),
+		str("workarea_id"),
+		str("writer"),
+		str("principal"),
+		str("provenance"),
+		str("plaintext_digest"),
+		str("ciphertext_digest"),
+		delta.Field("body", delta.Prim(delta.TypeBinary), true),
+		str("state"),
+		str("promoted_by"),
+		long("submitted_seq"),
+		long("promoted_seq"),
+		long("journal_seq"),
+		long("outbox_seq"),
+		delta.Field("updated_at", delta.Prim(delta.TypeTimestamp), true),
+	}}
+
+	goldSchema = &delta.StructType{Fields: []delta.StructField{
+		str("tenant_id"),
+		long("journal_seq"),
+		str("artifact_id"),
+		delta.Field("version", delta.Prim(delta.TypeInteger), true),
+		str("payload"),
+		long("outbox_seq"),
+	}}
+)
+
+// silver column positions used by MERGE.
+const (
+	silArtifact   = 0
+	silVersion    = 1
+	silState      = 10
+	silJournalSeq = 14
+	silOutboxSeq  = 15
+	silUpdatedAt  = 16
+)
+
+func schemaFor(k Kind) *delta.StructType {
+	switch k {
+	case Bronze:
+		return bronzeSchema
+	case Silver:
+		return silverSchema
+	default:
+		return goldSchema
+	}
+}
+
+func specFor(k TableKey) delta.TableSpec {
+	return delta.TableSpec{
+		Schema:      schemaFor(k.Kind),
+		Name:        string(k.Kind),
+		Description: "oml " + string(k.Kind) + " of tenant " + k.Tenant.String() + " (written by oml lake drain)",
+	}
+}

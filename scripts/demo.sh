@@ -12,9 +12,11 @@
 #   OML_DEMO_DIR   working directory (default: a new /tmp/oml-demo.XXXXXX)
 #   OML_DEMO_KEEP  1 = leave the cluster running and the directory in place
 #
-# To add a step, add a `step` line below: step TITLE "NOUN VERB" ARGS...
-# (run_step tolerates exit code 1, "ran and found problems", for commands
-# where the demo's injected poison rows are expected to be reported).
+# To add a step, add a line below: step TITLE "NOUN VERB" ARGS...
+# step_findings_ok tolerates exit code 1 ("ran and found problems") where the
+# demo's injected poison rows are expected to be reported. Prefix a step with
+# `after_init` when it needs the schema and the deployment genesis: it is
+# skipped when `oml init` is not in this build yet.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -79,16 +81,38 @@ step() { run_step 0 "$@"; }
 # step_findings_ok: like step, but exit code 1 (findings) is reported, not fatal.
 step_findings_ok() { run_step 1 "$@"; }
 
+# ran is 1 when the last step's command existed and ran.
+ran=0
+initialized=0
+
+# after_init STEP...: run the step only once `oml init` has run.
+after_init() {
+  if [[ $initialized -eq 1 ]]; then
+    "$@"
+    return
+  fi
+  header "$2"
+  local words
+  read -r -a words <<<"$3"
+  if has_cmd "${words[@]}"; then
+    echo "(skipped: \`oml $3\` needs the schema and genesis from \`oml init\`, which is not in this build)"
+  else
+    echo "(skipped: \`oml $3\` is not in this build)"
+  fi
+}
+
 run_step() {
   local allow=$1 title=$2 path=$3
   shift 3
   local words
   read -r -a words <<<"$path"
   header "$title"
+  ran=0
   if ! has_cmd "${words[@]}"; then
     echo "(skipped: \`oml $path\` is not in this build)"
     return 0
   fi
+  ran=1
   echo "+ oml $path $*"
   local rc=0
   "$OML" "${words[@]}" "$@" || rc=$?
@@ -112,12 +136,13 @@ echo "OML_LAKE_URL=$OML_LAKE_URL"
 export OML_SIGNING_KEY_FILE="$work/.oml/signing.key"
 step "Deployment key" "key generate" --out "$OML_SIGNING_KEY_FILE"
 step "Schema and deployment genesis" "init"
-step "Tenants" "tenant create" acme
-step "Tenants" "tenant create" globex
-step "Tenants" "tenant list"
-step "Workload through the real append path" "dev load" --tenants 3 --claims 100 --poison 2 --seed 42
-step "Drain the outbox into the lake" "lake drain" --once
-step "Lake status" "lake status"
+initialized=$ran
+after_init step "Tenants" "tenant create" acme
+after_init step "Tenants" "tenant create" globex
+after_init step "Tenants" "tenant list"
+after_init step "Workload through the real append path" "dev load" --tenants 3 --claims 100 --poison 2 --seed 42
+after_init step "Drain the outbox into the lake" "lake drain" --once
+after_init step "Lake status" "lake status"
 
 # Inspect one tenant's tables by URL (tenant ids are generated).
 bronze=""
@@ -132,9 +157,9 @@ else
   echo "(skipped: no Delta table under $work/.oml/lake yet)"
 fi
 
-step "Verify every chain" "chain verify"
-step "Chain heads" "chain head"
-step_findings_ok "Dead letters" "deadletter list"
-step_findings_ok "Lake against the journal" "reconcile"
-step_findings_ok "Summary" "status"
-step_findings_ok "Health checks" "doctor"
+after_init step "Verify every chain" "chain verify"
+after_init step "Chain heads" "chain head"
+after_init step_findings_ok "Dead letters" "deadletter list"
+after_init step_findings_ok "Lake against the journal" "reconcile"
+after_init step_findings_ok "Summary" "status"
+after_init step_findings_ok "Health checks" "doctor"

@@ -49,6 +49,7 @@ cleanup() {
   local rc=$?
   trap - EXIT INT TERM
   if [[ ${OML_DEMO_KEEP:-} == 1 ]]; then
+    # shellcheck disable=SC2016 # the $(...) is for the operator to type
     printf '\n%s== kept%s the cluster in %s: cd there and run eval "$(%s dev env)"; stop it with %s dev down --purge --dir %s\n' \
       "$bold" "$reset" "$work" "$OML" "$OML" "$work"
     exit "$rc"

@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -289,6 +290,10 @@ ORDER BY ids.tenant_id`
 	}
 	rows, err := tx.Query(ctx, q, only)
 	if err != nil {
+		var pe *pgconn.PgError
+		if errors.As(err, &pe) && (pe.Code == "42P01" || pe.Code == "3F000") {
+			return nil, fmt.Errorf("the database has no oml schema or an older one (%s): run oml migrate", pe.Message)
+		}
 		return nil, fmt.Errorf("list the chains to verify: %w", err)
 	}
 	type cp struct {

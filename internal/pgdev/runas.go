@@ -108,17 +108,21 @@ func runnerFor(u *user.User) (*Runner, error) {
 // readable by the service user.
 func (r *Runner) Command(ctx context.Context, name string, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, name, args...)
+	other := r != nil && r.Credential != nil
 	env := []string{"LC_ALL=C", "LANG=C"}
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
-		if strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "LC_") || k == "LANG" || k == "HOME" || k == "USER" || k == "LOGNAME" {
+		if strings.HasPrefix(k, "PG") || strings.HasPrefix(k, "LC_") || k == "LANG" {
 			continue
+		}
+		if other && (k == "HOME" || k == "USER" || k == "LOGNAME") {
+			continue // root's, not the service user's
 		}
 		env = append(env, kv)
 	}
 	cmd.Env = env
 	cmd.Dir = "/"
-	if r != nil && r.Credential != nil {
+	if other {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: r.Credential}
 		cmd.Env = append(cmd.Env, "USER="+r.User, "LOGNAME="+r.User, "HOME=/")
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -215,4 +216,28 @@ func TestExternalServer_DatabasesAreDroppedAtTheEnd(t *testing.T) {
 	require.NoError(t, err)
 	defer conn.Close(context.Background())
 	require.Equal(t, int64(0), scalar[int64](t, conn, "SELECT count(*) FROM pg_database WHERE datname LIKE 'oml\\_test\\_%'"))
+}
+
+// Many tests asking for a database at the same moment each get their own
+// (concurrent clones of one template).
+func TestNew_ManyConcurrentClones(t *testing.T) {
+	t.Parallel()
+	names := make(chan string, 12)
+	t.Run("group", func(t *testing.T) {
+		for i := range 12 {
+			t.Run(strconv.Itoa(i), func(t *testing.T) {
+				t.Parallel()
+				db := testdb.New(t)
+				require.Equal(t, "from the template", scalar[string](t, db.Conn(t), "SELECT note FROM seeded WHERE id = 1"))
+				names <- db.Name
+			})
+		}
+	})
+	close(names)
+	seen := map[string]bool{}
+	for n := range names {
+		require.False(t, seen[n], "database %s handed out twice", n)
+		seen[n] = true
+	}
+	require.Len(t, seen, 12)
 }

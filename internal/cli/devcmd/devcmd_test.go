@@ -265,3 +265,30 @@ func TestDevUp_ConcurrentInvocationsStartOneCluster(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"started": 1, "already_running": 2}, statuses)
 }
+
+// A working directory so deep that .oml/run/.s.PGSQL.5432 would exceed the
+// unix socket path limit gets a short socket directory under the temp dir.
+func TestDevUp_LongPathUsesAShortSocketDirectory(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(workDir(t), strings.Repeat("a-rather-long-directory-name/", 4))
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	stopAtEnd(t, dir)
+
+	r := run(t, "up", "--dir", dir, "-o", "json")
+	require.NoError(t, r.err, r.stderr)
+	var up struct {
+		SocketDir string `json:"socket_dir"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &up))
+	require.NotEqual(t, filepath.Join(dir, ".oml", "run"), up.SocketDir)
+	require.Contains(t, filepath.Base(up.SocketDir), "oml-sock-")
+
+	r = run(t, "env", "--dir", dir)
+	require.NoError(t, r.err)
+	var one int
+	require.NoError(t, connect(t, envOf(t, r.stdout)["OML_DATABASE_URL"]).QueryRow(context.Background(), "SELECT 1").Scan(&one))
+
+	r = run(t, "down", "--dir", dir, "--purge")
+	require.NoError(t, r.err)
+	require.NoDirExists(t, up.SocketDir, "--purge removes the socket directory wherever it is")
+}

@@ -1,0 +1,137 @@
+package chain_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/journal"
+)
+
+func pgCode(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Code
+	}
+	return ""
+}
+
+// asApp runs fn in a transaction as oml_app acting for tenant (empty: no
+// tenant set), rolled back afterwards.
+func asApp(t *testing.T, b *bundle, tenantID string, fn func(tx pgx.Tx) error) error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SET LOCAL ROLE oml_app")
+	require.NoError(t, err)
+	if tenantID != "" {
+		_, err = tx.Exec(ctx, "SELECT set_config('oml.tenant_id', $1, true)", tenantID)
+		require.NoError(t, err)
+	}
+	return fn(tx)
+}
+
+func TestJournal_AppRoleCannotUpdateDeleteOrTruncate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	tn := b.tenant(t, "app")
+	for _, stmt := range []string{
+		"UPDATE oml.journal SET event_type = 'x'",
+		"DELETE FROM oml.journal",
+		"TRUNCATE oml.journal",
+	} {
+		err := asApp(t, b, tn.String(), func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, stmt)
+			return err
+		})
+		require.Error(t, err, stmt)
+		require.Equal(t, "42501", pgCode(err), "%s: want permission denied, got %v", stmt, err)
+		require.Contains(t, err.Error(), "permission denied", stmt)
+	}
+}
+
+func TestJournal_OwnerIsRefusedByTheTrigger(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	tn := b.tenant(t, "owner")
+	for _, stmt := range []string{
+		"UPDATE oml.journal SET event_type = 'x' WHERE tenant_id = $1",
+		"DELETE FROM oml.journal WHERE tenant_id = $1",
+		"TRUNCATE oml.journal",
+	} {
+		args := []any{tn}
+		if stmt == "TRUNCATE oml.journal" {
+			args = nil
+		}
+		_, err := b.pool.Exec(ctx, stmt, args...)
+		require.Error(t, err, stmt)
+		require.Contains(t, err.Error(), "oml.journal is append-only", stmt)
+	}
+	require.Equal(t, 1, checkChain(t, ctx, b.pool, b.key, tn))
+}
+
+func TestRLS_AppRoleSeesOnlyItsTenantsRows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a, c := b.tenant(t, "a"), b.tenant(t, "c")
+	_, err := chain.Append(ctx, b.pool, b.key, a, submit(t, "x", 1, "w", "human"), promote("x", 1, "r"))
+	require.NoError(t, err)
+	_, err = chain.Append(ctx, b.pool, b.key, c, submit(t, "y", 1, "w", "human"))
+	require.NoError(t, err)
+
+	count := func(tx pgx.Tx, table string) (n int) {
+		require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n))
+		return n
+	}
+	require.NoError(t, asApp(t, b, a.String(), func(tx pgx.Tx) error {
+		require.Equal(t, 3, count(tx, "oml.journal"))
+		require.Equal(t, 1, count(tx, "oml.chain_heads"))
+		require.Equal(t, 1, count(tx, "oml.tenants"))
+		require.Equal(t, 1, count(tx, "oml.claims"))
+		require.Equal(t, 1, count(tx, "oml.claim_bodies"))
+		require.Equal(t, 1, count(tx, "oml.claim_keys"))
+		require.Equal(t, 4, count(tx, "oml.outbox")) // 3 bronze + 1 materialize
+		var other int
+		require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM oml.journal WHERE tenant_id = $1", c).Scan(&other))
+		require.Zero(t, other)
+		return nil
+	}))
+	// No tenant set: nothing, never everything.
+	require.NoError(t, asApp(t, b, "", func(tx pgx.Tx) error {
+		require.Zero(t, count(tx, "oml.journal"))
+		require.Zero(t, count(tx, "oml.claims"))
+		return nil
+	}))
+	// Writing another tenant's row is refused by the policy.
+	err = asApp(t, b, a.String(), func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO oml.claim_bodies (tenant_id, artifact_id, version, ciphertext) VALUES ($1, 'z', 1, 'x')`, c)
+		return err
+	})
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "row-level security")
+}
+
+func TestAppendTx_WorksAsTheAppRole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	tn := b.tenant(t, "asapp")
+	require.NoError(t, asApp(t, b, "", func(tx pgx.Tx) error {
+		recs, err := chain.AppendTx(ctx, tx, b.key, tn,
+			submit(t, "x", 1, "w", "human"), promote("x", 1, "r"),
+			journal.MustNew(journal.ClaimErased{ArtifactID: "x", By: "dpo"}))
+		require.NoError(t, err)
+		require.Len(t, recs, 3)
+		return nil
+	}))
+}

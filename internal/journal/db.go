@@ -1,0 +1,206 @@
+package journal
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// QueueLoad queues into b the reads that fill st for an append of events
+// with needs n. The reads run after the tenant lock in the same pipeline;
+// st is filled when the batch results are read (closed).
+func QueueLoad(b *pgx.Batch, st *State, n Needs) {
+	b.Queue(`SELECT id, name, created_at, provider_seq, provider_hash FROM oml.tenants WHERE id = $1`, st.Tenant).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var r TenantRow
+				if err := rows.Scan(&r.ID, &r.Name, &r.CreatedAt, &r.ProviderSeq, &r.ProviderHash); err != nil {
+					return err
+				}
+				st.TenantRow = &r
+			}
+			return rows.Err()
+		})
+	b.Queue(`SELECT key_id, revoked_at IS NOT NULL FROM oml.signing_keys WHERE key_id = ANY($1)`, n.KeyIDs).
+		Query(func(rows pgx.Rows) error {
+			for rows.Next() {
+				var k SigningKey
+				if err := rows.Scan(&k.KeyID, &k.Revoked); err != nil {
+					return err
+				}
+				st.SigningKeys[k.KeyID] = k
+			}
+			return rows.Err()
+		})
+	if len(n.Artifacts) > 0 {
+		b.Queue(`SELECT artifact_id, version, workarea_id, writer, principal, provenance, plaintext_digest,
+		                ciphertext_digest, state, submitted_seq, submitted_at, promoted_by, promoted_seq,
+		                promoted_at, updated_at, last_seq
+		           FROM oml.claims WHERE tenant_id = $1 AND artifact_id = ANY($2)`, st.Tenant, n.Artifacts).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					c := &Claim{}
+					if err := rows.Scan(&c.ArtifactID, &c.Version, &c.WorkareaID, &c.Writer, &c.Principal, &c.Provenance,
+						&c.PlaintextDigest, &c.CiphertextDigest, &c.State, &c.SubmittedSeq, &c.SubmittedAt,
+						&c.PromotedBy, &c.PromotedSeq, &c.PromotedAt, &c.UpdatedAt, &c.LastSeq); err != nil {
+						return err
+					}
+					st.Claims[ClaimRef{c.ArtifactID, c.Version}] = c
+				}
+				return rows.Err()
+			})
+		b.Queue(`SELECT artifact_id, dek FROM oml.claim_keys WHERE tenant_id = $1 AND artifact_id = ANY($2)`, st.Tenant, n.Artifacts).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					var a string
+					var k []byte
+					if err := rows.Scan(&a, &k); err != nil {
+						return err
+					}
+					st.DataKeys[a] = k
+				}
+				return rows.Err()
+			})
+	}
+	if len(n.OutboxSeqs) > 0 {
+		b.Queue(`SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.version, o.payload,
+		                d.outbox_seq IS NOT NULL
+		           FROM oml.outbox o LEFT JOIN oml.dead_letter d ON d.outbox_seq = o.seq
+		          WHERE o.seq = ANY($1)`, n.OutboxSeqs).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					o := &OutboxRow{}
+					var dead bool
+					if err := rows.Scan(&o.Seq, &o.TenantID, &o.JournalSeq, &o.Target, &o.Op, &o.ArtifactID, &o.Version, &o.Payload, &dead); err != nil {
+						return err
+					}
+					st.Outbox[o.Seq] = o
+					st.DeadOutbox[o.Seq] = dead
+				}
+				return rows.Err()
+			})
+	}
+	if len(n.DeadLetters) > 0 {
+		b.Queue(`SELECT id, outbox_seq, tenant_id, reenqueued_at FROM oml.dead_letter WHERE id = ANY($1)`, n.DeadLetters).
+			Query(func(rows pgx.Rows) error {
+				for rows.Next() {
+					d := &DeadLetter{}
+					if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.TenantID, &d.ReenqueuedAt); err != nil {
+						return err
+					}
+					d.Reenqueued = d.ReenqueuedAt != nil
+					st.DeadLetters[d.ID] = d
+				}
+				return rows.Err()
+			})
+	}
+}
+
+// Queue appends the plan's writes to b, in an order that keeps outbox seq
+// order equal to event order: steps (outbox runs and special statements) in
+// event order, then the claim rows, bodies and data keys (which no outbox
+// row depends on at insert time).
+func (p *Plan) Queue(b *pgx.Batch) {
+	for _, s := range p.steps {
+		if s.outbox != nil {
+			queueOutbox(b, s.outbox)
+			continue
+		}
+		st := *s.stmt
+		b.Queue(st.sql, st.args...).Exec(func(ct pgconn.CommandTag) error {
+			if st.wantRows >= 0 && ct.RowsAffected() != st.wantRows {
+				return fmt.Errorf("%w: %s: expected %d row(s), changed %d", ErrRejected, st.what, st.wantRows, ct.RowsAffected())
+			}
+			return nil
+		})
+	}
+	for _, ref := range p.claimOrder {
+		queueClaim(b, p.tenant, p.claims[ref])
+	}
+	if len(p.bodies) > 0 {
+		arts := make([]string, len(p.bodies))
+		vers := make([]int32, len(p.bodies))
+		bodies := make([][]byte, len(p.bodies))
+		for i, r := range p.bodies {
+			arts[i], vers[i], bodies[i] = r.ref.ArtifactID, int32(r.ref.Version), r.body
+		}
+		b.Queue(`INSERT INTO oml.claim_bodies (tenant_id, artifact_id, version, ciphertext)
+		         SELECT $1, a, v, c FROM unnest($2::text[], $3::int[], $4::bytea[]) AS u(a, v, c)`,
+			p.tenant, arts, vers, bodies)
+	}
+	var arts []string
+	var deks [][]byte
+	for _, a := range p.keyOrder {
+		if k, ok := p.keyInserts[a]; ok {
+			arts, deks = append(arts, a), append(deks, k)
+		}
+	}
+	if len(arts) > 0 {
+		b.Queue(`INSERT INTO oml.claim_keys (tenant_id, artifact_id, dek, created_at)
+		         SELECT $1, a, k, now() FROM unnest($2::text[], $3::bytea[]) AS u(a, k)`, p.tenant, arts, deks)
+	}
+	if len(p.keyDeletes) > 0 {
+		b.Queue(`DELETE FROM oml.claim_keys WHERE tenant_id = $1 AND artifact_id = ANY($2)`, p.tenant, p.keyDeletes)
+	}
+}
+
+// queueOutbox inserts rows in one statement; ORDER BY ordinality makes the
+// identity draw seqs in the rows' order.
+func queueOutbox(b *pgx.Batch, rows []OutboxRow) {
+	n := len(rows)
+	tenants := make([]uuid.UUID, n)
+	jseqs := make([]int64, n)
+	targets := make([]string, n)
+	ops := make([]string, n)
+	arts := make([]*string, n)
+	vers := make([]*int32, n)
+	payloads := make([]string, n)
+	for i, r := range rows {
+		tenants[i], jseqs[i], targets[i], ops[i], arts[i] = r.TenantID, r.JournalSeq, r.Target, r.Op, r.ArtifactID
+		if r.Version != nil {
+			v := int32(*r.Version)
+			vers[i] = &v
+		}
+		payloads[i] = string(r.Payload)
+	}
+	want := int64(n)
+	b.Queue(`INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
+	         SELECT t, j, g, o, a, v, p::jsonb
+	           FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[])
+	                WITH ORDINALITY AS u(t, j, g, o, a, v, p, ord)
+	          ORDER BY ord`,
+		tenants, jseqs, targets, ops, arts, vers, payloads).Exec(func(ct pgconn.CommandTag) error {
+		if ct.RowsAffected() != want {
+			return fmt.Errorf("outbox insert wrote %d rows, expected %d", ct.RowsAffected(), want)
+		}
+		return nil
+	})
+}
+
+func queueClaim(b *pgx.Batch, tenant uuid.UUID, c *Claim) {
+	if c.isNew {
+		b.Queue(`INSERT INTO oml.claims (tenant_id, artifact_id, version, workarea_id, writer, principal, provenance,
+		             plaintext_digest, ciphertext_digest, state, submitted_seq, submitted_at, promoted_by,
+		             promoted_seq, promoted_at, updated_at, last_seq)
+		         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
+			tenant, c.ArtifactID, c.Version, c.WorkareaID, c.Writer, c.Principal, c.Provenance,
+			c.PlaintextDigest, c.CiphertextDigest, c.State, c.SubmittedSeq, c.SubmittedAt, c.PromotedBy,
+			c.PromotedSeq, c.PromotedAt, c.UpdatedAt, c.LastSeq)
+		return
+	}
+	b.Queue(`UPDATE oml.claims SET state = $4, promoted_by = $5, promoted_seq = $6, promoted_at = $7,
+	                updated_at = $8, last_seq = $9
+	          WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
+		tenant, c.ArtifactID, c.Version, c.State, c.PromotedBy, c.PromotedSeq, c.PromotedAt, c.UpdatedAt, c.LastSeq).
+		Exec(func(ct pgconn.CommandTag) error {
+			if ct.RowsAffected() != 1 {
+				return fmt.Errorf("claim %s v%d vanished during the append", c.ArtifactID, c.Version)
+			}
+			return nil
+		})
+}
+
+var _ = time.Time{}

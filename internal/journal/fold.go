@@ -1,0 +1,577 @@
+package journal
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Claim states (oml.claims.state and silver.claims.state).
+const (
+	StateHeld            = "held"
+	StatePromoted        = "promoted"
+	StateDemoted         = "demoted"
+	StateErased          = "erased"
+	StateSimulationEnded = "simulation_ended"
+	StateReassigned      = "reassigned"
+)
+
+// Outbox targets and ops (the CHECK constraints of oml.outbox).
+const (
+	TargetBronzeEvents = "bronze.events"
+	TargetSilverClaims = "silver.claims"
+	TargetGoldLineage  = "gold.lineage"
+	OpAppend           = "append"
+	OpMaterialize      = "materialize"
+	OpRetract          = "retract"
+)
+
+// ProviderTenant is the reserved provider tenant id (all zero).
+var ProviderTenant = uuid.UUID{}
+
+// ProviderTenantName is the name of the provider tenant's oml.tenants row.
+// Tenant names may not start with "_", so it cannot collide.
+const ProviderTenantName = "_provider"
+
+// Applied is what the chain assigned to one event: the fold needs its
+// position and hash (tenant.created is referenced by them).
+type Applied struct {
+	Seq        uint64
+	Hash       [32]byte
+	RecordedAt time.Time
+}
+
+// ErrRejected wraps every fold refusal: the event is not allowed in the
+// current state (unknown claim, wrong state, wrong chain, ...). Nothing is
+// written when an append is rejected.
+var ErrRejected = errors.New("event rejected")
+
+// ErrUnknownTenant is returned (wrapped in ErrRejected) when appending to a
+// tenant that has no oml.tenants row.
+var ErrUnknownTenant = errors.New("unknown tenant")
+
+func reject(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrRejected, fmt.Sprintf(format, args...))
+}
+
+// Claim is one row of the claim fold state.
+type Claim struct {
+	ArtifactID       string
+	Version          int
+	WorkareaID       string
+	Writer           string
+	Principal        string
+	Provenance       string
+	PlaintextDigest  []byte
+	CiphertextDigest []byte
+	State            string
+	SubmittedSeq     int64
+	SubmittedAt      time.Time
+	PromotedBy       *string
+	PromotedSeq      *int64
+	PromotedAt       *time.Time
+	UpdatedAt        time.Time
+	LastSeq          int64
+
+	isNew   bool // inserted by this append
+	touched bool
+}
+
+// TenantRow is an oml.tenants row.
+type TenantRow struct {
+	ID           uuid.UUID
+	Name         string
+	CreatedAt    time.Time
+	ProviderSeq  int64
+	ProviderHash []byte
+}
+
+// OutboxRow is a row of oml.outbox as the fold sees or creates it.
+type OutboxRow struct {
+	Seq        int64 // 0 for rows not yet inserted
+	TenantID   uuid.UUID
+	JournalSeq int64
+	Target     string
+	Op         string
+	ArtifactID *string
+	Version    *int
+	Payload    []byte // JSON
+}
+
+// DeadLetter is the part of an oml.dead_letter row the fold needs.
+type DeadLetter struct {
+	ID           int64
+	OutboxSeq    int64
+	TenantID     uuid.UUID
+	Reenqueued   bool
+	ReenqueuedAt *time.Time
+}
+
+// SigningKey is the part of an oml.signing_keys row the fold needs.
+type SigningKey struct {
+	KeyID   string
+	Revoked bool
+}
+
+// State is the slice of fold state one append reads, loaded after the
+// tenant lock is taken (so it cannot change underneath the append).
+type State struct {
+	Tenant      uuid.UUID
+	TenantRow   *TenantRow
+	Claims      map[ClaimRef]*Claim
+	DataKeys    map[string][]byte // artifact_id -> dek
+	Outbox      map[int64]*OutboxRow
+	DeadLetters map[int64]*DeadLetter
+	DeadOutbox  map[int64]bool // outbox seqs already dead-lettered
+	SigningKeys map[string]SigningKey
+}
+
+// NewState returns an empty state for tenant (a fresh chain with no rows).
+func NewState(tenant uuid.UUID) *State {
+	return &State{
+		Tenant:      tenant,
+		Claims:      map[ClaimRef]*Claim{},
+		DataKeys:    map[string][]byte{},
+		Outbox:      map[int64]*OutboxRow{},
+		DeadLetters: map[int64]*DeadLetter{},
+		DeadOutbox:  map[int64]bool{},
+		SigningKeys: map[string]SigningKey{},
+	}
+}
+
+// Needs is what Load must read for a list of events.
+type Needs struct {
+	Artifacts   []string
+	OutboxSeqs  []int64
+	DeadLetters []int64
+	KeyIDs      []string
+}
+
+// NeedsOf computes what the fold of evs will read, besides the tenant row.
+func NeedsOf(signerKeyID string, evs []Event) Needs {
+	var n Needs
+	seenA := map[string]bool{}
+	addA := func(a string) {
+		if !seenA[a] {
+			seenA[a] = true
+			n.Artifacts = append(n.Artifacts, a)
+		}
+	}
+	n.KeyIDs = append(n.KeyIDs, signerKeyID)
+	for _, e := range evs {
+		switch p := e.decoded.(type) {
+		case ClaimSubmitted:
+			addA(p.ArtifactID)
+		case ClaimPromoted:
+			addA(p.ArtifactID)
+		case ClaimDemoted:
+			addA(p.ArtifactID)
+		case ClaimErased:
+			addA(p.ArtifactID)
+		case ClaimReassigned:
+			addA(p.ArtifactID)
+		case SimulationEnded:
+			for _, c := range p.Claims {
+				addA(c.ArtifactID)
+			}
+		case MaterializeSkipped:
+			n.OutboxSeqs = append(n.OutboxSeqs, p.OutboxSeq)
+		case DeadletterReenqueued:
+			n.DeadLetters = append(n.DeadLetters, p.DeadLetterID)
+		case KeyIssued:
+			if p.KeyID != signerKeyID {
+				n.KeyIDs = append(n.KeyIDs, p.KeyID)
+			}
+		}
+	}
+	return n
+}
+
+// Plan is the ordered list of writes an append's fold implies.
+type Plan struct {
+	tenant uuid.UUID
+	steps  []step
+	// claims touched, in first-touch order, written after the other steps
+	// that do not depend on them.
+	claimOrder []ClaimRef
+	claims     map[ClaimRef]*Claim
+	bodies     []bodyRow
+	keyInserts map[string][]byte
+	keyOrder   []string
+	keyDeletes []string
+	// Outbox rows in order; also what Append reports.
+	Outbox []OutboxRow
+}
+
+type bodyRow struct {
+	ref  ClaimRef
+	body []byte
+}
+
+// A step is one ordered write besides claims/bodies/keys: a run of plain
+// outbox rows, or a statement with its own semantics.
+type step struct {
+	outbox []OutboxRow // plain outbox rows (when non-nil)
+	stmt   *stmt
+}
+
+type stmt struct {
+	sql  string
+	args []any
+	// wantRows: the statement must affect exactly this many rows (-1: any).
+	wantRows int64
+	what     string
+}
+
+func (p *Plan) addOutbox(r OutboxRow) {
+	p.Outbox = append(p.Outbox, r)
+	if n := len(p.steps); n > 0 && p.steps[n-1].outbox != nil {
+		p.steps[n-1].outbox = append(p.steps[n-1].outbox, r)
+		return
+	}
+	p.steps = append(p.steps, step{outbox: []OutboxRow{r}})
+}
+
+func (p *Plan) addStmt(s stmt) { p.steps = append(p.steps, step{stmt: &s}) }
+
+func (p *Plan) touch(c *Claim) {
+	ref := ClaimRef{c.ArtifactID, c.Version}
+	if !c.touched {
+		c.touched = true
+		p.claimOrder = append(p.claimOrder, ref)
+	}
+	p.claims[ref] = c
+}
+
+// Fold validates evs (already sealed at the positions in applied) against
+// st and returns the writes they imply. It mutates st as it goes, so a
+// batch may submit and then promote the same claim. signerKeyID is the key
+// that signed the events.
+func Fold(st *State, signerKeyID string, applied []Applied, evs []Event) (*Plan, error) {
+	if len(applied) != len(evs) {
+		return nil, fmt.Errorf("fold: %d events but %d positions", len(evs), len(applied))
+	}
+	plan := &Plan{tenant: st.Tenant, claims: map[ClaimRef]*Claim{}, keyInserts: map[string][]byte{}}
+	f := &folder{st: st, plan: plan, signer: signerKeyID}
+	for i, ev := range evs {
+		ev, err := ev.Prepared()
+		if err != nil {
+			return nil, err
+		}
+		if err := f.apply(applied[i], ev); err != nil {
+			return nil, err
+		}
+	}
+	return plan, nil
+}
+
+type folder struct {
+	st     *State
+	plan   *Plan
+	signer string
+}
+
+func (f *folder) isProvider() bool { return f.st.Tenant == ProviderTenant }
+
+func (f *folder) apply(a Applied, ev Event) error {
+	st, plan := f.st, f.plan
+	seq := int64(a.Seq)
+	t := ev.Type
+
+	if st.TenantRow == nil && !(f.isProvider() && a.Seq == 1) {
+		if f.isProvider() {
+			return fmt.Errorf("%w: the deployment is not initialised (no provider tenant): run `oml init`", ErrUnknownTenant)
+		}
+		return fmt.Errorf("%w: no tenant with id %s: create it with `oml tenant create NAME`", ErrUnknownTenant, st.Tenant)
+	}
+
+	// Chain shape rules.
+	switch {
+	case f.isProvider() && !t.ProviderOnly():
+		return reject("%s cannot be appended to the provider chain (it holds key.issued and tenant.created only)", t)
+	case !f.isProvider() && t.ProviderOnly():
+		return reject("%s belongs on the provider chain, not on tenant %s", t, st.Tenant)
+	case f.isProvider() && a.Seq == 1 && t != TypeKeyIssued:
+		return reject("the provider chain must open with key.issued (run `oml init`)")
+	case !f.isProvider() && a.Seq == 1 && t != TypeTenantGenesis:
+		return reject("tenant %s's chain must open with tenant.genesis", st.Tenant)
+	case !f.isProvider() && a.Seq != 1 && t == TypeTenantGenesis:
+		return reject("tenant.genesis can only be seq 1; tenant %s already has a chain", st.Tenant)
+	}
+	// The signing key must be issued and not revoked; the only exception is
+	// the root key.issued at provider seq 1, which issues its own signer.
+	if k, ok := st.SigningKeys[f.signer]; !ok {
+		ki, isKI := ev.decoded.(KeyIssued)
+		if !(f.isProvider() && a.Seq == 1 && isKI && ki.KeyID == f.signer) {
+			return reject("the signing key %s is not issued in this deployment: use the deployment's key (the one `oml init` issued)", f.signer)
+		}
+	} else if k.Revoked {
+		return reject("the signing key %s is revoked", f.signer)
+	}
+
+	// Every event is mirrored into bronze.events, first, so the event's own
+	// row precedes the rows of its effects in outbox order.
+	plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetBronzeEvents, Op: OpAppend,
+		Payload: jsonObj("event_type", string(t))})
+
+	switch p := ev.decoded.(type) {
+	case KeyIssued:
+		if _, dup := st.SigningKeys[p.KeyID]; dup {
+			return reject("key %s is already issued", p.KeyID)
+		}
+		pub, _ := base64.StdEncoding.DecodeString(p.PublicKey)
+		if a.Seq == 1 && p.KeyID != f.signer {
+			return reject("the root key.issued must issue the key that signs it (%s), not %s", f.signer, p.KeyID)
+		}
+		if want := keyIDOf(pub); want != p.KeyID {
+			return reject("key.issued key_id %s does not match its public key (expected %s)", p.KeyID, want)
+		}
+		st.SigningKeys[p.KeyID] = SigningKey{KeyID: p.KeyID}
+		plan.addStmt(stmt{
+			sql: `INSERT INTO oml.signing_keys (key_id, algorithm, public_key, issued_seq, issued_hash, issued_at)
+			      VALUES ($1, $2, $3, $4, $5, $6)`,
+			args:     []any{p.KeyID, p.Algorithm, pub, seq, a.Hash[:], a.RecordedAt},
+			wantRows: 1, what: "register the signing key",
+		})
+		if a.Seq == 1 {
+			st.TenantRow = &TenantRow{ID: ProviderTenant, Name: ProviderTenantName, CreatedAt: a.RecordedAt, ProviderSeq: 1, ProviderHash: a.Hash[:]}
+			plan.addStmt(stmt{
+				sql: `INSERT INTO oml.tenants (id, name, created_at, provider_seq, provider_hash)
+				      VALUES ($1, $2, $3, $4, $5)`,
+				args:     []any{ProviderTenant, ProviderTenantName, a.RecordedAt, seq, a.Hash[:]},
+				wantRows: 1, what: "create the provider tenant",
+			})
+		}
+
+	case TenantCreated:
+		id := uuid.MustParse(p.TenantID)
+		if id == ProviderTenant {
+			return reject("tenant.created cannot create the provider tenant")
+		}
+		plan.addStmt(stmt{
+			sql: `INSERT INTO oml.tenants (id, name, created_at, provider_seq, provider_hash)
+			      VALUES ($1, $2, $3, $4, $5)`,
+			args:     []any{id, p.Name, a.RecordedAt, seq, a.Hash[:]},
+			wantRows: 1, what: "create the tenant",
+		})
+
+	case TenantGenesis:
+		tr := st.TenantRow
+		if p.TenantID != st.Tenant.String() || p.Name != tr.Name {
+			return reject("tenant.genesis names tenant %s (%s) but is appended to tenant %s (%s)", p.TenantID, p.Name, st.Tenant, tr.Name)
+		}
+		if uint64(tr.ProviderSeq) != p.ProviderSeq || hex.EncodeToString(tr.ProviderHash) != p.ProviderHash {
+			return reject("tenant.genesis references provider event %d/%s but the tenant was created by provider event %d/%x", p.ProviderSeq, p.ProviderHash, tr.ProviderSeq, tr.ProviderHash)
+		}
+
+	case ClaimSubmitted:
+		ref := ClaimRef{p.ArtifactID, p.Version}
+		if _, exists := st.Claims[ref]; exists {
+			return reject("claim %s v%d already exists in tenant %s; submit a new version instead", p.ArtifactID, p.Version, st.Tenant)
+		}
+		for r, c := range st.Claims {
+			if r.ArtifactID == p.ArtifactID && c.State == StateErased {
+				return reject("artifact %s was erased; its data key is destroyed and it takes no new versions", p.ArtifactID)
+			}
+		}
+		if sum := sha256.Sum256(ev.Body); hex.EncodeToString(sum[:]) != p.CiphertextDigest {
+			return reject("claim %s v%d: the ciphertext body's SHA-256 is %x, not the ciphertext_digest %s the event carries", p.ArtifactID, p.Version, sum, p.CiphertextDigest)
+		}
+		if dek, ok := st.DataKeys[p.ArtifactID]; ok {
+			if !bytes.Equal(dek, ev.DataKey) {
+				return reject("claim %s v%d: artifact %s already has a different data key; encrypt new versions under the artifact's key", p.ArtifactID, p.Version, p.ArtifactID)
+			}
+		} else {
+			st.DataKeys[p.ArtifactID] = ev.DataKey
+			plan.keyInserts[p.ArtifactID] = ev.DataKey
+			plan.keyOrder = append(plan.keyOrder, p.ArtifactID)
+		}
+		c := &Claim{
+			ArtifactID: p.ArtifactID, Version: p.Version, WorkareaID: p.WorkareaID, Writer: p.Writer,
+			Principal: p.Principal, Provenance: p.Provenance,
+			PlaintextDigest: hexDigest(p.PlaintextDigest), CiphertextDigest: hexDigest(p.CiphertextDigest),
+			State: StateHeld, SubmittedSeq: seq, SubmittedAt: a.RecordedAt, UpdatedAt: a.RecordedAt, LastSeq: seq,
+			isNew: true,
+		}
+		st.Claims[ref] = c
+		plan.touch(c)
+		plan.bodies = append(plan.bodies, bodyRow{ref: ref, body: ev.Body})
+
+	case ClaimPromoted:
+		c, err := f.claim(t, p.ArtifactID, p.Version)
+		if err != nil {
+			return err
+		}
+		if c.State != StateHeld {
+			return reject("claim %s v%d is %s; only a held claim can be promoted", p.ArtifactID, p.Version, c.State)
+		}
+		if p.By == c.Writer {
+			return reject("claim %s v%d cannot be promoted by its own writer %q; promotion needs a second identity", p.ArtifactID, p.Version, p.By)
+		}
+		by := p.By
+		c.State, c.PromotedBy, c.PromotedSeq, c.PromotedAt = StatePromoted, &by, &seq, &a.RecordedAt
+		f.changed(c, a)
+		ref := ClaimRef{c.ArtifactID, c.Version}
+		plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetSilverClaims, Op: OpMaterialize,
+			ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: materializePayload(c)})
+
+	case ClaimDemoted:
+		c, err := f.claim(t, p.ArtifactID, p.Version)
+		if err != nil {
+			return err
+		}
+		if c.State != StateHeld && c.State != StatePromoted {
+			return reject("claim %s v%d is %s; only a held or promoted claim can be demoted", p.ArtifactID, p.Version, c.State)
+		}
+		f.retire(c, a, StateDemoted, p.By, p.Reason)
+
+	case ClaimReassigned:
+		c, err := f.claim(t, p.ArtifactID, p.Version)
+		if err != nil {
+			return err
+		}
+		if c.State != StateHeld && c.State != StatePromoted && c.State != StateDemoted {
+			return reject("claim %s v%d is %s; only a held, promoted or demoted claim can be reassigned", p.ArtifactID, p.Version, c.State)
+		}
+		if p.ToWorkareaID == c.WorkareaID {
+			return reject("claim %s v%d is already in workarea %s", p.ArtifactID, p.Version, p.ToWorkareaID)
+		}
+		f.retire(c, a, StateReassigned, p.By, p.Reason)
+
+	case ClaimErased:
+		var versions []*Claim
+		for r, c := range st.Claims {
+			if r.ArtifactID == p.ArtifactID {
+				versions = append(versions, c)
+			}
+		}
+		if len(versions) == 0 {
+			return reject("claim.erased: tenant %s has no artifact %s", st.Tenant, p.ArtifactID)
+		}
+		sortClaims(versions)
+		n := 0
+		for _, c := range versions {
+			if c.State != StateErased {
+				f.retire(c, a, StateErased, p.By, p.Reason)
+				n++
+			}
+		}
+		if n == 0 {
+			return reject("artifact %s is already erased", p.ArtifactID)
+		}
+		if _, ok := plan.keyInserts[p.ArtifactID]; ok {
+			delete(plan.keyInserts, p.ArtifactID) // submitted and erased in one batch: never store it
+		} else if _, ok := st.DataKeys[p.ArtifactID]; ok {
+			plan.keyDeletes = append(plan.keyDeletes, p.ArtifactID)
+		}
+		delete(st.DataKeys, p.ArtifactID)
+
+	case SimulationEnded:
+		for _, r := range p.Claims {
+			c, err := f.claim(t, r.ArtifactID, r.Version)
+			if err != nil {
+				return err
+			}
+			if c.Provenance != ProvenanceSimulation {
+				return reject("simulation.ended lists claim %s v%d whose provenance is %q, not %q", r.ArtifactID, r.Version, c.Provenance, ProvenanceSimulation)
+			}
+			if c.State != StateHeld && c.State != StatePromoted && c.State != StateDemoted {
+				return reject("simulation.ended lists claim %s v%d which is already %s", r.ArtifactID, r.Version, c.State)
+			}
+			f.retire(c, a, StateSimulationEnded, p.By, p.SimulationID)
+		}
+
+	case MaterializeSkipped:
+		o, ok := st.Outbox[p.OutboxSeq]
+		if !ok {
+			return reject("materialize.skipped: no outbox row %d", p.OutboxSeq)
+		}
+		if o.TenantID != st.Tenant {
+			return reject("materialize.skipped: outbox row %d belongs to tenant %s, not %s", p.OutboxSeq, o.TenantID, st.Tenant)
+		}
+		if o.Target != p.Target || o.Op != p.Op || o.JournalSeq != p.JournalSeq {
+			return reject("materialize.skipped: outbox row %d is %s %s of journal seq %d, not what the event says", p.OutboxSeq, o.Target, o.Op, o.JournalSeq)
+		}
+		if st.DeadOutbox[p.OutboxSeq] {
+			return reject("outbox row %d is already dead-lettered", p.OutboxSeq)
+		}
+		st.DeadOutbox[p.OutboxSeq] = true
+		plan.addStmt(stmt{
+			sql: `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, version,
+			          payload, attempts, first_failed_at, last_failed_at, error, skipped_seq)
+			      SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.version, o.payload,
+			             $2, coalesce(a.first_failed_at, $3), coalesce(a.last_failed_at, $3), $4, $5
+			        FROM oml.outbox o LEFT JOIN oml.outbox_attempts a ON a.outbox_seq = o.seq
+			       WHERE o.seq = $1`,
+			args:     []any{p.OutboxSeq, p.Attempts, a.RecordedAt, p.Error, seq},
+			wantRows: 1, what: "dead-letter the outbox row",
+		})
+
+	case DeadletterReenqueued:
+		d, ok := st.DeadLetters[p.DeadLetterID]
+		if !ok {
+			return reject("deadletter.reenqueued: no dead letter %d", p.DeadLetterID)
+		}
+		if d.TenantID != st.Tenant || d.OutboxSeq != p.OutboxSeq {
+			return reject("deadletter.reenqueued: dead letter %d is outbox row %d of tenant %s, not what the event says", d.ID, d.OutboxSeq, d.TenantID)
+		}
+		if d.Reenqueued {
+			return reject("dead letter %d was already re-enqueued", d.ID)
+		}
+		d.Reenqueued = true
+		// The copy keeps the original row's journal_seq, target, op and
+		// payload: it is the same work, at a new outbox position.
+		plan.addStmt(stmt{
+			sql: `WITH o AS (
+			          INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
+			          SELECT tenant_id, journal_seq, target, op, artifact_id, version, payload
+			            FROM oml.dead_letter WHERE id = $1 AND reenqueued_at IS NULL
+			          RETURNING seq)
+			      UPDATE oml.dead_letter d
+			         SET reenqueued_at = $2, reenqueued_seq = $3, new_outbox_seq = o.seq,
+			             reenqueued_by = $4, reenqueue_reason = $5
+			        FROM o WHERE d.id = $1`,
+			args:     []any{p.DeadLetterID, a.RecordedAt, seq, p.By, p.Reason},
+			wantRows: 1, what: "re-enqueue the dead letter",
+		})
+
+	default:
+		return reject("no fold for event type %s", t)
+	}
+	return nil
+}
+
+func (f *folder) claim(t Type, artifact string, version int) (*Claim, error) {
+	c, ok := f.st.Claims[ClaimRef{artifact, version}]
+	if !ok {
+		return nil, reject("%s: tenant %s has no claim %s v%d (submit it first)", t, f.st.Tenant, artifact, version)
+	}
+	if c.State == StateErased {
+		return nil, reject("%s: claim %s v%d is erased", t, artifact, version)
+	}
+	return c, nil
+}
+
+func (f *folder) changed(c *Claim, a Applied) {
+	c.UpdatedAt, c.LastSeq = a.RecordedAt, int64(a.Seq)
+	f.plan.touch(c)
+}
+
+// retire moves c to a retracted state and, if it was ever materialized in
+// silver.claims, enqueues the retract that sets its state there.
+func (f *folder) retire(c *Claim, a Applied, state, by, reason string) {
+	c.State = state
+	f.changed(c, a)
+	if c.PromotedSeq == nil {
+		return // never promoted: there is no silver row to retract
+	}
+	ref := ClaimRef{c.ArtifactID, c.Version}
+	f.plan.addOutbox(OutboxRow{TenantID: f.st.Tenant, JournalSeq: int64(a.Seq), Target: TargetSilverClaims, Op: OpRetract,
+		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: retractPayload(state, by, reason)})
+}

@@ -46,6 +46,8 @@ type DBOptions struct {
 	OnPlan func(events int64)
 	// Workers and BatchSize tune the engine (Options).
 	Workers, BatchSize int
+	// PageSize is the rows per keyset query (default 10000).
+	PageSize int
 }
 
 // ChainReport is one chain's line in a Report.
@@ -153,7 +155,11 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 			}
 		},
 	}
-	sum, err := Verify(ctx, journalSource(ctx, tx, tenants), eopts)
+	var broken uuid.UUID
+	var brokenSet bool
+	eopts.OnBroken = func(id uuid.UUID) { broken, brokenSet = id, true }
+	skip := func(id uuid.UUID) bool { return brokenSet && broken == id }
+	sum, err := Verify(ctx, journalSource(ctx, tx, tenants, opts.PageSize, skip), eopts)
 	if err != nil {
 		// The chains finished before the failure were fully checked: keep
 		// their checkpoints so a re-run does not redo them.
@@ -426,40 +432,65 @@ func sortFindings(fs []Finding) {
 	})
 }
 
+// defaultJournalPage is how many rows one keyset query reads. Pages keep a
+// broken chain's unread rest from being sent at all, at one round trip per
+// 10k rows.
+const defaultJournalPage = 10000
+
 // journalSource streams the planned chains, each in seq order after its
-// start. Rows are scanned into one reused Event (the engine copies what it
-// keeps).
-func journalSource(ctx context.Context, tx pgx.Tx, tenants []*dbTenant) iter.Seq2[*Event, error] {
+// start, in keyset pages of (tenant_id, seq) on the primary key. Rows are
+// scanned into one reused Event (the engine copies what it keeps). Once
+// skip reports a chain broken, the rest of its rows are not read.
+func journalSource(ctx context.Context, tx pgx.Tx, tenants []*dbTenant, page int, skip func(uuid.UUID) bool) iter.Seq2[*Event, error] {
+	if page <= 0 {
+		page = defaultJournalPage
+	}
 	return func(yield func(*Event, error) bool) {
 		ev := &Event{}
 		for _, t := range tenants {
-			rows, err := tx.Query(ctx, `
-SELECT seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at
-FROM oml.journal WHERE tenant_id = $1 AND seq > $2 ORDER BY seq`, t.id, t.start.Seq)
-			if err != nil {
-				yield(nil, fmt.Errorf("read the journal of tenant %s: %w", t.id, err))
-				return
-			}
-			for rows.Next() {
-				ev.Tenant = t.id
-				if err := rows.Scan(&ev.Seq, &ev.PrevHash, &ev.Hash, &ev.Signature, &ev.KeyID,
-					&ev.EventType, &ev.Payload, &ev.RecordedAt); err != nil {
-					rows.Close()
+			after := t.start.Seq
+			for {
+				n, stop, err := journalPageRead(ctx, tx, t.id, after, page, ev, yield, skip)
+				if err != nil {
 					yield(nil, fmt.Errorf("read the journal of tenant %s: %w", t.id, err))
 					return
 				}
-				if !yield(ev, nil) {
-					rows.Close()
+				if stop {
 					return
 				}
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				yield(nil, fmt.Errorf("read the journal of tenant %s: %w", t.id, err))
-				return
+				if n < page || skip(t.id) {
+					break
+				}
+				after = ev.Seq
 			}
 		}
 	}
+}
+
+func journalPageRead(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, after int64, page int, ev *Event,
+	yield func(*Event, error) bool, skip func(uuid.UUID) bool) (n int, stop bool, err error) {
+	rows, err := tx.Query(ctx, `
+SELECT seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at
+FROM oml.journal WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, tenant, after, page)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		ev.Tenant = tenant
+		if err := rows.Scan(&ev.Seq, &ev.PrevHash, &ev.Hash, &ev.Signature, &ev.KeyID,
+			&ev.EventType, &ev.Payload, &ev.RecordedAt); err != nil {
+			return n, false, err
+		}
+		n++
+		if !yield(ev, nil) {
+			return n, true, nil
+		}
+		if skip(tenant) {
+			return n, false, nil
+		}
+	}
+	return n, false, rows.Err()
 }
 
 // checkpointWriter upserts verified heads in batches, on its own

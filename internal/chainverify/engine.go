@@ -48,6 +48,11 @@ type Options struct {
 	OnChain func(ChainResult)
 	// Progress, if set, is advanced as events are read and signatures checked.
 	Progress *Progress
+	// OnBroken, if set, is called on the goroutine ranging over the source,
+	// before the source's yield returns, when a chain's first bad event is
+	// found in order: the source may then skip the rest of that chain
+	// (nothing after it is checked anyway).
+	OnBroken func(tenant uuid.UUID)
 }
 
 // Progress counts work done, for progress bars. Safe to read concurrently.
@@ -221,6 +226,9 @@ func (e *engine) handle(ctx context.Context, ev *Event) error {
 	if f != nil {
 		f.Tenant = c.tenant
 		c.linkFinding = f
+		if e.opts.OnBroken != nil {
+			e.opts.OnBroken(c.tenant)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,237 @@
+package journal_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+)
+
+type bundle struct {
+	pool *pgxpool.Pool
+	key  *keys.Key
+	tn   uuid.UUID
+}
+
+func setup(t *testing.T) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	tn, _, err := tenant.Create(ctx, pool, k, "fold")
+	require.NoError(t, err)
+	return &bundle{pool: pool, key: k, tn: tn.ID}
+}
+
+func (b *bundle) append(t *testing.T, evs ...journal.Event) error {
+	t.Helper()
+	_, err := chain.Append(context.Background(), b.pool, b.key, b.tn, evs...)
+	return err
+}
+
+func submission(t *testing.T, artifact string, version int, writer, provenance string, dek []byte) journal.Event {
+	t.Helper()
+	body := make([]byte, 48)
+	_, _ = rand.Read(body)
+	sum := sha256.Sum256(body)
+	if dek == nil {
+		dek = make([]byte, 32)
+		_, _ = rand.Read(dek)
+	}
+	ev, err := journal.NewClaimSubmitted(journal.ClaimSubmitted{
+		ArtifactID: artifact, Version: version, WorkareaID: "wa-1", Writer: writer, Principal: "p",
+		Provenance: provenance, PlaintextDigest: hex.EncodeToString(sum[:]), CiphertextDigest: hex.EncodeToString(sum[:]),
+	}, body, dek)
+	require.NoError(t, err)
+	return ev
+}
+
+func (b *bundle) claimState(t *testing.T, artifact string, version int) string {
+	t.Helper()
+	var s string
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT state FROM oml.claims WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`, b.tn, artifact, version).Scan(&s))
+	return s
+}
+
+// outboxOps lists (journal event type, target, op) of the tenant's outbox
+// rows after its genesis, in outbox order.
+func (b *bundle) outboxOps(t *testing.T) []string {
+	t.Helper()
+	rows, err := b.pool.Query(context.Background(), `
+		SELECT j.event_type || ' ' || o.target || ' ' || o.op
+		  FROM oml.outbox o JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
+		 WHERE o.tenant_id = $1 AND o.journal_seq > 1 ORDER BY o.seq`, b.tn)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		out = append(out, s)
+	}
+	return out
+}
+
+func TestFold_LifecycleAndOutboxRows(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.append(t, submission(t, "a", 1, "alice", "human", nil)))
+	require.Equal(t, journal.StateHeld, b.claimState(t, "a", 1))
+	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"})))
+	require.Equal(t, journal.StatePromoted, b.claimState(t, "a", 1))
+	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimDemoted{ArtifactID: "a", Version: 1, By: "carol"})))
+	require.Equal(t, journal.StateDemoted, b.claimState(t, "a", 1))
+	// A held claim demoted has no silver row: no retract.
+	require.NoError(t, b.append(t, submission(t, "h", 1, "alice", "human", nil),
+		journal.MustNew(journal.ClaimDemoted{ArtifactID: "h", Version: 1, By: "carol"})))
+	require.Equal(t, []string{
+		"claim.submitted bronze.events append",
+		"claim.promoted bronze.events append",
+		"claim.promoted silver.claims materialize",
+		"claim.demoted bronze.events append",
+		"claim.demoted silver.claims retract",
+		"claim.submitted bronze.events append",
+		"claim.demoted bronze.events append",
+	}, b.outboxOps(t))
+}
+
+func TestFold_PromotionNeedsASecondIdentityAndAHeldClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.append(t, submission(t, "a", 1, "alice", "human", nil)))
+	err := b.append(t, journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "alice"}))
+	require.ErrorIs(t, err, journal.ErrRejected)
+	require.ErrorContains(t, err, "own writer")
+	err = b.append(t, journal.MustNew(journal.ClaimPromoted{ArtifactID: "nope", Version: 1, By: "bob"}))
+	require.ErrorContains(t, err, "has no claim nope v1")
+	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"})))
+	err = b.append(t, journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}))
+	require.ErrorContains(t, err, "only a held claim")
+	// A rejected event writes nothing: the chain is 1 genesis + 2 events.
+	h, _, err := chain.ReadHead(context.Background(), b.pool, b.tn)
+	require.NoError(t, err)
+	require.Equal(t, uint64(3), h.Seq)
+}
+
+func TestFold_ErasureDestroysTheDataKeyAndRetractsEveryPromotedVersion(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	dek := make([]byte, 32)
+	dek[0] = 1
+	require.NoError(t, b.append(t,
+		submission(t, "a", 1, "alice", "human", dek),
+		submission(t, "a", 2, "alice", "human", dek),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 2, By: "bob"})))
+	err := b.append(t, submission(t, "a", 3, "alice", "human", nil))
+	require.ErrorContains(t, err, "different data key")
+
+	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo", Reason: "gdpr"})))
+	require.Equal(t, journal.StateErased, b.claimState(t, "a", 1))
+	require.Equal(t, journal.StateErased, b.claimState(t, "a", 2))
+	var keysLeft int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claim_keys WHERE tenant_id = $1`, b.tn).Scan(&keysLeft))
+	require.Zero(t, keysLeft)
+	ops := b.outboxOps(t)
+	require.Equal(t, "claim.erased silver.claims retract", ops[len(ops)-1], "only v2 was promoted")
+	require.Equal(t, "claim.erased bronze.events append", ops[len(ops)-2])
+
+	err = b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo"}))
+	require.ErrorContains(t, err, "already erased")
+	err = b.append(t, submission(t, "a", 4, "alice", "human", dek))
+	require.ErrorContains(t, err, "was erased")
+	err = b.append(t, journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}))
+	require.ErrorContains(t, err, "is erased")
+}
+
+func TestFold_SubmissionBodyMustMatchItsDigest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ev := submission(t, "a", 1, "alice", "human", nil)
+	ev.Body = append([]byte{}, ev.Body...)
+	ev.Body[0] ^= 1
+	err := b.append(t, ev)
+	require.ErrorContains(t, err, "not the ciphertext_digest")
+}
+
+func TestFold_SimulationEndedAndReassigned(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.append(t,
+		submission(t, "s", 1, "sim-agent", "simulation", nil),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "s", Version: 1, By: "bob"}),
+		submission(t, "h", 1, "alice", "human", nil)))
+	err := b.append(t, journal.MustNew(journal.SimulationEnded{SimulationID: "sim-1", By: "ops",
+		Claims: []journal.ClaimRef{{ArtifactID: "s", Version: 1}, {ArtifactID: "h", Version: 1}}}))
+	require.ErrorContains(t, err, `provenance is "human"`)
+	require.NoError(t, b.append(t, journal.MustNew(journal.SimulationEnded{SimulationID: "sim-1", By: "ops",
+		Claims: []journal.ClaimRef{{ArtifactID: "s", Version: 1}}})))
+	require.Equal(t, journal.StateSimulationEnded, b.claimState(t, "s", 1))
+
+	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimReassigned{ArtifactID: "h", Version: 1, By: "ops", ToWorkareaID: "wa-2"})))
+	require.Equal(t, journal.StateReassigned, b.claimState(t, "h", 1))
+	ops := b.outboxOps(t)
+	require.Equal(t, []string{
+		"simulation.ended bronze.events append",
+		"simulation.ended silver.claims retract",
+		"claim.reassigned bronze.events append", // h was never promoted
+	}, ops[len(ops)-3:])
+}
+
+func TestFold_SkipDeadLettersAndReenqueueCopiesTheRow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	require.NoError(t, b.append(t, submission(t, "a", 1, "alice", "human", nil),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"})))
+	var oseq, jseq int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq, journal_seq FROM oml.outbox WHERE tenant_id = $1 AND op = 'materialize'`, b.tn).Scan(&oseq, &jseq))
+
+	skip := journal.MustNew(journal.MaterializeSkipped{OutboxSeq: oseq, JournalSeq: jseq, Target: "silver.claims", Op: "materialize",
+		ArtifactID: "a", Version: 1, Attempts: 5, Error: "ciphertext digest mismatch", By: "oml-lakewriter"})
+	require.NoError(t, b.append(t, skip))
+	require.ErrorContains(t, b.append(t, skip), "already dead-lettered")
+
+	var dlID int64
+	var payload string
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT id, payload::text FROM oml.dead_letter WHERE outbox_seq = $1`, oseq).Scan(&dlID, &payload))
+	require.Contains(t, payload, `"state": "promoted"`)
+
+	re := journal.MustNew(journal.DeadletterReenqueued{DeadLetterID: dlID, OutboxSeq: oseq, By: "ops", Reason: "fixed the body"})
+	require.NoError(t, b.append(t, re))
+	require.ErrorContains(t, b.append(t, re), "already re-enqueued")
+	var newSeq int64
+	var target, op string
+	var copyJseq int64
+	require.NoError(t, b.pool.QueryRow(ctx, `
+		SELECT o.seq, o.target, o.op, o.journal_seq FROM oml.dead_letter d JOIN oml.outbox o ON o.seq = d.new_outbox_seq
+		 WHERE d.id = $1`, dlID).Scan(&newSeq, &target, &op, &copyJseq))
+	require.Greater(t, newSeq, oseq)
+	require.Equal(t, "silver.claims", target)
+	require.Equal(t, "materialize", op)
+	require.Equal(t, jseq, copyJseq, "the copy is the same work: same journal event")
+}
+
+func TestFold_ChainShapeRules(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	err := b.append(t, journal.MustNew(journal.TenantCreated{TenantID: uuid.NewString(), Name: "x"}))
+	require.ErrorContains(t, err, "belongs on the provider chain")
+	_, err = chain.Append(context.Background(), b.pool, b.key, journal.ProviderTenant, submission(t, "a", 1, "w", "human", nil))
+	require.ErrorContains(t, err, "cannot be appended to the provider chain")
+}

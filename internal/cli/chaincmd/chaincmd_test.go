@@ -1,0 +1,229 @@
+package chaincmd_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/cli"
+	"github.com/omlhq/oml/internal/cli/chaincmd"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+)
+
+func TestMain(m *testing.M) {
+	testdb.Main(m, testdb.WithTemplate(schema.Migrate))
+}
+
+func TestNewCmdVerify_Flags(t *testing.T) {
+	t.Parallel()
+	hash := strings.Repeat("ab", 32)
+	cases := []struct {
+		args    string
+		wantErr string
+		want    chaincmd.VerifyOptions
+	}{
+		{args: "", want: chaincmd.VerifyOptions{}},
+		{args: "--tenant acme --full --strict", want: chaincmd.VerifyOptions{Tenant: "acme", Full: true, Strict: true}},
+		{args: "--tenant acme --from 12 --from-hash " + hash, want: chaincmd.VerifyOptions{Tenant: "acme", From: 12, FromHash: hash}},
+		{args: "--from 12 --from-hash " + hash, wantErr: "--from needs --tenant"},
+		{args: "--tenant acme --from 12", wantErr: "--from needs --from-hash"},
+		{args: "--tenant acme --from 12 --from-hash zz", wantErr: "64 hex characters"},
+		{args: "--tenant acme --from-hash " + hash, wantErr: "--from-hash needs --from"},
+		{args: "--tenant acme --from 12 --from-hash " + hash + " --full", wantErr: "contradict"},
+		{args: "extra", wantErr: "unknown command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.args, func(t *testing.T) {
+			t.Parallel()
+			io, _, _, _ := iostreams.Test()
+			f := cliutil.New(io)
+			var got *chaincmd.VerifyOptions
+			cmd := chaincmd.NewCmdVerify(f, func(_ context.Context, o *chaincmd.VerifyOptions) error { got = o; return nil })
+			cmd.SetArgs(strings.Fields(tc.args))
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			err := cmd.Execute()
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tc.want.F = f
+			require.Equal(t, tc.want, *got)
+		})
+	}
+}
+
+type env struct {
+	url, lake, keyFile string
+	pool               *pgxpool.Pool
+	key                *keys.Key
+	acme               uuid.UUID
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	db := testdb.New(t)
+	e := &env{url: db.URL, pool: db.Pool(t), lake: "file://" + t.TempDir()}
+	var err error
+	e.key, err = keys.Generate()
+	require.NoError(t, err)
+	e.keyFile = filepath.Join(t.TempDir(), "deploy.key")
+	require.NoError(t, keys.WriteFile(e.keyFile, e.key, false))
+	_, err = tenant.Init(ctx, e.pool, e.key)
+	require.NoError(t, err)
+	for _, name := range []string{"acme", "globex"} {
+		tn, _, err := tenant.Create(ctx, e.pool, e.key, name)
+		require.NoError(t, err)
+		if name == "acme" {
+			e.acme = tn.ID
+		}
+		evs := make([]journal.Event, 9)
+		for i := range evs {
+			body := make([]byte, 32)
+			_, _ = rand.Read(body)
+			d := sha256.Sum256(body)
+			evs[i], err = journal.NewClaimSubmitted(journal.ClaimSubmitted{
+				ArtifactID: uuid.NewString(), Version: 1, WorkareaID: "wa", Writer: "w", Principal: "p",
+				Provenance: "human", PlaintextDigest: hex.EncodeToString(d[:]), CiphertextDigest: hex.EncodeToString(d[:]),
+			}, body, make([]byte, 32))
+			require.NoError(t, err)
+		}
+		_, err = chain.Append(ctx, e.pool, e.key, tn.ID, evs...)
+		require.NoError(t, err)
+	}
+	return e
+}
+
+func (e *env) run(t *testing.T, args ...string) (cliutil.ExitCode, string, string) {
+	t.Helper()
+	io, _, out, errOut := iostreams.Test()
+	vars := map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
+	code := cli.Run(context.Background(), io, args, func(k string) string { return vars[k] })
+	return code, out.String(), errOut.String()
+}
+
+func (e *env) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	_, err := e.pool.Exec(context.Background(), sql, args...)
+	require.NoError(t, err)
+}
+
+func TestChainCommands_EndToEnd(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+
+	// Clean: verify exits 0 and lists three chains (TSV off a terminal).
+	code, out, stderr := e.run(t, "chain", "verify")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4)
+	require.Equal(t, "TENANT\tNAME\tFROM\tSEQ\tHASH\tEVENTS\tSTATUS", lines[0])
+	require.Contains(t, out, "\tacme\t0\t10\t")
+
+	// Witness the heads; a second run finds them already witnessed.
+	code, out, stderr = e.run(t, "chain", "witness")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Equal(t, 3, strings.Count(out, "\twitnessed"), out)
+	code, out, _ = e.run(t, "chain", "witness", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code)
+	var wrows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &wrows))
+	require.Len(t, wrows, 3)
+	require.Equal(t, false, wrows[0]["created"])
+
+	code, out, stderr = e.run(t, "chain", "head", "--tenant", "acme", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var heads []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &heads))
+	require.Len(t, heads, 1)
+	require.Equal(t, "ok", heads[0]["status"])
+	require.EqualValues(t, 10, heads[0]["witness_seq"])
+	require.EqualValues(t, 10, heads[0]["checkpoint_seq"])
+
+	// A lost failover: acme's last three events vanish and its head is
+	// rewound. Only the witness (and the checkpoint) can tell.
+	e.exec(t, `ALTER TABLE oml.journal DISABLE TRIGGER USER`)
+	e.exec(t, `DELETE FROM oml.journal WHERE tenant_id = $1 AND seq > 7`, e.acme)
+	e.exec(t, `ALTER TABLE oml.journal ENABLE TRIGGER USER`)
+	e.exec(t, `UPDATE oml.chain_heads h SET seq = 7, hash = j.hash FROM oml.journal j
+WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 7`, e.acme)
+
+	code, _, stderr = e.run(t, "chain", "head")
+	require.Equal(t, cliutil.ExitFindings, code)
+	require.Contains(t, stderr, "tail-lost")
+
+	code, out, stderr = e.run(t, "chain", "verify", "-o", "json")
+	require.Equal(t, cliutil.ExitFindings, code, stderr)
+	var doc struct {
+		OK       bool `json:"ok"`
+		Findings []struct {
+			Tenant   uuid.UUID         `json:"tenant"`
+			Seq      int64             `json:"seq"`
+			Reason   string            `json:"reason"`
+			Evidence map[string]string `json:"evidence"`
+		} `json:"findings"`
+		Witnesses struct {
+			Checked bool `json:"checked"`
+		} `json:"witnesses"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.False(t, doc.OK)
+	require.True(t, doc.Witnesses.Checked)
+	require.Len(t, doc.Findings, 1)
+	require.Equal(t, e.acme, doc.Findings[0].Tenant)
+	require.EqualValues(t, 8, doc.Findings[0].Seq)
+	require.Equal(t, "tail-lost", doc.Findings[0].Reason)
+
+	// Table output names the finding and exits 1 with a one-line summary.
+	code, out, stderr = e.run(t, "chain", "verify", "--tenant", "acme")
+	require.Equal(t, cliutil.ExitFindings, code)
+	require.Contains(t, out, "FIRST BAD SEQ")
+	require.Contains(t, out, "\t8\ttail-lost\t")
+	require.Contains(t, stderr, "1 chain(s) failed verification")
+}
+
+func TestChainVerify_ConnectionErrorsExit2(t *testing.T) {
+	t.Parallel()
+	io, _, _, errOut := iostreams.Test()
+	code := cli.Run(context.Background(), io, []string{"chain", "verify"}, func(k string) string {
+		if k == "OML_DATABASE_URL" {
+			return "postgres://nobody:secret@127.0.0.1:1/none?connect_timeout=2"
+		}
+		return ""
+	})
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.NotContains(t, errOut.String(), "secret")
+}
+
+func TestChainWitness_NeedsLakeAndKey(t *testing.T) {
+	t.Parallel()
+	io, _, _, errOut := iostreams.Test()
+	code := cli.Run(context.Background(), io, []string{"chain", "witness"}, func(string) string { return "" })
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, errOut.String(), "no lake configured")
+}
+
+func TestChainVerify_UnknownTenantIsAUsageError(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	code, _, stderr := e.run(t, "chain", "verify", "--tenant", "nope")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, `no tenant is named "nope"`)
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -109,7 +110,7 @@ type Drainer struct {
 	tables *registry
 	lease  *lease
 
-	frontier  int64 // the position the Delta logs say is applied
+	frontier  atomic.Int64 // the position the Delta logs say is applied
 	recovered bool
 	deadMu    sync.Mutex
 }
@@ -180,7 +181,7 @@ func (d *Drainer) crash(p CrashPoint, key TableKey) error {
 }
 
 // Frontier is the position up to which the lake holds the outbox.
-func (d *Drainer) Frontier() int64 { return d.frontier }
+func (d *Drainer) Frontier() int64 { return d.frontier.Load() }
 
 // recover finds where the lake is from the Delta logs (the authority) and
 // replays the last recorded batch with its recorded bounds, so a batch a
@@ -223,7 +224,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 			d.log.Warn("the lake holds no lake-writer commits but the frontier cache says it is at a later position; re-deriving from the lake (the authority)",
 				"frontier_cache", cache)
 		}
-		d.frontier = 0
+		d.frontier.Store(0)
 		d.recovered = true
 		return nil
 	}
@@ -241,7 +242,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 			return fmt.Errorf("replay batch (%d, %d]: %w", start, maxEnd, err)
 		}
 	}
-	d.frontier = maxEnd
+	d.frontier.Store(maxEnd)
 	if err := writeFrontier(ctx, d.db, start, maxEnd, 0); err != nil {
 		return err
 	}
@@ -336,7 +337,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64, attempt int)
 	if err := writeFrontier(ctx, d.db, from, to, 0); err != nil {
 		return res, err
 	}
-	d.frontier = to
+	d.frontier.Store(to)
 	if err := d.crash(AfterFrontierUpdate, TableKey{}); err != nil {
 		return res, err
 	}

@@ -26,7 +26,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	if err := d.retry(ctx, "recover", d.recover); err != nil {
 		return sum, err
 	}
-	sum.StartFrontier, sum.EndFrontier = d.frontier, d.frontier
+	sum.StartFrontier, sum.EndFrontier = d.frontier.Load(), d.frontier.Load()
 
 	fence, err := outbox.TakeFence(ctx, d.db)
 	if err != nil {
@@ -39,22 +39,22 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	if !final {
 		sum.HorizonHeld = true
 		sum.Blockers, _ = outbox.Blockers(ctx, d.db, fence.Xid, 5)
-		sum.Target = d.frontier
+		sum.Target = d.frontier.Load()
 		sum.Duration = time.Since(started)
 		d.log.Warn("a transaction holds the snapshot horizon; nothing past the frontier is final yet (lag, not loss)",
-			"frontier", d.frontier, "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))
+			"frontier", d.frontier.Load(), "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))
 		return sum, nil
 	}
 	sum.Target = fence.LastSeq
-	for d.frontier < fence.LastSeq {
+	for d.frontier.Load() < fence.LastSeq {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		end, _, err := outbox.Cut(ctx, d.db, d.frontier, fence.LastSeq, d.opts.Limits)
+		end, _, err := outbox.Cut(ctx, d.db, d.frontier.Load(), fence.LastSeq, d.opts.Limits)
 		if err != nil {
 			return sum, err
 		}
-		res, err := d.runBatch(ctx, d.frontier, end)
+		res, err := d.runBatch(ctx, d.frontier.Load(), end)
 		if err != nil {
 			return sum, err
 		}
@@ -62,7 +62,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.Rows += res.Rows
 		sum.TableCommits += res.Tables
 		sum.DeadLettered = append(sum.DeadLettered, res.DeadLettered...)
-		sum.EndFrontier = d.frontier
+		sum.EndFrontier = d.frontier.Load()
 	}
 	sum.Duration = time.Since(started)
 	return sum, nil
@@ -109,7 +109,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 	var (
 		fence        outbox.Fence
 		haveFence    bool
-		stable       = d.frontier
+		stable       = d.frontier.Load()
 		pendingSince time.Time
 	)
 	for {
@@ -144,8 +144,8 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 		}
 		d.reportLag(ctx, blocked)
 
-		if stable > d.frontier {
-			end, n, err := outbox.Cut(ctx, d.db, d.frontier, stable, d.opts.Limits)
+		if stable > d.frontier.Load() {
+			end, n, err := outbox.Cut(ctx, d.db, d.frontier.Load(), stable, d.opts.Limits)
 			if err != nil {
 				if werr := d.outage(ctx, "cut", err, 0); werr != nil {
 					return leaseErr(ctx, werr)
@@ -157,10 +157,10 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 			}
 			full := end < stable || n >= d.opts.Limits.Rows
 			if full || time.Since(pendingSince) >= d.opts.MaxWait {
-				if _, err := d.runBatch(ctx, d.frontier, end); err != nil {
+				if _, err := d.runBatch(ctx, d.frontier.Load(), end); err != nil {
 					return leaseErr(ctx, err)
 				}
-				if d.frontier >= stable {
+				if d.frontier.Load() >= stable {
 					pendingSince = time.Time{}
 				}
 				continue // stop point between batches: the loop re-checks ctx
@@ -306,8 +306,8 @@ func (d *Drainer) reportLag(ctx context.Context, blocked bool) {
 	var age float64
 	_ = d.db.QueryRow(ctx, `SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
        coalesce((SELECT extract(epoch FROM now() - created_at) FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1), 0)`,
-		d.frontier).Scan(&last, &age)
-	d.opts.Metrics.lag(max(0, last-d.frontier), age, blocked)
+		d.frontier.Load()).Scan(&last, &age)
+	d.opts.Metrics.lag(max(0, last-d.frontier.Load()), age, blocked)
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -119,7 +119,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, cfg Confi
 			defer wg.Done()
 			defer func() { <-sem }()
 			tw := &tenantWriter{pool: pool, signer: signer, tenant: t, cfg: cfg, st: &st, lim: lim,
-				rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)), prefix: fmt.Sprintf("art-%d-", i)}
+				rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)), prefix: fmt.Sprintf("art-%x-%d-", cfg.Seed, i)}
 			for round := 0; ; round++ {
 				if err := tw.round(ctx, round); err != nil {
 					mu.Lock()
@@ -255,8 +255,9 @@ func (w *tenantWriter) plan(artifact string) (claimPlan, error) {
 		return p, err
 	}
 	pd, cd := sha256.Sum256(plaintext), sha256.Sum256(ct)
+	workarea := rng.IntN(8)
 	sub, err := journal.NewClaimSubmitted(journal.ClaimSubmitted{
-		ArtifactID: artifact, Version: 1, WorkareaID: fmt.Sprintf("wa-%d", rng.IntN(8)),
+		ArtifactID: artifact, Version: 1, WorkareaID: fmt.Sprintf("wa-%d", workarea),
 		Writer: writer, Principal: fmt.Sprintf("principal-%d", rng.IntN(5)), Provenance: prov,
 		PlaintextDigest: hex.EncodeToString(pd[:]), CiphertextDigest: hex.EncodeToString(cd[:]),
 	}, ct, key)
@@ -284,7 +285,7 @@ func (w *tenantWriter) plan(artifact string) (claimPlan, error) {
 		p.kinds = append(p.kinds, "erase")
 	case k == 2:
 		p.events = append(p.events, journal.MustNew(journal.ClaimReassigned{ArtifactID: artifact, Version: 1, By: by,
-			ToWorkareaID: fmt.Sprintf("wa-%d", rng.IntN(8))}))
+			ToWorkareaID: fmt.Sprintf("wa-%d", (workarea+1+rng.IntN(7))%8)}))
 		p.kinds = append(p.kinds, "reassign")
 	default:
 		p.events = append(p.events, journal.MustNew(journal.ClaimDemoted{ArtifactID: artifact, Version: 1, By: by, Reason: "superseded"}))

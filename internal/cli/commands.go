@@ -5,7 +5,11 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/chaincmd"
 	"github.com/omlhq/oml/internal/cli/devcmd"
+	"github.com/omlhq/oml/internal/cli/initcmd"
+	"github.com/omlhq/oml/internal/cli/keycmd"
 	"github.com/omlhq/oml/internal/cli/lakecmd"
+	"github.com/omlhq/oml/internal/cli/migratecmd"
+	"github.com/omlhq/oml/internal/cli/tenantcmd"
 	"github.com/omlhq/oml/internal/cliutil"
 )
 
@@ -16,5 +20,9 @@ func commands(f *cliutil.Factory) []*cobra.Command {
 		chaincmd.NewCmd(f),
 		devcmd.NewCmd(f),
 		lakecmd.NewCmd(f),
+		migratecmd.NewCmd(f, nil),
+		initcmd.NewCmd(f, nil),
+		keycmd.NewCmd(f),
+		tenantcmd.NewCmd(f),
 	}
 }

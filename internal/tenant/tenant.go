@@ -83,7 +83,7 @@ func Init(ctx context.Context, pool *pgxpool.Pool, k *keys.Key) (InitResult, err
 			if err := tx.QueryRow(ctx, `SELECT revoked_at IS NULL FROM oml.signing_keys WHERE key_id = $1`, k.KeyID()).Scan(&ok); err == nil && ok {
 				return InitResult{KeyID: k.KeyID()}, nil // a later issued key: already a key of this deployment
 			}
-			return InitResult{}, fmt.Errorf("%w: it was initialised with key %s, and this key is %s: use the deployment's key file (or a fresh database for a new deployment)", ErrOtherKey, rootID, k.KeyID())
+			return InitResult{}, fmt.Errorf("%w (%s), not with this key (%s): use the deployment's key file, or a fresh database for a new deployment", ErrOtherKey, rootID, k.KeyID())
 		case !errors.Is(err, pgx.ErrNoRows):
 			return InitResult{}, err
 		}

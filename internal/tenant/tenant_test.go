@@ -1,0 +1,102 @@
+package tenant_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+
+func TestInit_ConcurrentSameKeyCreatesOnceOtherKeyRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	k, _ := keys.Generate()
+	var created atomic.Int32
+	var g errgroup.Group
+	for range 4 {
+		g.Go(func() error {
+			r, err := tenant.Init(ctx, pool, k)
+			if r.Created {
+				created.Add(1)
+			}
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	require.Equal(t, int32(1), created.Load())
+	h, ok, err := chain.ReadHead(ctx, pool, tenant.Provider)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, uint64(1), h.Seq)
+
+	other, _ := keys.Generate()
+	_, err = tenant.Init(ctx, pool, other)
+	require.ErrorIs(t, err, tenant.ErrOtherKey)
+}
+
+func TestCreate_ConcurrentSameNameCreatesOneTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	k, _ := keys.Generate()
+	_, err := tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	var created atomic.Int32
+	ids := make(chan string, 6)
+	var g errgroup.Group
+	for range 6 {
+		g.Go(func() error {
+			tn, c, err := tenant.Create(ctx, pool, k, "acme")
+			if c {
+				created.Add(1)
+			}
+			ids <- tn.ID.String()
+			return err
+		})
+	}
+	require.NoError(t, g.Wait())
+	close(ids)
+	require.Equal(t, int32(1), created.Load())
+	first := <-ids
+	for id := range ids {
+		require.Equal(t, first, id)
+	}
+	// Exactly one tenant.created on the provider chain, one genesis.
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE event_type = 'tenant.created'`).Scan(&n))
+	require.Equal(t, 1, n)
+	ts, err := tenant.List(ctx, pool)
+	require.NoError(t, err)
+	require.Len(t, ts, 1)
+	require.Equal(t, int64(1), ts[0].HeadSeq)
+}
+
+func TestResolve_ByNameOrIDAndUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	k, _ := keys.Generate()
+	_, err := tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	tn, _, err := tenant.Create(ctx, pool, k, "acme")
+	require.NoError(t, err)
+	got, err := tenant.Resolve(ctx, pool, tn.ID.String())
+	require.NoError(t, err)
+	require.Equal(t, "acme", got.Name)
+	_, err = tenant.Resolve(ctx, pool, "nope")
+	require.ErrorIs(t, err, tenant.ErrUnknown)
+	require.ErrorContains(t, err, "oml tenant list")
+	_, _, err = tenant.Create(ctx, pool, k, "_provider")
+	require.ErrorIs(t, err, tenant.ErrBadName)
+}

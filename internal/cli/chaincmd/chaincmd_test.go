@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -21,9 +22,11 @@ import (
 	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/witness"
 )
 
 func TestMain(m *testing.M) {
@@ -226,4 +229,26 @@ func TestChainVerify_UnknownTenantIsAUsageError(t *testing.T) {
 	code, _, stderr := e.run(t, "chain", "verify", "--tenant", "nope")
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.Contains(t, stderr, `no tenant is named "nope"`)
+}
+
+func TestChainHead_ShowsAFailoverSinceTheWitness(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	heads, err := witness.Capture(ctx, e.pool, &e.acme, time.Now())
+	require.NoError(t, err)
+	h := heads[0]
+	h.Timeline = "00000009" // witnessed on another timeline
+	require.NoError(t, h.Sign(e.key))
+	st, err := store.Open(ctx, e.lake)
+	require.NoError(t, err)
+	_, err = witness.Publish(ctx, st, h)
+	require.NoError(t, err)
+
+	code, out, stderr := e.run(t, "chain", "head", "--tenant", "acme", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var rows []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &rows))
+	require.Equal(t, "ok", rows[0]["status"])
+	require.Contains(t, rows[0]["failover"], "timeline 00000009")
 }

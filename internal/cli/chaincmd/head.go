@@ -12,6 +12,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/witness"
 )
 
 // HeadOptions are `oml chain head`'s flags and dependencies.
@@ -66,6 +67,7 @@ type headRow struct {
 	WitnessTimeline string     `json:"witness_timeline,omitempty"`
 	Status          string     `json:"status"`
 	StatusDetail    string     `json:"status_detail,omitempty"`
+	Failover        string     `json:"failover,omitempty"`
 }
 
 func headRun(ctx context.Context, opts *HeadOptions) error {
@@ -102,6 +104,7 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 		}
 	}
 	problems := fc.Untrusted
+	sysID, timeline, idErr := witness.Identity(ctx, pool)
 	broken := 0
 	for _, r := range rows {
 		r.Name = names[r.Tenant]
@@ -114,6 +117,10 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 		r.WitnessSeq, r.WitnessHash, r.WitnessTime = &seq, w.Hash, &t
 		r.WitnessSystemID, r.WitnessTimeline = w.SystemIdentifier, w.Timeline
 		r.Status = "ok"
+		if idErr == nil && (w.SystemIdentifier != sysID || w.Timeline != timeline) {
+			r.Failover = fmt.Sprintf("the database changed since this head was witnessed (system %s timeline %s, now system %s timeline %s): a failover or restore happened",
+				w.SystemIdentifier, w.Timeline, sysID, timeline)
+		}
 		if fd, bad := fc.Forked(r.Tenant); bad {
 			r.Status = string(fd.Reason)
 			r.StatusDetail = fmt.Sprintf("%s (PostgreSQL head: seq %d hash %s; witnessed %s, system %s, timeline %s)",
@@ -148,6 +155,9 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 			return err
 		}
 		for _, r := range rows {
+			if r.Failover != "" {
+				fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): %s\n", r.Tenant, r.Name, r.Failover)
+			}
 			if r.StatusDetail != "" {
 				fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): %s: %s\n", r.Tenant, r.Name, r.Status, r.StatusDetail)
 			}

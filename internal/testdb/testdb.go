@@ -70,12 +70,30 @@ var (
 )
 
 // Configure registers options without taking over TestMain; Main calls it.
-// Call it before the first New.
+// Templates registered after the cluster started are still honoured.
 func Configure(opts ...Option) {
 	mu.Lock()
 	defer mu.Unlock()
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if srv != nil {
+		srv.applyConfig(cfg)
+	}
+}
+
+// applyConfig adopts cfg, keeping templates already built.
+func (s *server) applyConfig(c config) {
+	s.tmu.Lock()
+	defer s.tmu.Unlock()
+	s.cfg = c
+	if s.templates == nil {
+		s.templates = map[string]*template{}
+	}
+	for name, hook := range c.templates {
+		if _, ok := s.templates[name]; !ok {
+			s.templates[name] = &template{name: name, hook: hook}
+		}
 	}
 }
 
@@ -132,11 +150,7 @@ func getServer() (*server, error) {
 	if srvErr != nil {
 		srvErr = fmt.Errorf("testdb: %w", srvErr)
 	} else {
-		srv.cfg = cfg
-		srv.templates = map[string]*template{}
-		for name, hook := range cfg.templates {
-			srv.templates[name] = &template{name: name, hook: hook}
-		}
+		srv.applyConfig(cfg)
 	}
 	return srv, srvErr
 }
@@ -395,7 +409,10 @@ func New(t testing.TB, opts ...NewOption) *DB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.external || s.cfg.dropAfterTest {
+	s.tmu.Lock()
+	drop := s.external || s.cfg.dropAfterTest
+	s.tmu.Unlock()
+	if drop {
 		t.Cleanup(func() {
 			if err := s.dropDatabase(context.Background(), name); err != nil {
 				t.Errorf("testdb: cannot drop %s: %v", name, err)

@@ -241,3 +241,14 @@ func TestNew_ManyConcurrentClones(t *testing.T) {
 	}
 	require.Len(t, seen, 12)
 }
+
+func TestConfigure_TemplateRegisteredAfterTheClusterStarted(t *testing.T) {
+	t.Parallel()
+	testdb.Cluster(t) // make sure the server is up
+	testdb.Configure(testdb.WithNamedTemplate("late", func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, "CREATE TABLE late_table (x int)")
+		return err
+	}))
+	conn := testdb.New(t, testdb.Template("late")).Conn(t)
+	require.True(t, scalar[bool](t, conn, "SELECT to_regclass('late_table') IS NOT NULL"))
+}

@@ -195,24 +195,21 @@ func WriteCheckpoint(ctx context.Context, st store.Store, snap *Snapshot, now ti
 	}
 	cutoff := now.Add(-retention).UnixMilli()
 
-	pr, pw := io.Pipe()
-	type putResult struct{ err error }
-	done := make(chan putResult, 1)
-	go func() {
-		err := st.Put(ctx, CheckpointKey(snap.version), pr, -1)
-		pr.CloseWithError(err) // unblock the producer if Put stopped reading
-		done <- putResult{err}
-	}()
-	meta, werr := writeCheckpointRows(pw, snap, cutoff, &res)
-	pw.CloseWithError(werr) // nil: EOF for the reader
-	put := <-done
-	if werr != nil {
-		return res, fmt.Errorf("table %s: writing the checkpoint of version %d: %w", snap.table, snap.version, werr)
-	}
-	if put.err != nil {
-		return res, fmt.Errorf("table %s: storing the checkpoint of version %d: %w", snap.table, snap.version, put.err)
+	var meta pq.FileMeta
+	err = putStream(ctx, st, CheckpointKey(snap.version), func(w io.Writer) error {
+		var werr error
+		meta, werr = writeCheckpointRows(w, snap, cutoff, &res)
+		return werr
+	})
+	if err != nil {
+		return res, fmt.Errorf("table %s: writing the checkpoint of version %d: %w", snap.table, snap.version, err)
 	}
 	res.SizeInBytes = meta.Size
+	// The hint never moves backwards (an older checkpoint written late, or
+	// a concurrent checkpointer that got further).
+	if cur, ok, err := readLastCheckpoint(ctx, st); err == nil && ok && cur.Version > snap.version {
+		return res, nil
+	}
 	hint, err := json.Marshal(lastCheckpointHint{Version: snap.version, Size: res.Actions, SizeInBytes: res.SizeInBytes, NumOfAddFiles: res.AddFiles})
 	if err != nil {
 		return res, err

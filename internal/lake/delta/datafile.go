@@ -3,6 +3,7 @@ package delta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -135,10 +136,13 @@ func putStream(ctx context.Context, st store.Store, key string, produce func(io.
 	}
 	pw.CloseWithError(werr)
 	perr := <-done
-	if werr != nil {
+	switch {
+	case perr != nil && (werr == nil || !errors.Is(perr, context.Canceled)):
+		return perr // the store's failure is the cause; the producer only saw a closed pipe
+	case werr != nil:
 		return werr
 	}
-	return perr
+	return nil
 }
 
 // WriteFile writes rows as one new Parquet data file of the partition

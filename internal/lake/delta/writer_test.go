@@ -579,3 +579,22 @@ func TestTwoProcessCommitRace(t *testing.T) {
 	require.Equal(t, 1, snap.NumFiles())
 	require.Len(t, snap.Txns(), 1)
 }
+
+// TestWriterHappyPathNeverLists: the writer applies its own commits to its
+// in-memory snapshot; only opening the table lists the log.
+func TestWriterHappyPathNeverLists(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem := store.NewMem()
+	newTestTable(t, mem)
+	fs := store.NewFaulty(mem)
+	w, err := OpenWriter(ctx, fs, Options{})
+	require.NoError(t, err)
+	opened, gets := fs.Count(store.OpList), fs.Count(store.OpGet)
+	for i := 1; i <= 20; i++ {
+		_, err := w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("")}, Txn: &Txn{AppID: "a", Version: int64(i)}})
+		require.NoError(t, err)
+	}
+	require.Equal(t, opened, fs.Count(store.OpList))
+	require.Equal(t, gets, fs.Count(store.OpGet), "no commit was read back")
+}

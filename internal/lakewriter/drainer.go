@@ -112,6 +112,7 @@ type Drainer struct {
 
 	frontier  atomic.Int64 // the position the Delta logs say is applied
 	recovered bool
+	replayed  *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
 	deadMu    sync.Mutex
 }
 
@@ -238,7 +239,9 @@ func (d *Drainer) recover(ctx context.Context) error {
 	}
 	if start >= 0 && start < maxEnd {
 		d.log.Info("replaying the newest recorded batch with its recorded bounds", "start", start, "end", maxEnd)
-		if _, err := d.processBatch(ctx, start, maxEnd, 0); err != nil {
+		r, err := d.processBatch(ctx, start, maxEnd, 0)
+		d.replayed = &r
+		if err != nil {
 			return fmt.Errorf("replay batch (%d, %d]: %w", start, maxEnd, err)
 		}
 	}

@@ -26,6 +26,14 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	if err := d.retry(ctx, "recover", d.recover); err != nil {
 		return sum, err
 	}
+	if r := d.replayed; r != nil {
+		// What the replay of an interrupted batch did counts for this run.
+		sum.Batches++
+		sum.Rows += r.Rows
+		sum.TableCommits += r.Tables
+		sum.DeadLettered = append(sum.DeadLettered, r.DeadLettered...)
+		d.replayed = nil
+	}
 	sum.StartFrontier, sum.EndFrontier = d.frontier.Load(), d.frontier.Load()
 
 	fence, err := outbox.TakeFence(ctx, d.db)

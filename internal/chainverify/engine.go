@@ -558,7 +558,7 @@ func (e *engine) worker() {
 		for i, ok := range valid {
 			if !ok {
 				j := &b.jobs[i]
-				j.chain.sigFailed(j.seq, b.buf[j.off:j.end])
+				j.chain.sigFailed(j.seq, j.key.ID, b.buf[j.off:j.end])
 			}
 		}
 		for _, c := range b.chains {
@@ -607,14 +607,15 @@ func verifyStrict(k *Key, msg, sig []byte) bool { return ed25519.Verify(k.Public
 // verifyOne is the default rule for one signature (what a batch decides).
 func verifyOne(k *Key, msg, sig []byte) bool { return voi.VerifyExpanded(k.expanded, msg, sig) }
 
-func (c *chainState) sigFailed(seq int64, env []byte) {
+func (c *chainState) sigFailed(seq int64, keyID string, env []byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.sigBad != nil && c.sigBad.Seq <= seq {
 		return
 	}
 	c.sigBad = &Finding{Tenant: c.tenant, Seq: seq, Reason: ReasonBadSignature,
-		Detail: "the signature does not verify under the key the event names"}
+		Detail:   "the signature does not verify under the key the event names",
+		Evidence: map[string]string{"key_id": keyID}}
 	// The event passed its link check, so its prev_hash (envelope bytes
 	// 29..61) is the hash of the event before it.
 	c.sigLast = Head{Seq: seq - 1, Hash: append([]byte(nil), env[29:61]...)}

@@ -311,7 +311,8 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 	}
 	if len(ev.Signature) != ed25519.SignatureSize {
 		return &Finding{Seq: ev.Seq, Reason: ReasonBadSignature,
-			Detail: fmt.Sprintf("the signature is %d bytes, not %d", len(ev.Signature), ed25519.SignatureSize)}, nil
+			Detail:   fmt.Sprintf("the signature is %d bytes, not %d", len(ev.Signature), ed25519.SignatureSize),
+			Evidence: map[string]string{"key_id": ev.KeyID}}, nil
 	}
 	if newKey != nil {
 		// Usable only by later events: a key cannot sign its own issuance

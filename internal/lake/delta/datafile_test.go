@@ -114,6 +114,15 @@ func TestWriteFileScanRoundTrip(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, found)
+	// A scan can be restricted to some live files.
+	n := 0
+	require.NoError(t, snap.Scan(ctx, fs, ScanOptions{Files: []*Add{add2}}, func(f *Add, rs []pq.Row) error {
+		require.Equal(t, add2.Path, f.Path)
+		n += len(rs)
+		return nil
+	}))
+	require.Equal(t, 1, n)
+	require.Error(t, snap.Scan(ctx, fs, ScanOptions{Files: []*Add{fakeAdd("")}}, func(*Add, []pq.Row) error { return nil }))
 	// A projection reads only what is asked, partition columns included.
 	require.NoError(t, snap.Scan(ctx, fs, ScanOptions{Columns: []string{"day", "seq"}}, func(_ *Add, rs []pq.Row) error {
 		for _, r := range rs {

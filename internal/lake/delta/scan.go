@@ -182,6 +182,15 @@ func (s *Snapshot) Scan(ctx context.Context, st store.Store, opts ScanOptions, f
 	if files == nil {
 		files = s.Files()
 	}
+	for _, add := range opts.Files {
+		key, err := DecodePath(add.Path)
+		if err != nil {
+			return err
+		}
+		if _, ok := s.files[key]; !ok {
+			return fmt.Errorf("delta: table %s has no live file %q at version %d", s.table, key, s.version)
+		}
+	}
 	for _, add := range files {
 		if err := s.scanFile(ctx, st, add, cols, part, want, physIdx, batch, fn); err != nil {
 			return fmt.Errorf("table %s: reading %s: %w", s.table, add.Path, err)

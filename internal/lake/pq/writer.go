@@ -447,7 +447,12 @@ type colBuf struct {
 	arena []byte // current chunk for copies of []byte values
 }
 
+var emptyBytes = make([]byte, 0, 1)
+
 func (cb *colBuf) copyBytes(b []byte) []byte {
+	if len(b) == 0 {
+		return emptyBytes
+	}
 	if len(b) > arenaChunk/4 {
 		return append(make([]byte, 0, len(b)), b...)
 	}
@@ -610,7 +615,13 @@ func newColBuf(n *node) (*colBuf, error) {
 			}
 			// The column writer only reads the bytes, so alias the string
 			// instead of copying it.
-			cb.ba = append(cb.ba, unsafe.Slice(unsafe.StringData(s), len(s)))
+			if len(s) == 0 {
+				// arrow-go treats a nil ByteArray as "no value" in its
+				// statistics; an empty string must be a non-nil empty slice.
+				cb.ba = append(cb.ba, emptyBytes)
+			} else {
+				cb.ba = append(cb.ba, unsafe.Slice(unsafe.StringData(s), len(s)))
+			}
 			if !st.has {
 				st.minS, st.maxS, st.has = s, s, true
 			} else if s < st.minS {

@@ -117,8 +117,16 @@ func (p *Plan) Queue(b *pgx.Batch) {
 			return nil
 		})
 	}
+	var fresh []*Claim
 	for _, ref := range p.claimOrder {
-		queueClaim(b, p.tenant, p.claims[ref])
+		if c := p.claims[ref]; c.isNew {
+			fresh = append(fresh, c)
+		} else {
+			queueClaimUpdate(b, p.tenant, c)
+		}
+	}
+	if len(fresh) > 0 {
+		queueClaimInserts(b, p.tenant, fresh)
 	}
 	if len(p.bodies) > 0 {
 		arts := make([]string, len(p.bodies))
@@ -180,17 +188,35 @@ func queueOutbox(b *pgx.Batch, rows []OutboxRow) {
 	})
 }
 
-func queueClaim(b *pgx.Batch, tenant uuid.UUID, c *Claim) {
-	if c.isNew {
-		b.Queue(`INSERT INTO oml.claims (tenant_id, artifact_id, version, workarea_id, writer, principal, provenance,
-		             plaintext_digest, ciphertext_digest, state, submitted_seq, submitted_at, promoted_by,
-		             promoted_seq, promoted_at, updated_at, last_seq)
-		         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-			tenant, c.ArtifactID, c.Version, c.WorkareaID, c.Writer, c.Principal, c.Provenance,
-			c.PlaintextDigest, c.CiphertextDigest, c.State, c.SubmittedSeq, c.SubmittedAt, c.PromotedBy,
-			c.PromotedSeq, c.PromotedAt, c.UpdatedAt, c.LastSeq)
-		return
+// queueClaimInserts inserts new claims (as folded: a batch may already have
+// promoted or retired them) in one statement.
+func queueClaimInserts(b *pgx.Batch, tenant uuid.UUID, cs []*Claim) {
+	n := len(cs)
+	arts, works, writers, principals, provs, states := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	vers := make([]int32, n)
+	pds, cds := make([][]byte, n), make([][]byte, n)
+	subSeqs, lastSeqs, promSeqs := make([]int64, n), make([]int64, n), make([]*int64, n)
+	subAts, updAts, promAts := make([]time.Time, n), make([]time.Time, n), make([]*time.Time, n)
+	promBys := make([]*string, n)
+	for i, c := range cs {
+		arts[i], vers[i], works[i], writers[i], principals[i], provs[i] = c.ArtifactID, int32(c.Version), c.WorkareaID, c.Writer, c.Principal, c.Provenance
+		pds[i], cds[i], states[i] = c.PlaintextDigest, c.CiphertextDigest, c.State
+		subSeqs[i], subAts[i], promBys[i], promSeqs[i], promAts[i] = c.SubmittedSeq, c.SubmittedAt, c.PromotedBy, c.PromotedSeq, c.PromotedAt
+		updAts[i], lastSeqs[i] = c.UpdatedAt, c.LastSeq
 	}
+	b.Queue(`INSERT INTO oml.claims (tenant_id, artifact_id, version, workarea_id, writer, principal, provenance,
+	             plaintext_digest, ciphertext_digest, state, submitted_seq, submitted_at, promoted_by,
+	             promoted_seq, promoted_at, updated_at, last_seq)
+	         SELECT $1, a, v, w, wr, p, pv, pd, cd, st, ss, sa, pb, ps, pa, ua, ls
+	           FROM unnest($2::text[], $3::int[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bytea[],
+	                       $9::bytea[], $10::text[], $11::bigint[], $12::timestamptz[], $13::text[], $14::bigint[],
+	                       $15::timestamptz[], $16::timestamptz[], $17::bigint[])
+	                AS u(a, v, w, wr, p, pv, pd, cd, st, ss, sa, pb, ps, pa, ua, ls)`,
+		tenant, arts, vers, works, writers, principals, provs, pds, cds, states, subSeqs, subAts, promBys, promSeqs,
+		promAts, updAts, lastSeqs)
+}
+
+func queueClaimUpdate(b *pgx.Batch, tenant uuid.UUID, c *Claim) {
 	b.Queue(`UPDATE oml.claims SET state = $4, promoted_by = $5, promoted_seq = $6, promoted_at = $7,
 	                updated_at = $8, last_seq = $9
 	          WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
@@ -202,5 +228,3 @@ func queueClaim(b *pgx.Batch, tenant uuid.UUID, c *Claim) {
 			return nil
 		})
 }
-
-var _ = time.Time{}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -237,4 +238,44 @@ func TestClusterStart_AsRootReownsADataDirectoryCopiedByRoot(t *testing.T) {
 	require.NoError(t, os.Chmod(data, 0o755))
 	require.NoError(t, c.Start(ctx))
 	require.Equal(t, "1", query(t, c.URL("postgres"), "SELECT 1::text"))
+}
+
+// Not parallel: it sets OML_PG_USER. A cluster initialised under another
+// server user is stopped and restarted as that user later, without the
+// variable, because the data directory's owner decides.
+func TestRunnerFor_ExistingClusterRunsAsItsOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root runs the server as another user")
+	}
+	if _, err := user.Lookup("nobody"); err != nil {
+		t.Skip("no nobody user")
+	}
+	ctx := context.Background()
+	bin, err := pgdev.FindBinaries(ctx, 0)
+	require.NoError(t, err)
+	dir := reachableTempDir(t)
+	cfg := pgdev.Config{DataDir: filepath.Join(dir, "data"), SocketDir: filepath.Join(dir, "run"), Unsafe: true}
+
+	t.Setenv(pgdev.EnvServiceUser, "nobody")
+	runner, err := pgdev.NewRunner(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "nobody", runner.User)
+	c, err := pgdev.New(cfg, bin, runner)
+	require.NoError(t, err)
+	_, err = c.Init(ctx)
+	require.NoError(t, err)
+	require.NoError(t, c.Start(ctx))
+	t.Cleanup(func() { _, _ = c.Stop(context.Background(), pgdev.Immediate) })
+
+	t.Setenv(pgdev.EnvServiceUser, "")
+	runner, err = pgdev.RunnerFor(ctx, cfg.DataDir)
+	require.NoError(t, err)
+	require.Equal(t, "nobody", runner.User, "the owner of the data directory, not the default postgres user")
+	c2, err := pgdev.New(cfg, bin, runner)
+	require.NoError(t, err)
+	was, err := c2.Stop(ctx, pgdev.Fast)
+	require.NoError(t, err)
+	require.True(t, was)
+	require.NoError(t, c2.Start(ctx))
+	require.Equal(t, "1", query(t, c2.URL("postgres"), "SELECT 1::text"))
 }

@@ -64,6 +64,31 @@ func NewRunner(ctx context.Context) (*Runner, error) {
 	return runnerFor(u)
 }
 
+// RunnerFor is NewRunner for an existing cluster: when root, the server
+// must run as the user that owns dataDir (whoever initialised it, perhaps
+// under another OML_PG_USER), or pg_ctl cannot even read its pid file. A
+// missing or root-owned dataDir, or OML_PG_USER set, falls back to
+// NewRunner.
+func RunnerFor(ctx context.Context, dataDir string) (*Runner, error) {
+	if os.Geteuid() != 0 || os.Getenv(EnvServiceUser) != "" {
+		// An explicit OML_PG_USER wins; Start re-owns the data directory.
+		return NewRunner(ctx)
+	}
+	st, err := os.Stat(dataDir)
+	if err != nil {
+		return NewRunner(ctx)
+	}
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	if !ok || sys.Uid == 0 {
+		return NewRunner(ctx)
+	}
+	u, err := user.LookupId(strconv.FormatUint(uint64(sys.Uid), 10))
+	if err != nil {
+		return nil, fmt.Errorf("%s belongs to uid %d, which names no user on this system; chown it to the user that should run PostgreSQL", dataDir, sys.Uid)
+	}
+	return runnerFor(u)
+}
+
 func createServiceUser(ctx context.Context) error {
 	useradd, err := exec.LookPath("useradd")
 	if err != nil {

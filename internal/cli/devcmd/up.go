@@ -191,7 +191,7 @@ func openCluster(ctx context.Context, f *cliutil.Factory, l layout, tcp bool, po
 	if err != nil {
 		return nil, cliutil.AsConfigError(err)
 	}
-	runner, err := pgdev.NewRunner(ctx)
+	runner, err := pgdev.RunnerFor(ctx, l.DataDir)
 	if err != nil {
 		return nil, cliutil.AsConfigError(err)
 	}

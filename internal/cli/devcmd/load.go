@@ -1,0 +1,209 @@
+package devcmd
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+func init() {
+	Register(func(f *cliutil.Factory, _ *Options) *cobra.Command { return NewCmdLoad(f, nil) })
+}
+
+// LoadOptions are the inputs of `oml dev load`.
+type LoadOptions struct {
+	Factory      *cliutil.Factory
+	Tenants      int
+	Claims       int
+	PromoteRatio float64
+	RetractRatio float64
+	Poison       int
+	Rate         float64
+	Duration     time.Duration
+	Seed         uint64
+	Concurrency  int
+	Batch        int
+}
+
+// NewCmdLoad builds `oml dev load`.
+func NewCmdLoad(f *cliutil.Factory, runF func(context.Context, *LoadOptions) error) *cobra.Command {
+	opts := &LoadOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "load",
+		Short: "Generate a realistic workload through the real, signed append path",
+		Long: `Generate a workload through the real append path: tenants (created when
+missing, named load-001, load-002, ...) submit claims whose bodies are
+AES-256-GCM ciphertext under a per-artifact data key (the journal holds only
+the plaintext and ciphertext digests); an identity other than the writer
+promotes --promote-ratio of them; --retract-ratio of the promoted ones are
+later demoted, erased (the data key is destroyed), reassigned or ended with
+their simulation.
+
+--poison N then plants N poison rows behind the application's back, cycling
+through a held body whose digest no longer matches the journal, a missing
+held body and an undecodable retract payload. The lake writer dead-letters
+each after its retry budget; the report lists them with how to repair them.
+This writes to the database as its owner: use it on development databases.
+
+--rate caps events per second; --duration keeps writing new rounds of
+--claims per tenant until it has passed. Needs --signing-key.`,
+		Example: `  oml dev load --tenants 3 --claims 100
+  oml dev load --tenants 100 --claims 50 --poison 3 --seed 42
+  oml dev load --tenants 10 --claims 20 --rate 500 --duration 5m`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch {
+			case opts.Tenants < 1:
+				return cliutil.FlagErrorf("--tenants must be 1 or more")
+			case opts.Claims < 0:
+				return cliutil.FlagErrorf("--claims must be 0 or more")
+			case opts.PromoteRatio < 0 || opts.PromoteRatio > 1:
+				return cliutil.FlagErrorf("--promote-ratio must be between 0 and 1")
+			case opts.RetractRatio < 0 || opts.RetractRatio > 1:
+				return cliutil.FlagErrorf("--retract-ratio must be between 0 and 1")
+			case opts.Poison < 0:
+				return cliutil.FlagErrorf("--poison must be 0 or more")
+			case opts.Rate < 0:
+				return cliutil.FlagErrorf("--rate must be 0 (unlimited) or more")
+			case opts.Duration < 0:
+				return cliutil.FlagErrorf("--duration must not be negative")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return loadRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.IntVar(&opts.Tenants, "tenants", 3, "tenants to write to (created if missing)")
+	fl.IntVar(&opts.Claims, "claims", 50, "claims submitted per tenant (per round with --duration)")
+	fl.Float64Var(&opts.PromoteRatio, "promote-ratio", 0.7, "share of claims promoted")
+	fl.Float64Var(&opts.RetractRatio, "retract-ratio", 0.2, "share of promoted claims later retracted")
+	fl.IntVar(&opts.Poison, "poison", 0, "poison rows to plant for the lake writer to dead-letter")
+	fl.Float64Var(&opts.Rate, "rate", 0, "events per second across all tenants (0: as fast as possible)")
+	fl.DurationVar(&opts.Duration, "duration", 0, "keep writing for this long (0: one round)")
+	fl.Uint64Var(&opts.Seed, "seed", 1, "random seed (same seed, same workload)")
+	fl.IntVar(&opts.Concurrency, "concurrency", 8, "tenants written at once")
+	fl.IntVar(&opts.Batch, "batch", 1, "claims per append transaction (one tenant lock and one commit each)")
+	return cmd
+}
+
+func loadRun(ctx context.Context, opts *LoadOptions) error {
+	f := opts.Factory
+	format, _ := f.Format()
+	k, err := keys.LoadFile(f.SigningKeyPath())
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	var ids []uuid.UUID
+	for i := 1; i <= opts.Tenants; i++ {
+		t, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("load-%03d", i))
+		if err != nil {
+			return cliutil.AsConfigError(fmt.Errorf("create tenant load-%03d: %w (run `oml init` first?)", i, err))
+		}
+		ids = append(ids, t.ID)
+	}
+	promote := opts.PromoteRatio
+	if promote == 0 {
+		promote = 1e-9 // 0 means "default" to the generator; keep "none" meaning none
+	}
+	retract := opts.RetractRatio
+	if retract == 0 {
+		retract = 1e-9
+	}
+	var last atomic.Pointer[workload.Stats]
+	cfg := workload.Config{
+		Tenants: ids, Claims: opts.Claims, PromoteRatio: promote, RetractRatio: retract,
+		Poison: opts.Poison, Seed: opts.Seed, Concurrency: opts.Concurrency, Batch: opts.Batch,
+		Rate: opts.Rate, Duration: opts.Duration,
+		Progress: func(s workload.Stats) { last.Store(&s) },
+	}
+	stop := func() {}
+	if f.IO.IsStderrTTY() {
+		done := make(chan struct{})
+		started := time.Now()
+		go func() {
+			t := time.NewTicker(200 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-done:
+					fmt.Fprint(f.IO.ErrOut, "\r\x1b[K")
+					return
+				case <-t.C:
+					if s := last.Load(); s != nil {
+						el := time.Since(started)
+						fmt.Fprintf(f.IO.ErrOut, "\r\x1b[Kloading: %d events, %d claims, %d promoted, %.0f events/s, %s",
+							s.Events, s.Claims, s.Promoted, float64(s.Events)/max(el.Seconds(), 1e-3), el.Round(time.Second))
+					}
+				}
+			}
+		}()
+		stop = func() { close(done); time.Sleep(10 * time.Millisecond) }
+	}
+	res, err := workload.Run(ctx, pool, k, cfg)
+	stop()
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if format == cliutil.FormatJSON {
+		type poisonJSON struct {
+			workload.Poison
+			Repair string `json:"repair"`
+		}
+		out := struct {
+			Tenants []uuid.UUID    `json:"tenants"`
+			Stats   workload.Stats `json:"stats"`
+			Poison  []poisonJSON   `json:"poison"`
+		}{Tenants: ids, Stats: res.Stats, Poison: []poisonJSON{}}
+		for _, p := range res.Poison {
+			out.Poison = append(out.Poison, poisonJSON{Poison: p, Repair: repairHint(p)})
+		}
+		return cliutil.WriteJSON(f.IO.Out, out)
+	}
+	s := res.Stats
+	el := time.Duration(s.ElapsedNano)
+	pairs := [][2]string{
+		{"tenants", fmt.Sprint(len(ids))},
+		{"events", fmt.Sprintf("%d in %d transactions (%.0f events/s)", s.Events, s.Appends, float64(s.Events)/max(el.Seconds(), 1e-3))},
+		{"claims", fmt.Sprint(s.Claims)},
+		{"promoted", fmt.Sprint(s.Promoted)},
+		{"retracted", fmt.Sprintf("%d demoted, %d erased, %d reassigned, %d simulation ended", s.Demoted, s.Erased, s.Reassigned, s.SimEnded)},
+		{"took", el.Round(time.Millisecond).String()},
+	}
+	if len(res.Poison) > 0 {
+		pairs = append(pairs, [2]string{"poison rows", fmt.Sprint(len(res.Poison))})
+		for _, p := range res.Poison {
+			pairs = append(pairs, [2]string{"  " + p.Kind, fmt.Sprintf("outbox seq %d (tenant %s, %s v%d): %s", p.OutboxSeq, p.Tenant, p.ArtifactID, p.Version, repairHint(p))})
+		}
+	}
+	return cliutil.KeyValues(f.IO.Out, pairs)
+}
+
+func repairHint(p workload.Poison) string {
+	switch p.Kind {
+	case workload.PoisonDigestMismatch:
+		return "repair by restoring the held body in oml.claim_bodies, then oml deadletter reenqueue"
+	case workload.PoisonMissingBody:
+		return "repair by re-inserting the held body into oml.claim_bodies, then oml deadletter reenqueue"
+	default:
+		return "repair by restoring the outbox payload, then oml deadletter reenqueue"
+	}
+}

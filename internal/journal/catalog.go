@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -424,7 +425,7 @@ func Decode(t Type, payload []byte) (Payload, error) {
 	default:
 		return nil, fmt.Errorf("unknown event type %q", t)
 	}
-	dec := json.NewDecoder(bytesReader(payload))
+	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(p); err != nil {
 		return nil, fmt.Errorf("%s payload: %w", t, err)

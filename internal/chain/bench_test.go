@@ -27,6 +27,8 @@ import (
 // measures the CPU and round-trip cost; to include the commit flush (the
 // per-tenant ceiling), point OML_TEST_DATABASE_URL at a server with fsync on.
 func BenchmarkAppend(b *testing.B) {
+	// Reference: one writer, one tenant, one event per commit (latency-bound).
+	b.Run("tenants=1/writers=1/batch=1", func(b *testing.B) { benchAppend(b, 1, 1, 1) })
 	for _, tenants := range []int{1, 16} {
 		for _, batch := range []int{1, 100} {
 			b.Run(fmt.Sprintf("tenants=%d/writers=8/batch=%d", tenants, batch), func(b *testing.B) {

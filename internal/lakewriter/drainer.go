@@ -171,6 +171,8 @@ func New(opts Options) (*Drainer, error) {
 	return d, nil
 }
 
+func deltaOptions() delta.Options { return delta.Options{} }
+
 func (d *Drainer) crash(p CrashPoint, key TableKey) error {
 	if d.opts.Crash == nil {
 		return nil

@@ -58,6 +58,12 @@ func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
 	if cfg.Tenants == nil {
 		cfg.Tenants = b.tenants
 	}
+	if cfg.PromoteRatio == 0 {
+		cfg.PromoteRatio = 0.7
+	}
+	if cfg.RetractRatio == 0 {
+		cfg.RetractRatio = 0.2
+	}
 	res, err := workload.Run(context.Background(), b.pool, b.key, cfg)
 	require.NoError(t, err)
 	return res

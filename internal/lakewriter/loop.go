@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sort"
 	"time"
 
 	"github.com/omlhq/oml/internal/outbox"
@@ -72,6 +73,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.DeadLettered = append(sum.DeadLettered, res.DeadLettered...)
 		sum.EndFrontier = d.frontier.Load()
 	}
+	sort.Slice(sum.DeadLettered, func(i, j int) bool { return sum.DeadLettered[i] < sum.DeadLettered[j] })
 	sum.Duration = time.Since(started)
 	return sum, nil
 }

@@ -24,8 +24,8 @@ import (
 type Config struct {
 	Tenants      []uuid.UUID // tenants to write to (must exist)
 	Claims       int         // claims submitted per tenant
-	PromoteRatio float64     // share of claims promoted (default 0.7 when zero and not NoPromote)
-	RetractRatio float64     // share of promoted claims later retracted (default 0.2)
+	PromoteRatio float64     // share of claims promoted (0: none)
+	RetractRatio float64     // share of promoted claims later retracted (0: none)
 	Poison       int         // poison rows to plant in total (spread over tenants)
 	Seed         uint64
 	// Concurrency is how many tenants write at once (default 8).
@@ -83,12 +83,6 @@ var provenances = []string{"human", "agent", "import", "simulation"}
 func Run(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, cfg Config) (Result, error) {
 	if len(cfg.Tenants) == 0 {
 		return Result{}, errors.New("workload: no tenants")
-	}
-	if cfg.PromoteRatio == 0 {
-		cfg.PromoteRatio = 0.7
-	}
-	if cfg.RetractRatio == 0 {
-		cfg.RetractRatio = 0.2
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 8

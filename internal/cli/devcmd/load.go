@@ -120,17 +120,9 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 		}
 		ids = append(ids, t.ID)
 	}
-	promote := opts.PromoteRatio
-	if promote == 0 {
-		promote = 1e-9 // 0 means "default" to the generator; keep "none" meaning none
-	}
-	retract := opts.RetractRatio
-	if retract == 0 {
-		retract = 1e-9
-	}
 	var last atomic.Pointer[workload.Stats]
 	cfg := workload.Config{
-		Tenants: ids, Claims: opts.Claims, PromoteRatio: promote, RetractRatio: retract,
+		Tenants: ids, Claims: opts.Claims, PromoteRatio: opts.PromoteRatio, RetractRatio: opts.RetractRatio,
 		Poison: opts.Poison, Seed: opts.Seed, Concurrency: opts.Concurrency, Batch: opts.Batch,
 		Rate: opts.Rate, Duration: opts.Duration,
 		Progress: func(s workload.Stats) { last.Store(&s) },

@@ -1,0 +1,309 @@
+package lakecmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/schema"
+)
+
+func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdDrain(f, nil) }) }
+
+// DrainOptions are the inputs of `oml lake drain`.
+type DrainOptions struct {
+	Factory          *cliutil.Factory
+	Once             bool
+	BatchRows        int
+	BatchBytes       string
+	MaxWait          time.Duration
+	PoisonBudget     int
+	FailOnDeadLetter bool
+	MetricsAddr      string
+	Parallel         int
+	LeaseTTL         time.Duration
+	HorizonTimeout   time.Duration
+	CheckpointEvery  int
+	LogLevel         string
+	LogFormat        string
+	batchBytes       int64
+}
+
+// NewCmdDrain builds `oml lake drain`.
+func NewCmdDrain(f *cliutil.Factory, runF func(context.Context, *DrainOptions) error) *cobra.Command {
+	opts := &DrainOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "drain",
+		Short: "Run the lake writer: drain the outbox into the Delta tables, exactly once",
+		Long: `Run the lake writer. It cuts micro-batches from the outbox's stable prefix
+(rows every one of which has committed or can never commit), groups them by
+Delta table, and commits each table with a txn action (appId oml-lakewriter,
+version = the batch end), then advances the frontier cache. Crashes, retries,
+restarts and a second writer never lose or duplicate a row.
+
+With --once it drains up to the stable prefix seen at start and exits (cron).
+Without it, it runs until SIGTERM or SIGINT and stops cleanly between batches
+(systemd). Only one writer drains at a time (a lease in PostgreSQL); a second
+one waits, or with --once says who holds the lease and exits 0.
+
+A row that fails for a reason of its own (undecodable payload, missing held
+body, ciphertext digest mismatch) is retried --poison-budget times, then
+journalled as materialize.skipped (this needs --signing-key) and moved to
+oml.dead_letter. An outage of the database or the object store is never a
+poison row: the writer backs off and retries.
+
+Logs are structured (JSON when stderr is not a terminal). Prometheus metrics
+are served on --metrics-addr. See docs/lake-writer.md.`,
+		Example: `  oml lake drain --once                       # cron: drain what is there, exit
+  oml lake drain --metrics-addr 127.0.0.1:9464  # systemd: run until stopped
+  oml lake drain --once --fail-on-dead-letter -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.BatchRows <= 0 {
+				return cliutil.FlagErrorf("--batch-rows must be 1 or more")
+			}
+			n, err := cliutil.ParseBytes(opts.BatchBytes)
+			if err != nil || n <= 0 {
+				return cliutil.FlagErrorf("--batch-bytes %q: give a size such as 64MiB", opts.BatchBytes)
+			}
+			opts.batchBytes = n
+			if opts.PoisonBudget < 1 {
+				return cliutil.FlagErrorf("--poison-budget must be 1 or more")
+			}
+			if opts.Parallel < 1 {
+				return cliutil.FlagErrorf("--parallel must be 1 or more")
+			}
+			if opts.FailOnDeadLetter && !opts.Once {
+				return cliutil.FlagErrorf("--fail-on-dead-letter only applies with --once")
+			}
+			switch opts.LogFormat {
+			case "", "json", "text":
+			default:
+				return cliutil.FlagErrorf("--log-format must be json or text")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return drainRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVar(&opts.Once, "once", false, "drain up to the stable prefix seen at start, then exit")
+	fl.IntVar(&opts.BatchRows, "batch-rows", 10000, "at most this many outbox rows per batch")
+	fl.StringVar(&opts.BatchBytes, "batch-bytes", "64MiB", "at most about this many bytes per batch")
+	fl.DurationVar(&opts.MaxWait, "max-wait", time.Second, "longest a small backlog waits for more rows before a batch is cut")
+	fl.IntVar(&opts.PoisonBudget, "poison-budget", 5, "failed attempts before a poison row is dead-lettered")
+	fl.BoolVar(&opts.FailOnDeadLetter, "fail-on-dead-letter", false, "with --once: exit 1 if any row was dead-lettered")
+	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
+	fl.IntVar(&opts.Parallel, "parallel", 4, "tables committed at once")
+	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", 30*time.Second, "lease lifetime; a writer that stops renewing loses it after this")
+	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", time.Minute, "with --once: how long to wait for open transactions to end")
+	fl.IntVar(&opts.CheckpointEvery, "checkpoint-interval", 0, "write a Delta checkpoint every N commits (0: the table's delta.checkpointInterval, else 100)")
+	fl.StringVar(&opts.LogLevel, "log-level", "info", "debug, info, warn or error")
+	fl.StringVar(&opts.LogFormat, "log-format", "", "json or text (default: text on a terminal, json otherwise)")
+	return cmd
+}
+
+func newLogger(f *cliutil.Factory, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, cliutil.FlagErrorf("--log-level %q: use debug, info, warn or error", level)
+	}
+	ho := &slog.HandlerOptions{Level: lv}
+	if format == "text" || (format == "" && f.IO.IsStderrTTY()) {
+		return slog.New(slog.NewTextHandler(f.IO.ErrOut, ho)), nil
+	}
+	return slog.New(slog.NewJSONHandler(f.IO.ErrOut, ho)), nil
+}
+
+// openLake opens the configured lake root (exit 2 when missing or bad).
+func openLake(ctx context.Context, f *cliutil.Factory) (store.Store, error) {
+	url := f.LakeURL()
+	if url == "" {
+		return nil, cliutil.ConfigErrorf("no lake configured: pass --lake file:///abs/path or s3://bucket/prefix, or set OML_LAKE_URL")
+	}
+	st, err := store.Open(ctx, url)
+	if err != nil {
+		return nil, cliutil.AsConfigError(err)
+	}
+	return st, nil
+}
+
+func drainRun(ctx context.Context, opts *DrainOptions) error {
+	f := opts.Factory
+	format, _ := f.Format()
+	log, err := newLogger(f, opts.LogLevel, opts.LogFormat)
+	if err != nil {
+		return err
+	}
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	lake, err := openLake(ctx, f)
+	if err != nil {
+		return err
+	}
+	var signer chain.Signer
+	if p := f.SigningKeyPath(); p != "" {
+		k, err := keys.LoadFile(p)
+		if err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		signer = k
+	} else {
+		log.Warn("no signing key configured: a poison row that spends its retry budget cannot be dead-lettered and will stop the drain; pass --signing-key or set OML_SIGNING_KEY_FILE")
+	}
+
+	var metrics *lakewriter.Metrics
+	if opts.MetricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics = lakewriter.NewMetrics(reg)
+		ln, err := net.Listen("tcp", opts.MetricsAddr)
+		if err != nil {
+			return cliutil.ConfigErrorf("cannot serve metrics on %s: %v", opts.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		defer srv.Close()
+		log.Info("serving Prometheus metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	}
+
+	d, err := lakewriter.New(lakewriter.Options{
+		DB: pool, Lake: lake, Signer: signer,
+		Limits:  outbox.Limits{Rows: opts.BatchRows, Bytes: int(opts.batchBytes)},
+		MaxWait: opts.MaxWait, PoisonBudget: opts.PoisonBudget, Parallel: opts.Parallel,
+		LeaseTTL: opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout,
+		CheckpointInterval: opts.CheckpointEvery, Log: log, Metrics: metrics,
+	})
+	if err != nil {
+		return err
+	}
+	if !opts.Once {
+		log.Info("lake writer starting", "lake", lake.String())
+		err := d.Run(ctx)
+		if err != nil {
+			return drainError(err)
+		}
+		log.Info("lake writer stopped cleanly", "frontier", d.Frontier())
+		return nil
+	}
+
+	sum, err := d.DrainOnce(ctx)
+	var nl *lakewriter.NotLeaderError
+	if errors.As(err, &nl) {
+		fmt.Fprintf(f.IO.ErrOut, "oml: %s; nothing to do here (another drain is running)\n", nl.Error())
+		return nil
+	}
+	if err != nil {
+		return drainError(err)
+	}
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, drainJSON(sum)); err != nil {
+			return err
+		}
+	} else if err := printSummary(f, sum); err != nil {
+		return err
+	}
+	if len(sum.DeadLettered) > 0 && opts.FailOnDeadLetter {
+		return cliutil.Findingsf("%d outbox row(s) were dead-lettered: see `oml deadletter list`", len(sum.DeadLettered))
+	}
+	return nil
+}
+
+func drainError(err error) error {
+	if errors.Is(err, context.Canceled) {
+		return cliutil.Findingsf("drain interrupted; it is safe to run again")
+	}
+	if errors.Is(err, lakewriter.ErrNoSigner) {
+		return cliutil.AsConfigError(err)
+	}
+	return cliutil.AsConfigError(fmt.Errorf("lake drain: %w", err))
+}
+
+type drainSummaryJSON struct {
+	StartFrontier int64            `json:"start_frontier"`
+	EndFrontier   int64            `json:"end_frontier"`
+	Target        int64            `json:"target"`
+	Batches       int              `json:"batches"`
+	Rows          int              `json:"rows"`
+	TableCommits  int              `json:"table_commits"`
+	DeadLettered  []int64          `json:"dead_lettered"`
+	DurationMS    int64            `json:"duration_ms"`
+	HorizonHeld   bool             `json:"horizon_held"`
+	Blockers      []outbox.Blocker `json:"blockers"`
+}
+
+func drainJSON(s lakewriter.Summary) drainSummaryJSON {
+	out := drainSummaryJSON{StartFrontier: s.StartFrontier, EndFrontier: s.EndFrontier, Target: s.Target,
+		Batches: s.Batches, Rows: s.Rows, TableCommits: s.TableCommits, DeadLettered: s.DeadLettered,
+		DurationMS: s.Duration.Milliseconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers}
+	if out.DeadLettered == nil {
+		out.DeadLettered = []int64{}
+	}
+	if out.Blockers == nil {
+		out.Blockers = []outbox.Blocker{}
+	}
+	return out
+}
+
+func printSummary(f *cliutil.Factory, s lakewriter.Summary) error {
+	dead := "none"
+	if len(s.DeadLettered) > 0 {
+		var ss []string
+		for _, d := range s.DeadLettered {
+			ss = append(ss, fmt.Sprint(d))
+		}
+		dead = fmt.Sprintf("%d (outbox seqs %s): see oml deadletter list", len(s.DeadLettered), strings.Join(ss, ", "))
+	}
+	pairs := [][2]string{
+		{"frontier", fmt.Sprintf("%d -> %d", s.StartFrontier, s.EndFrontier)},
+		{"target", fmt.Sprint(s.Target)},
+		{"batches", fmt.Sprint(s.Batches)},
+		{"rows", fmt.Sprint(s.Rows)},
+		{"table commits", fmt.Sprint(s.TableCommits)},
+		{"dead-lettered", dead},
+		{"took", s.Duration.Round(time.Millisecond).String()},
+	}
+	if s.HorizonHeld {
+		pairs = append(pairs, [2]string{"horizon", "held by an open transaction: nothing past the frontier is final yet (lag, not loss)"})
+		for _, b := range s.Blockers {
+			pairs = append(pairs, [2]string{"  blocker", describeBlocker(b)})
+		}
+	}
+	return cliutil.KeyValues(f.IO.Out, pairs)
+}
+
+func describeBlocker(b outbox.Blocker) string {
+	if b.Kind == "prepared" {
+		return fmt.Sprintf("prepared transaction %q in database %s (xid %d, since %s)", b.GID, b.Database, b.Xid, cliutil.Time(b.XactStart))
+	}
+	state := b.State
+	if state == "" {
+		state = "unknown state"
+	}
+	return fmt.Sprintf("pid %d in database %s, user %s, app %q, %s, transaction open since %s (%s)",
+		b.PID, b.Database, b.User, b.Application, state, cliutil.Time(b.XactStart), time.Since(b.XactStart).Round(time.Second))
+}

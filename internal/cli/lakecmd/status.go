@@ -1,0 +1,135 @@
+package lakecmd
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/schema"
+)
+
+func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdStatus(f, nil) }) }
+
+// StatusOptions are the inputs of `oml lake status`.
+type StatusOptions struct {
+	Factory *cliutil.Factory
+	Tables  bool
+}
+
+// NewCmdStatus builds `oml lake status`.
+func NewCmdStatus(f *cliutil.Factory, runF func(context.Context, *StatusOptions) error) *cobra.Command {
+	opts := &StatusOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the lake writer's frontier, backlog, lag, lease and what holds it back",
+		Long: `Show where the lake writer is: the frontier (the last outbox seq in the lake,
+from the frontier cache), the stable horizon (how far rows are final right
+now), the backlog (rows and seq gap above the frontier, age of the oldest),
+the lease holder, dead letters, and — when an open transaction anywhere in the
+cluster holds the snapshot horizon back — which backend it is.
+
+With --tables (needs --lake), every tenant table's Delta version, lake-writer
+txn version and commits since its last checkpoint.`,
+		Example: `  oml lake status
+  oml lake status --tables -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return statusRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.Tables, "tables", false, "also show every tenant table's Delta version and txn version")
+	return cmd
+}
+
+func statusRun(ctx context.Context, opts *StatusOptions) error {
+	f := opts.Factory
+	format, _ := f.Format()
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	var lake store.Store
+	if opts.Tables {
+		if lake, err = openLake(ctx, f); err != nil {
+			return err
+		}
+	}
+	st, err := lakewriter.ReadStatus(ctx, pool, lake, opts.Tables)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if format == cliutil.FormatJSON {
+		if st.Blockers == nil {
+			st.Blockers = []outbox.Blocker{}
+		}
+		return cliutil.WriteJSON(f.IO.Out, st)
+	}
+	lease := "none (no lake writer is running)"
+	if st.Lease != nil {
+		state := "live"
+		if !st.LeaseLive {
+			state = "EXPIRED (the writer stopped renewing it)"
+		}
+		lease = fmt.Sprintf("%s on %s, pid %d, since %s, heartbeat %s, %s",
+			st.Lease.Holder, st.Lease.Host, st.Lease.PID, cliutil.Time(st.Lease.AcquiredAt), cliutil.Time(st.Lease.HeartbeatAt), state)
+	}
+	oldest := "-"
+	if st.OldestUnapplied != nil {
+		oldest = fmt.Sprintf("%s (%s ago)", cliutil.Time(*st.OldestUnapplied), time.Duration(st.LagSeconds*float64(time.Second)).Round(time.Second))
+	}
+	horizon := fmt.Sprintf("%d (final)", st.StableSeq)
+	if st.HorizonHeld {
+		horizon = "held back by an open transaction: nothing new is final yet (lag, not loss)"
+	}
+	dead := fmt.Sprint(st.DeadLetters)
+	if st.OldestDeadAt != nil {
+		dead += fmt.Sprintf(" (oldest %s): see oml deadletter list", cliutil.Time(*st.OldestDeadAt))
+	}
+	pairs := [][2]string{
+		{"frontier", fmt.Sprintf("%d (updated %s)", st.Frontier, cliutil.Time(st.FrontierAt))},
+		{"last batch", fmt.Sprintf("(%d, %d]", st.LastBatchStart, st.LastBatchEnd)},
+		{"outbox last seq", fmt.Sprint(st.LastSeq)},
+		{"stable horizon", horizon},
+		{"backlog", fmt.Sprintf("%d rows, seq gap %d", st.BacklogRows, st.BacklogSeqGap)},
+		{"oldest unapplied", oldest},
+		{"lease", lease},
+		{"dead letters", dead},
+	}
+	for _, b := range st.Blockers {
+		pairs = append(pairs, [2]string{"blocking", describeBlocker(b)})
+	}
+	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
+		return err
+	}
+	if opts.Tables {
+		fmt.Fprintln(f.IO.Out)
+		var rows [][]string
+		for _, t := range st.Tables {
+			v, txn, files, since := "-", "-", "-", "-"
+			if t.Exists {
+				v, files, since = fmt.Sprint(t.Version), fmt.Sprint(t.Files), fmt.Sprint(t.SinceCheckpoint)
+				if t.TxnVersion >= 0 {
+					txn = fmt.Sprint(t.TxnVersion)
+				}
+			}
+			if t.Error != "" {
+				v = "error: " + t.Error
+			}
+			rows = append(rows, []string{t.Table, v, txn, files, since})
+		}
+		return cliutil.Table(f.IO, []string{"TABLE", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows)
+	}
+	return nil
+}

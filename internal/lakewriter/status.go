@@ -1,0 +1,141 @@
+package lakewriter
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/outbox"
+)
+
+// Status is what `oml lake status` shows: where the lake writer is and what
+// holds it back.
+type Status struct {
+	Frontier        int64            `json:"frontier"` // frontier cache: last outbox seq in the lake
+	FrontierAt      time.Time        `json:"frontier_updated_at"`
+	LastBatchStart  int64            `json:"last_batch_start"`
+	LastBatchEnd    int64            `json:"last_batch_end"`
+	LastSeq         int64            `json:"last_seq"`        // the outbox sequence's last value
+	StableSeq       int64            `json:"stable_seq"`      // the stable prefix right now (a fence taken and checked)
+	HorizonHeld     bool             `json:"horizon_held"`    // a transaction keeps the fence from being final
+	BacklogRows     int64            `json:"backlog_rows"`    // outbox rows above the frontier
+	BacklogSeqGap   int64            `json:"backlog_seq_gap"` // last_seq - frontier
+	OldestUnapplied *time.Time       `json:"oldest_unapplied_at,omitempty"`
+	LagSeconds      float64          `json:"lag_seconds"` // age of the oldest unapplied row
+	Lease           *Lease           `json:"lease"`
+	LeaseLive       bool             `json:"lease_live"`
+	Blockers        []outbox.Blocker `json:"blockers"`
+	DeadLetters     int64            `json:"dead_letters"` // not yet re-enqueued
+	OldestDeadAt    *time.Time       `json:"oldest_dead_letter_at,omitempty"`
+	Tables          []TableStatus    `json:"tables,omitempty"`
+}
+
+// TableStatus is one Delta table's position.
+type TableStatus struct {
+	Table           string `json:"table"`
+	Tenant          string `json:"tenant_id"`
+	Kind            string `json:"kind"`
+	Exists          bool   `json:"exists"`
+	Version         int64  `json:"version"`
+	TxnVersion      int64  `json:"txn_version"` // last batch end applied (-1: none)
+	Files           int    `json:"files"`
+	SinceCheckpoint int64  `json:"commits_since_checkpoint"`
+	Error           string `json:"error,omitempty"`
+}
+
+// ReadStatus gathers the status. lake may be nil (then Tables stays empty);
+// withTables reads every tenant's tables' logs.
+func ReadStatus(ctx context.Context, db *pgxpool.Pool, lake store.Store, withTables bool) (Status, error) {
+	var s Status
+	var fat *time.Time
+	err := db.QueryRow(ctx, `SELECT frontier, coalesce(batch_start, 0), coalesce(batch_end, 0), updated_at FROM oml.lake_frontier`).
+		Scan(&s.Frontier, &s.LastBatchStart, &s.LastBatchEnd, &fat)
+	if err != nil {
+		return s, fmt.Errorf("read the frontier cache: %w", err)
+	}
+	if fat != nil {
+		s.FrontierAt = *fat
+	}
+	err = db.QueryRow(ctx, `
+SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
+       (SELECT count(*) FROM oml.outbox WHERE seq > $1),
+       (SELECT created_at FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1),
+       (SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL),
+       (SELECT min(first_failed_at) FROM oml.dead_letter WHERE reenqueued_at IS NULL)`, s.Frontier).
+		Scan(&s.LastSeq, &s.BacklogRows, &s.OldestUnapplied, &s.DeadLetters, &s.OldestDeadAt)
+	if err != nil {
+		return s, fmt.Errorf("read the outbox backlog: %w", err)
+	}
+	s.BacklogSeqGap = max(0, s.LastSeq-s.Frontier)
+	if s.OldestUnapplied != nil {
+		s.LagSeconds = time.Since(*s.OldestUnapplied).Seconds()
+	}
+
+	// Is the horizon past a fresh fence? If not, name what holds it.
+	f, err := outbox.TakeFence(ctx, db)
+	if err != nil {
+		return s, err
+	}
+	h, err := outbox.Horizon(ctx, db)
+	if err != nil {
+		return s, err
+	}
+	if f.Final(h) {
+		s.StableSeq = f.LastSeq
+	} else {
+		s.HorizonHeld = true
+		s.StableSeq = s.Frontier
+		if s.Blockers, err = outbox.Blockers(ctx, db, f.Xid, 5); err != nil {
+			return s, err
+		}
+	}
+	if s.Lease, err = ReadLease(ctx, db); err != nil {
+		return s, err
+	}
+	s.LeaseLive = s.Lease != nil && s.Lease.ExpiresAt.After(time.Now())
+
+	if withTables && lake != nil {
+		rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY name`)
+		if err != nil {
+			return s, fmt.Errorf("list tenants: %w", err)
+		}
+		var ids []uuid.UUID
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return s, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return s, err
+		}
+		reg := newRegistry(lake, deltaOptions())
+		for _, id := range ids {
+			for _, k := range Kinds {
+				key := TableKey{Tenant: id, Kind: k}
+				ts := TableStatus{Table: key.Path(), Tenant: id.String(), Kind: string(k), TxnVersion: -1, Version: -1}
+				w, err := reg.writer(ctx, key, false)
+				switch {
+				case err != nil:
+					ts.Error = err.Error()
+				case w != nil:
+					snap := w.Snapshot()
+					ts.Exists, ts.Version, ts.Files = true, snap.Version(), snap.NumFiles()
+					ts.SinceCheckpoint = w.CommitsSinceCheckpoint()
+					if v, ok := snap.TxnVersion(AppID); ok {
+						ts.TxnVersion = v
+					}
+				}
+				s.Tables = append(s.Tables, ts)
+			}
+		}
+	}
+	return s, nil
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -58,7 +59,13 @@ func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
 	}
 	defer unlock()
 	res := downResult{Purged: []string{}}
-	if st, _, _ := pgdev.StatusOf(l.DataDir); st != pgdev.Stopped {
+	purge := []string{l.DataDir, l.SocketDir, l.LakeDir, l.StateFile}
+	st, pf, _ := pgdev.StatusOf(l.DataDir)
+	if pf != nil && pf.SocketDir != l.SocketDir && strings.HasPrefix(filepath.Base(pf.SocketDir), "oml-sock-") {
+		// The server chose its short socket directory under another TMPDIR.
+		purge = append(purge, pf.SocketDir)
+	}
+	if st != pgdev.Stopped {
 		c, err := openCluster(ctx, f, l, false, 0, false)
 		if err != nil {
 			return err
@@ -68,7 +75,7 @@ func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
 		}
 	}
 	if opts.Purge {
-		for _, p := range []string{l.DataDir, l.SocketDir, l.LakeDir, l.StateFile} {
+		for _, p := range purge {
 			if _, err := os.Lstat(p); err != nil {
 				continue
 			}

@@ -1,11 +1,43 @@
 // Package store is the lake's object-store seam: one small interface (Store)
-// with a local-filesystem backend (file://), an S3 backend (s3://, through
-// aws-sdk-go-v2), an in-memory crashable backend for crash tests, and an
-// error-injecting wrapper for fault tests. One conformance suite runs against
-// every backend.
+// with a local-filesystem backend (File, file://), an S3 backend (S3, s3://,
+// through aws-sdk-go-v2), an in-memory crashable backend (Mem) for crash
+// tests, and an error-injecting wrapper (Faulty) for fault tests. One
+// conformance suite (storetest.Run) runs against every backend, so they agree
+// error for error. Open turns a lake URL into a Store; Sub scopes a Store to
+// a key prefix (a table is a Sub of the lake root); Probe checks that a store
+// really honors put-if-absent.
 //
-// The commit primitive is PutIfAbsent. On S3 it is a PUT with
-// If-None-Match: * (a 412 means someone else won); on a local filesystem it is
-// an exclusive create of a temporary file followed by link(2) to the final
-// name — never rename(2), which would silently overwrite a winner.
+// # Invariants
+//
+//   - PutIfAbsent is the commit primitive: of any number of concurrent
+//     callers for one key, in any number of processes, exactly one succeeds
+//     and the others get ErrExists; an existing object is never overwritten.
+//     On S3 it is a PUT with If-None-Match: * (412 → ErrExists). On a local
+//     filesystem it is a fully written, fsynced temporary file published with
+//     link(2) (EEXIST → ErrExists) — never rename(2), which would silently
+//     replace a winner.
+//   - Every write is whole: readers see the old object or all of the new one.
+//     Put is temp file + fsync + rename locally, one PutObject or a multipart
+//     upload (visible only at CompleteMultipartUpload) on S3.
+//   - An acknowledged write is durable: the file store fsyncs the file, the
+//     directory it was published in and every directory it had to create.
+//   - A write whose outcome is unknown (a timeout or a lost connection after
+//     the request was sent, a 5xx) is reported as ErrAmbiguous and is never
+//     retried into a different answer: a blind retry of a conditional write
+//     can report "someone else won" for our own write. The caller resolves it
+//     by reading the key back (the Delta layer compares the commit it finds
+//     with the one it wrote).
+//   - Keys are clean relative '/'-separated paths (ValidateKey); every
+//     backend refuses the same bad keys, so nothing escapes the root.
+//   - List is recursive below the prefix, in byte order of the keys (S3's
+//     order, not a directory walk's), and never shows the file backend's
+//     temporary files (.NAME.RANDOM.oml-tmp).
+//
+// # Failure handling
+//
+// Backends retry what certainly did not happen (throttling, 503, refused
+// connections) with jittered exponential backoff, bounded attempts and the
+// caller's context; what reaches the caller is success, a sentinel error
+// (ErrNotFound, ErrExists, ErrAmbiguous, ErrUnsupported, ErrInvalidKey) or a
+// terminal error. See docs/object-stores.md for the operator's view.
 package store

@@ -390,9 +390,17 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	}
 	ci["timestamp"] = now
 	ci["operation"] = c.Operation
-	ci["operationParameters"] = orEmpty(c.OperationParameters)
+	params, err := stringValues(c.OperationParameters)
+	if err != nil {
+		return -1, fmt.Errorf("delta: operationParameters: %w", err)
+	}
+	ci["operationParameters"] = params
 	if len(c.OperationMetrics) > 0 {
-		ci["operationMetrics"] = c.OperationMetrics
+		metrics, err := stringValues(c.OperationMetrics)
+		if err != nil {
+			return -1, fmt.Errorf("delta: operationMetrics: %w", err)
+		}
+		ci["operationMetrics"] = metrics
 	}
 	ci["engineInfo"] = EngineInfo()
 	ci["txnId"] = commitID
@@ -446,11 +454,24 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	return v, nil
 }
 
-func orEmpty(m map[string]any) map[string]any {
-	if m == nil {
-		return map[string]any{}
+// stringValues renders operationParameters/operationMetrics the way Spark
+// reads them (a map of strings): strings and nulls stay, any other value
+// becomes its JSON text ("3", "true", "[\"day\"]").
+func stringValues(m map[string]any) (map[string]any, error) {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		switch v.(type) {
+		case nil, string:
+			out[k] = v
+		default:
+			b, err := marshalNoEscape(v)
+			if err != nil {
+				return nil, fmt.Errorf("value of %q: %w", k, err)
+			}
+			out[k] = string(b)
+		}
 	}
-	return m
+	return out, nil
 }
 
 func marshalNoEscape(v any) ([]byte, error) {

@@ -132,7 +132,7 @@ func TestWriterCommitInfoFirstWithOperationAndExtras(t *testing.T) {
 	st := store.NewMem()
 	w := newTestTable(t, st)
 	_, err := w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("")},
-		OperationParameters: map[string]any{"mode": "Append"}, OperationMetrics: map[string]any{"numFiles": "1"},
+		OperationParameters: map[string]any{"mode": "Append", "partitionBy": []string{"day"}, "auto": false}, OperationMetrics: map[string]any{"numFiles": "1", "numOutputRows": 3},
 		Extra: map[string]any{"omlBatch": map[string]any{"fromSeq": 1, "toSeq": 9}}, Txn: &Txn{AppID: "a", Version: 9}})
 	require.NoError(t, err)
 	for v := int64(0); v <= 1; v++ {
@@ -153,6 +153,9 @@ func TestWriterCommitInfoFirstWithOperationAndExtras(t *testing.T) {
 		} else {
 			require.Equal(t, "WRITE", ci.Operation)
 			require.Contains(t, string(acts[0].CommitInfo), `"omlBatch":{"fromSeq":1,"toSeq":9}`)
+			// Spark reads parameters and metrics as maps of strings.
+			require.Equal(t, map[string]any{"mode": "Append", "partitionBy": `["day"]`, "auto": "false"}, ci.OperationParameters)
+			require.Equal(t, map[string]any{"numFiles": "1", "numOutputRows": "3"}, ci.OperationMetrics)
 			require.Equal(t, "txn", acts[len(acts)-1].Kind())
 			require.NotNil(t, acts[len(acts)-1].Txn.LastUpdated)
 		}

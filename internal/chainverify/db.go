@@ -104,6 +104,9 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	if opts.From != nil && opts.Tenant == nil {
 		return Report{}, errors.New("a trusted --from head needs --tenant")
 	}
+	if opts.From != nil && (opts.From.Seq < 1 || len(opts.From.Hash) != 32) {
+		return Report{}, errors.New("a trusted --from head needs a seq of 1 or more and a 32-byte hash")
+	}
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return Report{}, fmt.Errorf("begin the verification snapshot: %w", err)

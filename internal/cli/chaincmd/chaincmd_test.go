@@ -45,7 +45,7 @@ func TestNewCmdVerify_Flags(t *testing.T) {
 		{args: "--tenant acme --full --strict", want: chaincmd.VerifyOptions{Tenant: "acme", Full: true, Strict: true}},
 		{args: "--tenant acme --from 12 --from-hash " + hash, want: chaincmd.VerifyOptions{Tenant: "acme", From: 12, FromHash: hash}},
 		{args: "--from 12 --from-hash " + hash, wantErr: "--from needs --tenant"},
-		{args: "--tenant acme --from 12", wantErr: "--from needs --from-hash"},
+		{args: "--tenant acme --from 12", want: chaincmd.VerifyOptions{Tenant: "acme", From: 12}},
 		{args: "--tenant acme --from 12 --from-hash zz", wantErr: "64 hex characters"},
 		{args: "--tenant acme --from-hash " + hash, wantErr: "--from-hash needs --from"},
 		{args: "--tenant acme --from 12 --from-hash " + hash + " --full", wantErr: "contradict"},
@@ -167,6 +167,14 @@ func TestChainCommands_EndToEnd(t *testing.T) {
 	e.exec(t, `ALTER TABLE oml.journal ENABLE TRIGGER USER`)
 	e.exec(t, `UPDATE oml.chain_heads h SET seq = 7, hash = j.hash FROM oml.journal j
 WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 7`, e.acme)
+
+	// Resume from the witnessed head at seq 10 (hash taken from the lake).
+	code, out, stderr = e.run(t, "chain", "verify", "--tenant", "globex", "--from", "10", "--no-checkpoint")
+	require.Equal(t, cliutil.ExitOK, code, stderr+out)
+	require.Contains(t, out, "\tglobex\t10\t10\t")
+	code, _, stderr = e.run(t, "chain", "verify", "--tenant", "globex", "--from", "9")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, "is witnessed at seq 9")
 
 	code, _, stderr = e.run(t, "chain", "head")
 	require.Equal(t, cliutil.ExitFindings, code)

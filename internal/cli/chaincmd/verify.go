@@ -3,15 +3,18 @@ package chaincmd
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -53,8 +56,9 @@ bad-genesis, head-mismatch, tail-lost, fork.
 
 A clean chain's verified head is stored as a checkpoint (oml.chain_checkpoints)
 so the next run checks only what is new; --full starts from every genesis.
---from SEQ --from-hash HEX resumes one tenant from a head you trust (a
-witnessed one, or one you wrote down). Signatures are checked on every core;
+--from SEQ --from-hash HEX resumes one tenant from a head you trust (one you
+wrote down); --from SEQ alone takes the hash from the head witnessed at that
+seq in the lake (oml chain head shows witnessed seqs). Signatures are checked on every core;
 by default in batches under the cofactored rule, --strict one by one with
 crypto/ed25519 (see docs/chain-verify.md, "Signatures oml accepts").
 
@@ -69,9 +73,6 @@ Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
 			}
 			if opts.From > 0 && opts.Tenant == "" {
 				return cliutil.FlagErrorf("--from needs --tenant: a trusted head belongs to one chain")
-			}
-			if opts.From > 0 && opts.FromHash == "" {
-				return cliutil.FlagErrorf("--from needs --from-hash: a head is trusted because its hash came from outside the database")
 			}
 			if opts.FromHash != "" && opts.From == 0 {
 				return cliutil.FlagErrorf("--from-hash needs --from SEQ")
@@ -143,6 +144,11 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 		dbo.Tenant = &id
 		if opts.From > 0 {
 			h, _ := hex.DecodeString(opts.FromHash)
+			if opts.FromHash == "" {
+				if h, err = witnessedHash(ctx, opts.F, pool, id, opts.From); err != nil {
+					return err
+				}
+			}
 			dbo.From = &chainverify.Head{Seq: opts.From, Hash: h}
 		}
 	}
@@ -246,4 +252,35 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 		return cliutil.Findingsf("%d chain(s) failed verification: see the findings above (docs/chain-verify.md explains each reason)", n)
 	}
 	return nil
+}
+
+// witnessedHash is the hash of tenant's head witnessed at exactly seq, for
+// --from without --from-hash. The witness must verify under an issued key.
+func witnessedHash(ctx context.Context, f *cliutil.Factory, pool *pgxpool.Pool, tenant uuid.UUID, seq int64) ([]byte, error) {
+	st, err := openLake(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	if st == nil {
+		return nil, cliutil.FlagErrorf("--from %d needs --from-hash, or a lake (--lake or OML_LAKE_URL) holding a head witnessed at seq %d", seq, seq)
+	}
+	h, err := witness.Read(ctx, st, witness.Key(tenant, seq))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, cliutil.FlagErrorf("no head of tenant %s is witnessed at seq %d: give --from-hash, or a witnessed seq (see oml chain head)", tenant, seq)
+	}
+	if err != nil {
+		return nil, cliutil.AsConfigError(err)
+	}
+	trusted, err := issuedKeys(ctx, pool)
+	if err != nil {
+		return nil, cliutil.AsConfigError(err)
+	}
+	pub, ok := trusted(h.KeyID)
+	if !ok {
+		return nil, cliutil.ConfigErrorf("the head witnessed at seq %d is signed by key %s, which the deployment never issued: give --from-hash", seq, h.KeyID)
+	}
+	if err := h.Verify(pub); err != nil {
+		return nil, cliutil.ConfigErrorf("%v: give --from-hash", err)
+	}
+	return h.HashBytes(), nil
 }

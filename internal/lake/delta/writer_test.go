@@ -601,3 +601,33 @@ func TestWriterHappyPathNeverLists(t *testing.T) {
 	require.Equal(t, opened, fs.Count(store.OpList))
 	require.Equal(t, gets, fs.Count(store.OpGet), "no commit was read back")
 }
+
+// TestS3AmbiguousCommitResolvedByReadBack: on a real S3 server, a commit
+// PUT that lands but is reported ambiguous resolves to success by reading
+// the object back; one that lost resolves to a conflict.
+func TestS3AmbiguousCommitResolvedByReadBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.MustSub(s3test.NewBucket(t, nil).Store, "t/bronze/events")
+	newTestTable(t, st)
+	fs := store.NewFaulty(st, store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent}, Key: "_delta_log/00000000000000000001.json", Kind: store.FaultAmbiguous, Times: 1})
+	w, err := OpenWriter(ctx, fs, Options{})
+	require.NoError(t, err)
+	v, err := w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("")}, Txn: &Txn{AppID: "a", Version: 1}})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), v)
+
+	other, err := OpenWriter(ctx, st, Options{})
+	require.NoError(t, err)
+	_, err = other.Commit(ctx, Commit{Operation: "WRITE", Txn: &Txn{AppID: "b", Version: 1}})
+	require.NoError(t, err)
+	fs.SetRules(store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent}, Key: "_delta_log/00000000000000000002.json", Kind: store.FaultAmbiguous, Times: 1})
+	_, err = w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("")}, Txn: &Txn{AppID: "a", Version: 2}})
+	var ce *ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.True(t, ce.TxnApplied("b", 1))
+	snap, err := Load(ctx, st)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), snap.Version())
+	require.Equal(t, 1, snap.NumFiles())
+}

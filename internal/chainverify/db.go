@@ -82,12 +82,16 @@ type Report struct {
 var ErrNoProvider = errors.New("the journal has no provider chain: run `oml init` first")
 
 type dbTenant struct {
-	id        uuid.UUID
-	start     Head // trusted start (zero: genesis)
-	resumed   bool
-	anchorBad *Finding
-	head      *Head // oml.chain_heads row
-	result    *ChainResult
+	id uuid.UUID
+	// dbSeq is the journal's last seq for this tenant, when an anchor check
+	// read it; a chain resumed at dbSeq has nothing new to read.
+	dbSeq      int64
+	dbSeqKnown bool
+	start      Head // trusted start (zero: genesis)
+	resumed    bool
+	anchorBad  *Finding
+	head       *Head // oml.chain_heads row
+	result     *ChainResult
 }
 
 // VerifyDB verifies the journal in pool: every chain (or one tenant's and
@@ -357,10 +361,11 @@ ORDER BY ids.tenant_id`
 			}{"trusted --from head", *opts.From})
 		}
 		for _, a := range anchors {
-			f, err := checkAnchor(ctx, tx, t.id, a.kind, a.h)
+			f, dbSeq, err := checkAnchor(ctx, tx, t.id, a.kind, a.h)
 			if err != nil {
 				return nil, err
 			}
+			t.dbSeq, t.dbSeqKnown = dbSeq, true
 			if f != nil && (t.anchorBad == nil || f.Seq < t.anchorBad.Seq) {
 				t.anchorBad = f
 			}
@@ -385,24 +390,28 @@ ORDER BY ids.tenant_id`
 // witness, a trusted --from) with the journal: a journal that no longer
 // reaches the anchored seq lost its tail; one that holds another hash there
 // forked. Both heads go into the evidence.
-func checkAnchor(ctx context.Context, q Querier, tenant uuid.UUID, kind string, a Head) (*Finding, error) {
-	return checkAnchorQ(ctx, q, tenant, kind, a)
-}
-
-func checkAnchorQ(ctx context.Context, q Querier, tenant uuid.UUID, kind string, a Head) (*Finding, error) {
+func checkAnchor(ctx context.Context, q Querier, tenant uuid.UUID, kind string, a Head) (f *Finding, dbSeq int64, err error) {
 	var stored, dbHash []byte
 	var maxSeq *int64
-	err := q.QueryRow(ctx, `
+	err = q.QueryRow(ctx, `
 SELECT (SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2),
        m.seq, (SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = m.seq)
 FROM (SELECT max(seq) AS seq FROM oml.journal WHERE tenant_id = $1) m`, tenant, a.Seq).Scan(&stored, &maxSeq, &dbHash)
 	if err != nil {
-		return nil, fmt.Errorf("check tenant %s against its %s: %w", tenant, kind, err)
+		return nil, 0, fmt.Errorf("check tenant %s against its %s: %w", tenant, kind, err)
 	}
-	var dbSeq int64
 	if maxSeq != nil {
 		dbSeq = *maxSeq
 	}
+	return anchorFinding(tenant, kind, a, stored, dbSeq, dbHash), dbSeq, nil
+}
+
+func checkAnchorQ(ctx context.Context, q Querier, tenant uuid.UUID, kind string, a Head) (*Finding, error) {
+	f, _, err := checkAnchor(ctx, q, tenant, kind, a)
+	return f, err
+}
+
+func anchorFinding(tenant uuid.UUID, kind string, a Head, stored []byte, dbSeq int64, dbHash []byte) *Finding {
 	ev := map[string]string{
 		"anchor":       kind,
 		"anchor_seq":   fmt.Sprint(a.Seq),
@@ -413,16 +422,16 @@ FROM (SELECT max(seq) AS seq FROM oml.journal WHERE tenant_id = $1) m`, tenant, 
 	switch {
 	case stored == nil && dbSeq < a.Seq:
 		return &Finding{Tenant: tenant, Seq: dbSeq + 1, Reason: ReasonTailLost, Evidence: ev,
-			Detail: fmt.Sprintf("the journal ends at seq %d but the %s saw seq %d: committed events were lost", dbSeq, kind, a.Seq)}, nil
+			Detail: fmt.Sprintf("the journal ends at seq %d but the %s saw seq %d: committed events were lost", dbSeq, kind, a.Seq)}
 	case stored == nil:
 		return &Finding{Tenant: tenant, Seq: a.Seq, Reason: ReasonTailLost, Evidence: ev,
-			Detail: fmt.Sprintf("seq %d, seen by the %s, is missing from the journal", a.Seq, kind)}, nil
+			Detail: fmt.Sprintf("seq %d, seen by the %s, is missing from the journal", a.Seq, kind)}
 	case !bytes.Equal(stored, a.Hash):
 		ev["db_hash"] = hex.EncodeToString(stored)
 		return &Finding{Tenant: tenant, Seq: a.Seq, Reason: ReasonFork, Evidence: ev,
-			Detail: fmt.Sprintf("the journal holds a different event at seq %d than the %s saw", a.Seq, kind)}, nil
+			Detail: fmt.Sprintf("the journal holds a different event at seq %d than the %s saw", a.Seq, kind)}
 	}
-	return nil, nil
+	return nil
 }
 
 // sortFindings orders findings by tenant (the provider first), then seq.
@@ -452,6 +461,9 @@ func journalSource(ctx context.Context, tx pgx.Tx, tenants []*dbTenant, page int
 		ev := &Event{}
 		for _, t := range tenants {
 			after := t.start.Seq
+			if t.dbSeqKnown && t.dbSeq <= after {
+				continue // nothing past the trusted start (read in the same snapshot)
+			}
 			for {
 				n, stop, err := journalPageRead(ctx, tx, t.id, after, page, ev, yield, skip)
 				if err != nil {

@@ -26,6 +26,9 @@ const (
 	Hang
 	// Respond answers with an S3 error (Status, Code) without forwarding.
 	Respond
+	// CutBody forwards the request and the response headers, then closes
+	// the connection halfway through the body.
+	CutBody
 )
 
 // Decision is the proxy's choice for one request.
@@ -104,6 +107,15 @@ func NewProxy(t testing.TB, upstream string, decide func(r *http.Request) Decisi
 			w.Header()[k] = v
 		}
 		w.WriteHeader(resp.StatusCode)
+		if d.Action == CutBody && resp.ContentLength > 1 {
+			_, _ = io.CopyN(w, resp.Body, resp.ContentLength/2)
+			rc := http.NewResponseController(w)
+			_ = rc.Flush()
+			if conn, _, err := rc.Hijack(); err == nil {
+				conn.Close()
+			}
+			return
+		}
 		_, _ = io.Copy(w, resp.Body)
 	}))
 	p.URL = p.srv.URL

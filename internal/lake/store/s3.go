@@ -241,19 +241,50 @@ func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: &k})
+	var data []byte
+	err = s.retryBody(ctx, func() error {
+		out, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.cfg.Bucket, Key: &k})
+		if err != nil {
+			return err // already retried by the SDK
+		}
+		defer out.Body.Close()
+		var buf bytes.Buffer
+		if out.ContentLength != nil && *out.ContentLength > 0 {
+			buf.Grow(int(*out.ContentLength))
+		}
+		if _, err := buf.ReadFrom(out.Body); err != nil {
+			return &bodyError{err}
+		}
+		data = buf.Bytes()
+		return nil
+	})
 	if err != nil {
 		return nil, s.wrap(OpGet, key, err)
 	}
-	defer out.Body.Close()
-	var buf bytes.Buffer
-	if out.ContentLength != nil && *out.ContentLength > 0 {
-		buf.Grow(int(*out.ContentLength))
+	return data, nil
+}
+
+// bodyError marks a failure while streaming a response body (a reset or a
+// stall), which the SDK's retryer never sees because it happens after the
+// operation returned.
+type bodyError struct{ err error }
+
+func (e *bodyError) Error() string { return "reading the response body: " + e.err.Error() }
+func (e *bodyError) Unwrap() error { return e.err }
+
+// retryBody runs a read, retrying it (jittered backoff, bounded attempts)
+// when streaming its body failed; reads are idempotent.
+func (s *S3) retryBody(ctx context.Context, read func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := read()
+		var be *bodyError
+		if err == nil || !errors.As(err, &be) || attempt >= s.cfg.MaxAttempts || ctx.Err() != nil {
+			return err
+		}
+		if err := sleepBackoff(ctx, attempt, s.cfg.MaxBackoff); err != nil {
+			return err
+		}
 	}
-	if _, err := buf.ReadFrom(out.Body); err != nil {
-		return nil, s.wrap(OpGet, key, err)
-	}
-	return buf.Bytes(), nil
 }
 
 func (s *S3) Stat(ctx context.Context, key string) (ObjectInfo, error) {
@@ -308,17 +339,27 @@ func (o *s3Object) ReadAt(p []byte, off int64) (int, error) {
 	}
 	end := min(off+int64(len(p)), o.size) // exclusive
 	rng := fmt.Sprintf("bytes=%d-%d", off, end-1)
-	out, err := o.s.client.GetObject(o.ctx, &s3.GetObjectInput{Bucket: &o.s.cfg.Bucket, Key: &o.key, Range: &rng, IfMatch: o.etag})
+	var n int
+	err := o.s.retryBody(o.ctx, func() error {
+		out, err := o.s.client.GetObject(o.ctx, &s3.GetObjectInput{Bucket: &o.s.cfg.Bucket, Key: &o.key, Range: &rng, IfMatch: o.etag})
+		if err != nil {
+			return err
+		}
+		defer out.Body.Close()
+		n, err = io.ReadFull(out.Body, p[:end-off])
+		if err != nil {
+			return &bodyError{err}
+		}
+		return nil
+	})
 	if err != nil {
 		if httpStatus(err) == http.StatusPreconditionFailed {
 			return 0, fmt.Errorf("%s: read %q: the object was replaced while it was being read; reopen it", o.s, o.rel)
 		}
-		return 0, o.s.wrap(OpOpen, o.rel, err)
-	}
-	defer out.Body.Close()
-	n, err := io.ReadFull(out.Body, p[:end-off])
-	if err != nil {
-		return n, fmt.Errorf("%s: read %q at %d: %w", o.s, o.rel, off, err)
+		if isNotFound(err) {
+			return 0, o.s.wrap(OpOpen, o.rel, err)
+		}
+		return 0, fmt.Errorf("%s: read %q at %d: %w", o.s, o.rel, off, err)
 	}
 	if n < len(p) {
 		return n, io.EOF

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"net/http"
 	"sync/atomic"
@@ -171,4 +172,36 @@ func TestS3UnreachableEndpointFailsWithoutAmbiguity(t *testing.T) {
 	require.Error(t, err)
 	require.NotErrorIs(t, err, store.ErrAmbiguous, "a refused connection never sent the write")
 	require.ErrorContains(t, err, "not applied after 3 attempts")
+}
+
+func TestS3ReadsRetryABodyCutMidway(t *testing.T) {
+	t.Parallel()
+	b := s3test.NewBucket(t, nil)
+	var cuts atomic.Int32
+	proxy := s3test.NewProxy(t, b.Server.Endpoint, func(r *http.Request) s3test.Decision {
+		if r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "" && cuts.Add(1)%2 == 1 {
+			return s3test.Decision{Action: s3test.CutBody} // every other GET
+		}
+		return s3test.Decision{Action: s3test.Pass}
+	})
+	cfg := b.Server.Config(b.Name)
+	cfg.Endpoint = proxy.URL
+	cfg.MaxBackoff = 20 * time.Millisecond
+	s, err := store.OpenS3(context.Background(), cfg)
+	require.NoError(t, err)
+	ctx := context.Background()
+	body := []byte("0123456789abcdefghijklmnopqrstuvwxyz")
+	require.NoError(t, b.Store.Put(ctx, "part-0.parquet", bytes.NewReader(body), int64(len(body))))
+
+	got, err := s.Get(ctx, "part-0.parquet")
+	require.NoError(t, err)
+	require.Equal(t, body, got)
+
+	obj, err := s.Open(ctx, "part-0.parquet")
+	require.NoError(t, err)
+	buf := make([]byte, 10)
+	n, err := obj.ReadAt(buf, 20)
+	require.NoError(t, err)
+	require.Equal(t, "klmnopqrst", string(buf[:n]))
+	require.EqualValues(t, 4, cuts.Load(), "two cut bodies, two retries")
 }

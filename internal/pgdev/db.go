@@ -10,9 +10,17 @@ import (
 // EnsureDatabase creates database name (owned by the superuser) unless it
 // exists. It reports whether it created it.
 func (c *Cluster) EnsureDatabase(ctx context.Context, name string) (bool, error) {
-	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	return EnsureDatabase(ctx, c.URL("postgres"), name)
+}
+
+// EnsureDatabase is Cluster.EnsureDatabase for a server known by a
+// connection string to an existing database (use the postmaster.pid's
+// socket and port for a running cluster: they may differ from a fresh
+// Config's).
+func EnsureDatabase(ctx context.Context, adminURL, name string) (bool, error) {
+	conn, err := pgx.Connect(ctx, adminURL)
 	if err != nil {
-		return false, fmt.Errorf("cannot connect to the cluster at %s: %w", c.cfg.SocketDir, err)
+		return false, fmt.Errorf("cannot connect to the cluster: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var exists bool

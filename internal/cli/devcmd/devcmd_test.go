@@ -192,6 +192,16 @@ func TestDevUp_TCPPortAndNamedDatabase(t *testing.T) {
 	r = run(t, "up", "--dir", dir, "--port", "1")
 	require.Equal(t, cliutil.ExitUsage, r.code, "a different port while running")
 	require.ErrorContains(t, r.err, "oml dev down")
+
+	// Without --port, a second up finds the running server on its own port
+	// and creates another database there.
+	r = run(t, "up", "--dir", dir, "--database", "second")
+	require.NoError(t, r.err, r.stderr)
+	require.Contains(t, r.stdout, "Already running")
+	r = run(t, "env", "--dir", dir)
+	require.NoError(t, r.err)
+	require.NoError(t, connect(t, envOf(t, r.stdout)["OML_DATABASE_URL"]).QueryRow(ctx, "SELECT current_database()").Scan(&db))
+	require.Equal(t, "second", db)
 }
 
 func TestDevUp_BadFlags(t *testing.T) {

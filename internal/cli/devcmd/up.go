@@ -114,7 +114,8 @@ func upRun(ctx context.Context, f *cliutil.Factory, opts *upOptions) error {
 			return cliutil.ConfigErrorf("PostgreSQL started but its postmaster.pid in %s is unreadable; see %s", l.DataDir, c.Config().LogFile)
 		}
 	}
-	if _, err := c.EnsureDatabase(ctx, opts.Database); err != nil {
+	admin := pgdev.SocketURL(pf.SocketDir, pf.Port, pgdev.SuperUser, "postgres")
+	if _, err := pgdev.EnsureDatabase(ctx, admin, opts.Database); err != nil {
 		return cliutil.AsConfigError(err)
 	}
 	if err := os.MkdirAll(l.LakeDir, 0o755); err != nil {

@@ -3,13 +3,19 @@ package store_test
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net/http"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/store/storetest"
 	"github.com/stretchr/testify/require"
 )
 
@@ -204,4 +210,19 @@ func TestS3ReadsRetryABodyCutMidway(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "klmnopqrst", string(buf[:n]))
 	require.EqualValues(t, 4, cuts.Load(), "two cut bodies, two retries")
+}
+
+func TestS3FailedMultipartPutIsAbortedAndInvisible(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := s3test.NewBucket(t, storetest.MultipartConfig)
+	body := make([]byte, storetest.LargeSize)
+	r := io.MultiReader(bytes.NewReader(body[:11<<20]), iotest.ErrReader(errors.New("disk on fire")))
+	err := b.Store.Put(ctx, "part-0.parquet", r, int64(len(body)))
+	require.ErrorContains(t, err, "disk on fire")
+	_, err = b.Store.Stat(ctx, "part-0.parquet")
+	require.ErrorIs(t, err, store.ErrNotFound)
+	ups, err := b.Store.Client().ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(b.Name)})
+	require.NoError(t, err)
+	require.Empty(t, ups.Uploads, "the failed upload was not aborted")
 }

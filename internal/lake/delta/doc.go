@@ -16,7 +16,7 @@
 //   - the writer (Writer): create, append, copy-on-write rewrite, txn,
 //     commit by put-if-absent with typed conflicts and ambiguous-write
 //     resolution;
-//   - checkpoints, log cleanup and vacuum.
+//   - checkpoints, compaction (Optimize), log cleanup and vacuum.
 //
 // # Invariants
 //

@@ -63,11 +63,21 @@ func baseDir() string {
 	return os.TempDir()
 }
 
+// maxBaseLen keeps BASE/oml-testdb-NNNNNNNNNN/s/.s.PGSQL.5432 inside the
+// unix socket path limit; a longer base (macOS's TMPDIR) yields to /tmp.
+const maxBaseLen = 55
+
 func startLocal(ctx context.Context) (*server, error) {
 	base := baseDir()
-	removeStale(ctx, base)
-	if base != os.TempDir() {
-		removeStale(ctx, os.TempDir())
+	if len(base) > maxBaseLen && os.Getenv(EnvDir) == "" {
+		base = "/tmp"
+	}
+	seen := map[string]bool{}
+	for _, d := range []string{base, os.TempDir(), "/dev/shm", "/tmp"} {
+		if !seen[d] {
+			seen[d] = true
+			removeStale(ctx, d)
+		}
 	}
 
 	bin, err := pgdev.FindBinaries(ctx, 0)

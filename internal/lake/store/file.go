@@ -232,6 +232,9 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := os.Link(tmp, p); err != nil {
 		switch {
 		case errors.Is(err, fs.ErrExist):
+			if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
+				return fmt.Errorf("%s: put-if-absent %q: a directory of that name holds other objects, so this key cannot be stored", f, key)
+			}
 			return fmt.Errorf("%s: put-if-absent %q: %w", f, key, ErrExists)
 		case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOTSUP), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EXDEV):
 			return fmt.Errorf("%s: put-if-absent %q: this filesystem does not support hard links (%v): %w", f, key, err, ErrUnsupported)

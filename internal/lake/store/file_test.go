@@ -58,3 +58,14 @@ func TestFileStoreRefusesRelativeRoot(t *testing.T) {
 	_, err := store.NewFile("relative/lake")
 	require.ErrorContains(t, err, "not an absolute path")
 }
+
+func TestFileStoreKeyThatIsADirectoryIsNotReportedAsExisting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, s.PutIfAbsent(ctx, "x/y", []byte("1")))
+	err = s.PutIfAbsent(ctx, "x", []byte("2"))
+	require.ErrorContains(t, err, "a directory of that name holds other objects")
+	require.NotErrorIs(t, err, store.ErrExists)
+}

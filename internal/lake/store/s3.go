@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +67,7 @@ const (
 	DefaultPartSize           = 8 << 20
 	DefaultMultipartThreshold = 16 << 20
 	minPartSize               = 5 << 20
+	maxParts                  = 10000 // S3's limit per multipart upload
 )
 
 func (c *S3Config) setDefaults() {
@@ -436,6 +438,11 @@ func (s *S3) putMultipart(ctx context.Context, key, k string, r io.Reader, size 
 			pool.Put(bufp)
 			break
 		}
+		if num > maxParts {
+			pool.Put(bufp)
+			_ = g.Wait()
+			return s.wrap(OpPut, key, fmt.Errorf("the body needs more than %d parts of %d bytes; raise the part size", maxParts, s.cfg.PartSize))
+		}
 		total += int64(n)
 		g.Go(func() error {
 			defer pool.Put(bufp)
@@ -487,11 +494,7 @@ func (s *S3) putMultipart(ctx context.Context, key, k string, r io.Reader, size 
 }
 
 func sortParts(parts []types.CompletedPart) {
-	for i := 1; i < len(parts); i++ {
-		for j := i; j > 0 && *parts[j].PartNumber < *parts[j-1].PartNumber; j-- {
-			parts[j], parts[j-1] = parts[j-1], parts[j]
-		}
-	}
+	slices.SortFunc(parts, func(a, b types.CompletedPart) int { return int(*a.PartNumber - *b.PartNumber) })
 }
 
 // PutIfAbsent is PutObject with If-None-Match: *. It retries only attempts

@@ -14,11 +14,14 @@
 //		...
 //	}
 //
+// Main (or Run, which returns the exit code instead of exiting) wraps
+// m.Run; Configure registers options from elsewhere (an init function).
+//
 // One cluster per test binary. The first New (or Cluster) call starts a
 // throwaway cluster from the system's PostgreSQL binaries (internal/pgdev) in
-// a directory named oml-testdb-* under the temp dir, listening only on a
-// unix socket in that directory, with fsync off (it is thrown away) and
-// max_connections 300. Main stops it and deletes the directory after m.Run.
+// a directory named oml-testdb-* (under /dev/shm when it is roomy, else the
+// temp dir), listening only on a unix socket in that directory, with fsync
+// off (it is thrown away) and max_connections 300. Main stops it and deletes the directory after m.Run.
 //
 // Fresh databases by cloning. A template hook (for example the schema
 // migration) runs once per binary, lazily, into a template database; each
@@ -49,6 +52,7 @@
 //     dropped at the end of each test and of the binary. Roles are
 //     cluster-wide, so template hooks that create roles must tolerate
 //     running concurrently with other binaries against the same server.
-//   - TMPDIR: where the per-binary cluster directories go.
+//   - OML_TESTDB_DIR: where the per-binary cluster directories go
+//     (default /dev/shm if roomy, else TMPDIR).
 //   - OML_PG_BINDIR: which PostgreSQL installation to use (see pgdev).
 package testdb

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/schema"
@@ -27,7 +29,17 @@ import (
 	"github.com/omlhq/oml/internal/workload"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+// TestMain gives the package a throwaway PostgreSQL cluster and, for the S3
+// tests, a real S3 server; both are removed at the end.
+func TestMain(m *testing.M) {
+	testdb.Configure(testdb.WithTemplate(schema.Migrate))
+	code := s3test.Main(m)
+	if err := testdb.Shutdown(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
 
 type bundle struct {
 	pool    *pgxpool.Pool
@@ -38,8 +50,13 @@ type bundle struct {
 // setup gives a migrated, initialised database with n tenants.
 func setup(t *testing.T, n int) *bundle {
 	t.Helper()
+	return setupOn(t, testdb.New(t), n)
+}
+
+func setupOn(t *testing.T, db *testdb.DB, n int) *bundle {
+	t.Helper()
 	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
+	pool := db.Pool(t)
 	k, err := keys.Generate()
 	require.NoError(t, err)
 	_, err = tenant.Init(ctx, pool, k)
@@ -250,6 +267,9 @@ WHERE o.target = 'silver.claims' ORDER BY o.seq`)
 		require.Equalf(t, want, got[k], "silver state of %v", k)
 	}
 }
+
+// writeKey stores the bundle's deployment key for a child process.
+func writeKey(path string, b *bundle) error { return keys.WriteFile(path, b.key, false) }
 
 func sortedInt64(s []int64) []int64 {
 	out := append([]int64(nil), s...)

@@ -182,10 +182,13 @@ func (w *tenantWriter) round(ctx context.Context, round int) error {
 		}
 		if w.lim != nil {
 			if err := w.lim.wait(ctx, len(pending)); err != nil {
-				return err
+				return nil // stopped while waiting for the rate limit
 			}
 		}
 		if _, err := chain.Append(ctx, w.pool, w.signer, w.tenant, pending...); err != nil {
+			if ctx.Err() != nil {
+				return nil // stopped: the last transaction committed or rolled back whole
+			}
 			return fmt.Errorf("workload: append to tenant %s: %w", w.tenant, err)
 		}
 		w.st.appends.Add(1)

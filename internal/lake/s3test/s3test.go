@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,18 +20,18 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 )
 
-// Credentials and region of the test server (not secrets: a throwaway
-// server on loopback).
-const (
-	AccessKey = "omltestak"
-	SecretKey = "omltestsecretkey"
-	Region    = "us-east-1"
-)
+// Region is the test server's region.
+const Region = "us-east-1"
 
-// Server is a running versitygw.
+// Server is a running versitygw. Its root credentials are random per server
+// (not secrets: a throwaway server on loopback), so a client can never
+// mistake another test binary's server, started on the same port a moment
+// earlier, for its own.
 type Server struct {
-	Endpoint string // http://127.0.0.1:PORT
-	Dir      string
+	Endpoint  string // http://127.0.0.1:PORT
+	Dir       string
+	AccessKey string
+	SecretKey string
 
 	cmd    *exec.Cmd
 	exited chan struct{}
@@ -145,8 +144,14 @@ func start(bin string) (*Server, error) {
 		return nil, err
 	}
 	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	var rnd [16]byte
+	if _, err := rand.Read(rnd[:]); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	access, secret := "omltest"+hex.EncodeToString(rnd[:4]), hex.EncodeToString(rnd[4:])
 	cmd := exec.Command(bin, "--port", addr, "--region", Region, "--quiet", "posix", dir)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+AccessKey, "ROOT_SECRET_KEY="+SecretKey)
+	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+access, "ROOT_SECRET_KEY="+secret)
 	logPath := filepath.Join(os.TempDir(), filepath.Base(dir)+".log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -161,7 +166,7 @@ func start(bin string) (*Server, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("starting %s: %w", bin, err)
 	}
-	s := &Server{Endpoint: "http://" + addr, Dir: dir, cmd: cmd, exited: make(chan struct{})}
+	s := &Server{Endpoint: "http://" + addr, Dir: dir, AccessKey: access, SecretKey: secret, cmd: cmd, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(s.exited) }() //nolint:errcheck
 	if err := s.waitReady(30 * time.Second); err != nil {
 		s.Stop()
@@ -181,29 +186,38 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitReady polls until the server answers any HTTP request. Polling is the
-// only signal an external process gives; the loop ends early if it exits.
+// waitReady polls until the server answers a request signed with its own
+// credentials (another server on a reused port would refuse them). Polling
+// is the only signal an external process gives; the loop ends early if the
+// process exits.
 func (s *Server) waitReady(limit time.Duration) error {
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(limit)
-	for time.Now().Before(deadline) {
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	defer cancel()
+	cfg := s.Config("oml-ready-check")
+	cfg.MaxAttempts = 1
+	cfg.RequestTimeout = time.Second
+	st, err := store.OpenS3(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	for {
 		select {
 		case <-s.exited:
 			return errors.New("the server exited during startup")
 		default:
 		}
-		resp, err := client.Get(s.Endpoint + "/")
+		_, err = st.Client().ListBuckets(ctx, &s3.ListBucketsInput{})
 		if err == nil {
-			resp.Body.Close()
 			return nil
 		}
 		select {
 		case <-s.exited:
 			return errors.New("the server exited during startup")
+		case <-ctx.Done():
+			return fmt.Errorf("not ready after %s: %w", limit, err)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("not ready after %s", limit)
 }
 
 // Stop terminates the server (SIGTERM, then SIGKILL) and removes its data.
@@ -224,8 +238,8 @@ func (s *Server) Stop() {
 func (s *Server) Env() []string {
 	return []string{
 		"AWS_ENDPOINT_URL=" + s.Endpoint,
-		"AWS_ACCESS_KEY_ID=" + AccessKey,
-		"AWS_SECRET_ACCESS_KEY=" + SecretKey,
+		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + s.SecretKey,
 		"AWS_REGION=" + Region,
 		// Keep a developer's profile and IMDS out of the child's config.
 		"AWS_CONFIG_FILE=" + os.DevNull,
@@ -240,7 +254,7 @@ func (s *Server) Env() []string {
 func (s *Server) Config(bucket string) store.S3Config {
 	return store.S3Config{
 		Bucket: bucket, Endpoint: s.Endpoint, Region: Region,
-		AccessKeyID: AccessKey, SecretAccessKey: SecretKey,
+		AccessKeyID: s.AccessKey, SecretAccessKey: s.SecretKey,
 	}
 }
 

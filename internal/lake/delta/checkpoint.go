@@ -360,11 +360,32 @@ func (w *Writer) Checkpoint(ctx context.Context) (CheckpointResult, error) {
 	if w.broken != nil {
 		return CheckpointResult{}, w.broken
 	}
-	res, err := WriteCheckpoint(ctx, w.st, w.snap, w.opts.now())
+	now := w.opts.now()
+	res, err := WriteCheckpoint(ctx, w.st, w.snap, now)
 	if err == nil || errors.Is(err, errHintOnly) {
 		w.snap.checkpointVersion = w.snap.version
+		w.snap.dropExpiredTombstones(now)
 	}
 	return res, err
+}
+
+// dropExpiredTombstones forgets the removes a checkpoint written now would
+// drop, so a long-running writer's memory does not grow with every remove
+// it ever made, and its snapshot stays equal to a reload from that
+// checkpoint. The map is rebuilt because Go maps never shrink.
+func (s *Snapshot) dropExpiredTombstones(now time.Time) {
+	retention, err := s.DeletedFileRetention()
+	if err != nil {
+		return
+	}
+	cutoff := now.Add(-retention).UnixMilli()
+	kept := make(map[string]*Remove, len(s.tombstones))
+	for k, r := range s.tombstones {
+		if r.DeletionTimestamp != nil && *r.DeletionTimestamp > cutoff {
+			kept[k] = r
+		}
+	}
+	s.tombstones = kept
 }
 
 var errHintOnly = errors.New("only the checkpoint hint failed")

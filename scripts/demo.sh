@@ -138,23 +138,28 @@ export OML_SIGNING_KEY_FILE="$work/.oml/signing.key"
 step "Deployment key" "key generate" --out "$OML_SIGNING_KEY_FILE"
 step "Schema and deployment genesis" "init"
 initialized=$ran
-after_init step "Tenants" "tenant create" acme
-after_init step "Tenants" "tenant create" globex
-after_init step "Tenants" "tenant list"
+after_init step "Create tenant acme" "tenant create" acme
+after_init step "Create tenant globex" "tenant create" globex
+after_init step "List tenants" "tenant list"
 after_init step "Workload through the real append path" "dev load" --tenants 3 --claims 100 --poison 2 --seed 42
 after_init step "Drain the outbox into the lake" "lake drain" --once
 after_init step "Lake status" "lake status"
 
-# Inspect one tenant's tables by URL (tenant ids are generated).
-bronze=""
+# Inspect one customer tenant's tables by URL (tenant ids are generated; the
+# all-zero provider tenant only as a last resort).
+tenant_dir=""
 if [[ -d $work/.oml/lake ]]; then
-  bronze=$(find "$work/.oml/lake" -mindepth 3 -maxdepth 3 -path '*/bronze/events' -type d 2>/dev/null | sort | head -n 1)
+  tenant_dir=$(find "$work/.oml/lake" -mindepth 3 -maxdepth 3 -path '*/bronze/events' -type d 2>/dev/null |
+    sed 's#/bronze/events$##' | sort | awk '!/\/00000000-0000-0000-0000-000000000000$/ {print; found=1; exit} {first=first ? first : $0} END {if (!found && first) print first}')
 fi
-if [[ -n $bronze ]]; then
-  step "A bronze table" "lake inspect" "file://$bronze"
-  step "Its commits" "lake history" "file://$bronze"
+if [[ -n $tenant_dir ]]; then
+  step "A tenant's bronze table (one row per journal event)" "lake inspect" "file://$tenant_dir/bronze/events"
+  step "Its commits" "lake history" "file://$tenant_dir/bronze/events"
+  if [[ -d $tenant_dir/silver/claims ]]; then
+    step "The same tenant's silver claims (promoted bodies, ciphertext only)" "lake inspect" "file://$tenant_dir/silver/claims"
+  fi
 else
-  header "A bronze table"
+  header "A tenant's tables"
   echo "(skipped: no Delta table under $work/.oml/lake yet)"
 fi
 

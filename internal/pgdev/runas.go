@@ -98,6 +98,9 @@ func createServiceUser(ctx context.Context) error {
 		"--home-dir", "/nonexistent", "--shell", "/usr/sbin/nologin",
 		"--comment", "oml private PostgreSQL", ServiceUserName)
 	if out, err := cmd.CombinedOutput(); err != nil {
+		if _, lerr := user.Lookup(ServiceUserName); lerr == nil {
+			return nil // another oml created it at the same moment
+		}
 		return fmt.Errorf("cannot create the system user %s to run PostgreSQL (%v: %s); create an unprivileged user and set %s to its name", ServiceUserName, err, strings.TrimSpace(string(out)), EnvServiceUser)
 	}
 	return nil

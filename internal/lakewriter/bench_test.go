@@ -1,0 +1,307 @@
+package lakewriter_test
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/s3test"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+var (
+	benchTenants = flag.Int("bench.tenants", 100, "tenants in the drain benchmarks")
+	benchClaims  = flag.Int("bench.claims", 40, "claims per tenant in the drain benchmarks")
+	benchBacklog = flag.Int("bench.backlog", 200000, "outbox rows in the backlog-memory benchmark (the issue's figure is 10000000)")
+	benchLagFor  = flag.Duration("bench.lagfor", 10*time.Second, "how long the frontier-lag benchmark loads and drains")
+	benchRate    = flag.Float64("bench.rate", 1000, "events/s the frontier-lag benchmark writes")
+)
+
+// benchBundle is a database with tenants and a loaded outbox, shared by the
+// sub-benchmarks of one workload shape.
+func benchSetup(b *testing.B, promote, retract float64) (*bundle, int64) {
+	b.Helper()
+	ctx := context.Background()
+	db := testdb.New(b)
+	pool := db.Pool(b)
+	k, err := keys.Generate()
+	require.NoError(b, err)
+	_, err = tenant.Init(ctx, pool, k)
+	require.NoError(b, err)
+	bb := &bundle{pool: pool, key: k}
+	for i := 0; i < *benchTenants; i++ {
+		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("bench-%03d", i))
+		require.NoError(b, err)
+		bb.tenants = append(bb.tenants, tn.ID)
+	}
+	_, err = workload.Run(ctx, pool, k, workload.Config{Tenants: bb.tenants, Claims: *benchClaims, Seed: 99,
+		PromoteRatio: promote, RetractRatio: retract, Batch: 20, Concurrency: 8})
+	require.NoError(b, err)
+	var rows int64
+	require.NoError(b, pool.QueryRow(ctx, `SELECT count(*) FROM oml.outbox`).Scan(&rows))
+	return bb, rows
+}
+
+func resetFrontier(b *testing.B, bb *bundle) {
+	b.Helper()
+	_, err := bb.pool.Exec(context.Background(), `UPDATE oml.lake_frontier SET frontier = 0, batch_start = NULL, batch_end = NULL`)
+	require.NoError(b, err)
+}
+
+func newLake(b *testing.B, kind string) store.Store {
+	b.Helper()
+	switch kind {
+	case "file":
+		st, err := store.Open(context.Background(), "file://"+b.TempDir())
+		require.NoError(b, err)
+		return st
+	default:
+		return s3test.NewBucket(b, nil).Store
+	}
+}
+
+// BenchmarkDrain measures the sustained drain rate (outbox rows/s) over
+// many tenants for a bronze-heavy workload (no promotions: one bronze row
+// per claim) and a mixed one (promotions with bodies, retracts as MERGEs),
+// on the local store and on a real S3 server, next to the raw limit measured
+// in the same run: the same outbox rows read with the same query and the
+// same Parquet bytes written to the same store, with no Delta logic.
+func BenchmarkDrain(b *testing.B) {
+	for _, shape := range []struct {
+		name             string
+		promote, retract float64
+	}{{"bronze-heavy", 0, 0}, {"mixed", 0.7, 0.3}} {
+		b.Run(shape.name, func(b *testing.B) {
+			bb, rows := benchSetup(b, shape.promote, shape.retract)
+			for _, backend := range []string{"file", "s3"} {
+				b.Run(backend+"/delta", func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						b.StopTimer()
+						resetFrontier(b, bb)
+						lake := newLake(b, backend)
+						o := bb.opts(lake)
+						o.Limits = outbox.Limits{Rows: 10000, Bytes: 64 << 20}
+						o.Parallel = 8
+						d, err := lakewriter.New(o)
+						require.NoError(b, err)
+						b.StartTimer()
+						start := time.Now()
+						sum, err := d.DrainOnce(context.Background())
+						require.NoError(b, err)
+						el := time.Since(start)
+						b.ReportMetric(float64(sum.Rows)/el.Seconds(), "rows/s")
+						b.ReportMetric(float64(sum.TableCommits), "commits")
+					}
+					b.ReportMetric(float64(rows), "outbox_rows")
+				})
+				b.Run(backend+"/raw", func(b *testing.B) {
+					for i := 0; i < b.N; i++ {
+						b.StopTimer()
+						lake := newLake(b, backend)
+						b.StartTimer()
+						start := time.Now()
+						n := rawDrain(b, bb, lake, rows)
+						b.ReportMetric(float64(n)/time.Since(start).Seconds(), "rows/s")
+					}
+				})
+			}
+		})
+	}
+}
+
+// rawDrain is the physical limit: read the outbox in the same batches with
+// the same query and write each table's rows as one Parquet file per batch
+// to the same store — no snapshot, no txn, no commit, no MERGE.
+func rawDrain(b *testing.B, bb *bundle, lake store.Store, last int64) int {
+	b.Helper()
+	ctx := context.Background()
+	total := 0
+	for from := int64(0); from < last; from += 10000 {
+		to := min(from+10000, last)
+		groups, err := lakewriter.RawBatch(ctx, bb.pool, from, to)
+		require.NoError(b, err)
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, 8)
+		var failed atomic.Value
+		for key, rows := range groups {
+			total += len(rows.Rows)
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				var buf bytes.Buffer
+				w, err := pq.NewWriter(&buf, rows.Schema, pq.Options{})
+				if err == nil {
+					err = w.Write(rows.Rows)
+				}
+				if err == nil {
+					_, err = w.Close()
+				}
+				if err == nil {
+					err = lake.Put(ctx, key+"/part-"+uuid.NewString()+".parquet", bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+				}
+				if err != nil {
+					failed.Store(err)
+				}
+			}()
+		}
+		wg.Wait()
+		if err, ok := failed.Load().(error); ok {
+			b.Fatal(err)
+		}
+	}
+	return total
+}
+
+// BenchmarkDrainBacklogMemory drains a large bronze backlog (inserted
+// directly with SQL: generating it through the signed append path would
+// take hours at 10 million rows) and reports the peak Go heap, which must
+// stay flat in the backlog size: the writer streams batch by batch and never
+// loads the backlog. Run with -bench.backlog=10000000 for the issue's figure.
+func BenchmarkDrainBacklogMemory(b *testing.B) {
+	ctx := context.Background()
+	db := testdb.New(b)
+	pool := db.Pool(b)
+	tenants := 100
+	n := *benchBacklog
+	_, err := pool.Exec(ctx, `
+INSERT INTO oml.tenants (id, name, created_at, provider_seq, provider_hash)
+SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(t), 12, '0'))::uuid, 'mem-' || t, now(), t, decode(repeat('00', 32), 'hex')
+FROM generate_series(1, $1) t`, tenants)
+	if err != nil {
+		b.Skipf("cannot bulk-insert tenants for the memory benchmark (schema changed?): %v", err)
+	}
+	_, err = pool.Exec(ctx, `
+INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
+SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(1 + (g % $2)), 12, '0'))::uuid, 1 + g / $2,
+       decode(repeat('00', 32), 'hex'), sha256(int8send(g)), decode(repeat('ab', 64), 'hex'),
+       'bench', 'claim.submitted', convert_to(repeat('x', 200), 'UTF8'), now()
+FROM generate_series(0, $1 - 1) g`, n, tenants)
+	require.NoError(b, err)
+	_, err = pool.Exec(ctx, `
+INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload)
+SELECT tenant_id, seq, 'bronze.events', 'append', '{"event_type":"claim.submitted"}'
+FROM oml.journal ORDER BY seq, tenant_id`)
+	require.NoError(b, err)
+
+	for i := 0; i < b.N; i++ {
+		_, err := pool.Exec(ctx, `UPDATE oml.lake_frontier SET frontier = 0`)
+		require.NoError(b, err)
+		lake := newLake(b, "file")
+		d, err := lakewriter.New(lakewriter.Options{DB: pool, Lake: lake, NoLease: true, Parallel: 8,
+			Limits: outbox.Limits{Rows: 10000, Bytes: 64 << 20}, HorizonTimeout: time.Minute})
+		require.NoError(b, err)
+		var peak atomic.Uint64
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(20 * time.Millisecond)
+			defer t.Stop()
+			var ms runtime.MemStats
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					runtime.ReadMemStats(&ms)
+					if ms.HeapInuse > peak.Load() {
+						peak.Store(ms.HeapInuse)
+					}
+				}
+			}
+		}()
+		start := time.Now()
+		sum, err := d.DrainOnce(ctx)
+		close(stop)
+		wg.Wait()
+		require.NoError(b, err)
+		b.ReportMetric(float64(sum.Rows)/time.Since(start).Seconds(), "rows/s")
+		b.ReportMetric(float64(peak.Load())/(1<<20), "peak_heap_MiB")
+		b.ReportMetric(float64(n), "backlog_rows")
+	}
+}
+
+// BenchmarkFrontierLag runs the long-running writer while the workload
+// writes at a steady --rate and samples the frontier lag (age of the oldest
+// row not yet in the lake) every 100 ms.
+func BenchmarkFrontierLag(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		bb, _ := benchSetupEmpty(b, 20)
+		lake := newLake(b, "file")
+		o := bb.opts(lake)
+		o.MaxWait = 200 * time.Millisecond
+		o.Poll = 50 * time.Millisecond
+		o.Limits = outbox.Limits{Rows: 10000, Bytes: 64 << 20}
+		d, err := lakewriter.New(o)
+		require.NoError(b, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- d.Run(ctx) }()
+
+		var lags []float64
+		sampleStop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(100 * time.Millisecond)
+			defer t.Stop()
+			for {
+				select {
+				case <-sampleStop:
+					return
+				case <-t.C:
+					var lag float64
+					_ = bb.pool.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
+FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
+					lags = append(lags, lag)
+				}
+			}
+		}()
+		res, err := workload.Run(ctx, bb.pool, bb.key, workload.Config{Tenants: bb.tenants, Claims: 5, Seed: 5,
+			PromoteRatio: 0.7, RetractRatio: 0.2, Rate: *benchRate, Duration: *benchLagFor, Concurrency: 8})
+		require.NoError(b, err)
+		close(sampleStop)
+		wg.Wait()
+		cancel()
+		require.NoError(b, <-done)
+		sort.Float64s(lags)
+		if len(lags) > 0 {
+			b.ReportMetric(lags[len(lags)/2], "lag_p50_s")
+			b.ReportMetric(lags[len(lags)*99/100], "lag_p99_s")
+			b.ReportMetric(lags[len(lags)-1], "lag_max_s")
+		}
+		b.ReportMetric(float64(res.Stats.Events)/time.Duration(res.Stats.ElapsedNano).Seconds(), "load_events/s")
+	}
+}
+
+func benchSetupEmpty(b *testing.B, tenants int) (*bundle, int64) {
+	b.Helper()
+	old := *benchTenants
+	*benchTenants = tenants
+	defer func() { *benchTenants = old }()
+	oldC := *benchClaims
+	*benchClaims = 0
+	defer func() { *benchClaims = oldC }()
+	return benchSetup(b, 0, 0)
+}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/chaincmd"
 	"github.com/omlhq/oml/internal/cli/devcmd"
+	"github.com/omlhq/oml/internal/cli/doctorcmd"
 	"github.com/omlhq/oml/internal/cli/initcmd"
 	"github.com/omlhq/oml/internal/cli/keycmd"
 	"github.com/omlhq/oml/internal/cli/lakecmd"
@@ -19,6 +20,7 @@ func commands(f *cliutil.Factory) []*cobra.Command {
 	return []*cobra.Command{
 		chaincmd.NewCmd(f),
 		devcmd.NewCmd(f),
+		doctorcmd.NewCmd(f, nil),
 		lakecmd.NewCmd(f),
 		migratecmd.NewCmd(f, nil),
 		initcmd.NewCmd(f, nil),

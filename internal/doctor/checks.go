@@ -1,0 +1,597 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/schema"
+)
+
+// checkDefs is every check in report order. The database check must stay
+// first: Run runs it before the others and skips them when it fails.
+var checkDefs = []checkDef{
+	{id: IDDatabase, title: "database reachable, schema current", run: checkDatabase},
+	{id: IDLake, title: "lake reachable, put-if-absent honored", needsLake: true, run: checkLake},
+	{id: IDLease, title: "lake writer alive", needsDB: true, run: checkLease},
+	{id: IDLag, title: "frontier lag", needsDB: true, run: checkLag},
+	{id: IDHorizon, title: "snapshot horizon", needsDB: true, run: checkHorizon},
+	{id: IDDeadLetters, title: "dead letters", needsDB: true, run: checkDeadLetters},
+	{id: IDFork, title: "fork check against witnessed heads", needsDB: true, needsLake: true, run: checkFork},
+	{id: IDChain, title: "chain verification (incremental)", needsDB: true, run: checkChain},
+	{id: IDDelta, title: "Delta table health", needsDB: true, needsLake: true, run: checkDelta},
+	{id: IDReconcile, title: "reconcile lake against journal", needsDB: true, needsLake: true, deep: true, run: checkReconcile},
+}
+
+// ---- database ----
+
+func checkDatabase(ctx context.Context, r *run, res *Result) {
+	start := time.Now()
+	pool, err := r.opts.DB(ctx)
+	if err != nil {
+		res.fail("cannot reach the database: %v", err)
+		return
+	}
+	r.pool = pool
+	var version string
+	if err := pool.QueryRow(ctx, `SHOW server_version`).Scan(&version); err != nil {
+		res.fail("the database does not answer queries: %v", err)
+		return
+	}
+	res.Data["latency_seconds"] = time.Since(start).Seconds()
+	res.Data["server_version"] = version
+	pending, err := schema.Pending(ctx, pool)
+	if err != nil {
+		res.fail("the schema cannot be used: %v", err)
+		return
+	}
+	names := make([]string, 0, len(pending))
+	for _, m := range pending {
+		names = append(names, fmt.Sprintf("%03d_%s", m.Version, m.Name))
+	}
+	res.Data["schema_latest"] = schema.Latest()
+	res.Data["schema_version"] = schema.Latest() - len(pending)
+	res.Data["pending_migrations"] = names
+	if len(pending) > 0 {
+		res.fail("%d migration(s) pending: %s; run oml migrate", len(pending), strings.Join(names, ", "))
+		for _, n := range names {
+			res.detail("pending migration %s", n)
+		}
+		return
+	}
+	res.Summary = fmt.Sprintf("PostgreSQL %s reachable, schema at version %d (current)", version, schema.Latest())
+}
+
+// ---- lake ----
+
+func checkLake(ctx context.Context, r *run, res *Result) {
+	res.Data["lake"] = r.lake.String()
+	start := time.Now()
+	err := store.Probe(ctx, r.lake)
+	res.Data["probe_seconds"] = time.Since(start).Seconds()
+	res.Data["put_if_absent"] = err == nil
+	switch {
+	case errors.Is(err, store.ErrUnsupported):
+		res.fail("%s does not honor put-if-absent: two lake writers could overwrite each other's commits", r.lake)
+		res.detail("%v", err)
+	case err != nil:
+		res.fail("cannot write a scratch object to %s: %v", r.lake, err)
+	default:
+		res.Summary = fmt.Sprintf("%s reachable; put-if-absent honored (probe under %s)", r.lake, store.ProbePrefix)
+	}
+}
+
+// ---- lake writer status (shared by lease, lag, horizon, dead letters) ----
+
+type lakeStatus struct {
+	lakewriter.Status
+	readAt time.Time
+}
+
+// lakeWriterStatus reads lakewriter.ReadStatus once per run: the four checks
+// built on it must see one consistent reading, and the fence it takes
+// costs a transaction id.
+func (r *run) lakeWriterStatus(ctx context.Context) (*lakeStatus, error) {
+	r.statusOnce.Do(func() {
+		// Not the first caller's context: its timeout would fail the others.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
+		defer cancel()
+		st, err := lakewriter.ReadStatus(sctx, r.pool, nil, false)
+		if err != nil {
+			r.statusErr = err
+			return
+		}
+		r.status = &lakeStatus{Status: st, readAt: r.now()}
+	})
+	return r.status, r.statusErr
+}
+
+func checkLease(ctx context.Context, r *run, res *Result) {
+	st, err := r.lakeWriterStatus(ctx)
+	if err != nil {
+		res.fail("cannot read the lake writer's state: %v", err)
+		return
+	}
+	now := st.readAt
+	res.Data["backlog_rows"] = st.BacklogRows
+	res.Data["lease_live"] = st.LeaseLive
+	if st.Lease != nil {
+		l := st.Lease
+		res.Data["holder"] = l.Holder
+		res.Data["host"] = l.Host
+		res.Data["pid"] = l.PID
+		res.Data["heartbeat_at"] = l.HeartbeatAt
+		res.Data["expires_at"] = l.ExpiresAt
+		res.detail("lease holder %s on %s, pid %d, since %s", l.Holder, l.Host, l.PID, l.AcquiredAt.UTC().Format(time.RFC3339))
+		res.detail("last heartbeat %s (%s ago), expires %s", l.HeartbeatAt.UTC().Format(time.RFC3339), ago(now, l.HeartbeatAt), l.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	if st.LeaseLive {
+		res.Summary = fmt.Sprintf("lake writer %s on %s (pid %d) alive, heartbeat %s ago", st.Lease.Holder, st.Lease.Host, st.Lease.PID, ago(now, st.Lease.HeartbeatAt))
+		res.Data["writer_down_seconds"] = 0.0
+		return
+	}
+	// No live writer. That is normal between cron runs of `oml lake drain
+	// --once` and harmless while nothing waits; it matters only while rows
+	// wait, for as long as they have waited with nobody draining them.
+	var lastSeen time.Time
+	what := "no lake writer has ever run"
+	if st.Lease != nil {
+		lastSeen, what = st.Lease.ExpiresAt, fmt.Sprintf("the lease of %s on %s (pid %d) expired %s ago", st.Lease.Holder, st.Lease.Host, st.Lease.PID, ago(now, st.Lease.ExpiresAt))
+	} else if !st.FrontierAt.IsZero() {
+		lastSeen, what = st.FrontierAt, fmt.Sprintf("no lake writer holds the lease; the frontier last moved %s ago", ago(now, st.FrontierAt))
+	}
+	if st.BacklogRows == 0 {
+		res.Summary = what + "; nothing is waiting to be drained"
+		res.Data["writer_down_seconds"] = 0.0
+		return
+	}
+	down := st.LagSeconds
+	if !lastSeen.IsZero() {
+		down = min(down, now.Sub(lastSeen).Seconds())
+	}
+	downFor := time.Duration(down * float64(time.Second))
+	res.Data["writer_down_seconds"] = down
+	res.Status = grade(downFor, r.th.WriterDownWarn, r.th.WriterDownFail)
+	res.Summary = fmt.Sprintf("%s; %d row(s) have waited %s with no writer (warn %s, fail %s)",
+		what, st.BacklogRows, downFor.Round(time.Second), r.th.WriterDownWarn, r.th.WriterDownFail)
+	if res.Status != StatusOK {
+		res.detail("start the lake writer (systemd unit oml-lake-drain, or oml lake drain) and watch the lag check fall")
+	}
+}
+
+func checkLag(ctx context.Context, r *run, res *Result) {
+	st, err := r.lakeWriterStatus(ctx)
+	if err != nil {
+		res.fail("cannot read the frontier and backlog: %v", err)
+		return
+	}
+	lag := time.Duration(st.LagSeconds * float64(time.Second))
+	res.Data["frontier"] = st.Frontier
+	res.Data["last_seq"] = st.LastSeq
+	res.Data["stable_seq"] = st.StableSeq
+	res.Data["backlog_rows"] = st.BacklogRows
+	res.Data["backlog_seq_gap"] = st.BacklogSeqGap
+	res.Data["lag_seconds"] = st.LagSeconds
+	res.Status = grade(lag, r.th.LagWarn, r.th.LagFail)
+	res.raise(grade(st.BacklogRows, r.th.BacklogWarn, r.th.BacklogFail))
+	if st.BacklogRows == 0 {
+		res.Summary = fmt.Sprintf("caught up: frontier %d, nothing waiting", st.Frontier)
+	} else {
+		res.Summary = fmt.Sprintf("%d row(s) behind (seq gap %d), oldest waiting %s", st.BacklogRows, st.BacklogSeqGap, lag.Round(time.Millisecond))
+	}
+	res.detail("frontier %d (updated %s), outbox last seq %d, stable seq %d", st.Frontier, stamp(st.FrontierAt), st.LastSeq, st.StableSeq)
+	res.detail("thresholds: lag warn %s / fail %s; backlog warn %d / fail %d rows", r.th.LagWarn, r.th.LagFail, r.th.BacklogWarn, r.th.BacklogFail)
+	if st.HorizonHeld {
+		res.detail("an open transaction holds the snapshot horizon: see the horizon check")
+	}
+}
+
+func checkHorizon(ctx context.Context, r *run, res *Result) {
+	st, err := r.lakeWriterStatus(ctx)
+	if err != nil {
+		res.fail("cannot read the snapshot horizon: %v", err)
+		return
+	}
+	res.Data["horizon_held"] = st.HorizonHeld
+	type blk struct {
+		PID         int32     `json:"pid"`
+		Kind        string    `json:"kind"`
+		Database    string    `json:"database"`
+		User        string    `json:"user"`
+		Application string    `json:"application"`
+		State       string    `json:"state"`
+		XactStart   time.Time `json:"xact_start"`
+		QueryStart  time.Time `json:"query_start"`
+		AgeSeconds  float64   `json:"age_seconds"`
+		Query       string    `json:"query"`
+		GID         string    `json:"gid,omitempty"`
+	}
+	blockers := make([]blk, 0, len(st.Blockers))
+	var oldest time.Duration
+	for _, b := range st.Blockers {
+		age := b.Age(st.readAt)
+		oldest = max(oldest, age)
+		blockers = append(blockers, blk{PID: b.PID, Kind: b.Kind, Database: b.Database, User: b.User, Application: b.Application,
+			State: b.State, XactStart: b.XactStart, QueryStart: b.QueryStart, AgeSeconds: age.Seconds(), Query: b.Query, GID: b.GID})
+		who := fmt.Sprintf("pid %d", b.PID)
+		if b.Kind == "prepared" {
+			who = fmt.Sprintf("prepared transaction %q", b.GID)
+		}
+		res.detail("%s, open %s (since %s), last query started %s, application %q, database %q, user %q, state %q: %s",
+			who, age.Round(time.Millisecond), stamp(b.XactStart), stamp(b.QueryStart), b.Application, b.Database, b.User, b.State, oneLine(b.Query))
+	}
+	res.Data["blockers"] = blockers
+	res.Data["oldest_seconds"] = oldest.Seconds()
+	if !st.HorizonHeld || len(blockers) == 0 {
+		res.Summary = "no open transaction holds the snapshot horizon"
+		return
+	}
+	res.Status = grade(oldest, r.th.HorizonWarn, r.th.HorizonFail)
+	b := blockers[0]
+	for _, c := range blockers {
+		if c.AgeSeconds > b.AgeSeconds {
+			b = c
+		}
+	}
+	res.Summary = fmt.Sprintf("%d open transaction(s) hold the horizon; oldest pid %d (%q) open %s (warn %s, fail %s)",
+		len(blockers), b.PID, b.Application, oldest.Round(time.Millisecond), r.th.HorizonWarn, r.th.HorizonFail)
+}
+
+func checkDeadLetters(ctx context.Context, r *run, res *Result) {
+	st, err := r.lakeWriterStatus(ctx)
+	if err != nil {
+		res.fail("cannot count dead letters: %v", err)
+		return
+	}
+	res.Data["count"] = st.DeadLetters
+	res.Data["oldest_at"] = st.OldestDeadAt
+	if st.DeadLetters == 0 {
+		res.Summary = "no dead letters"
+		return
+	}
+	res.Status = StatusWarn
+	if st.DeadLetters >= r.th.DeadLettersFail {
+		res.Status = StatusFail
+	}
+	oldest := "-"
+	if st.OldestDeadAt != nil {
+		oldest = fmt.Sprintf("%s (%s ago)", stamp(*st.OldestDeadAt), ago(st.readAt, *st.OldestDeadAt))
+	}
+	res.Summary = fmt.Sprintf("%d dead letter(s), oldest %s: the lake is missing these rows until re-enqueued", st.DeadLetters, oldest)
+	res.detail("list them: oml deadletter list; repair the cause, then oml deadletter reenqueue ID...")
+	res.detail("fails at %d dead letters (--dead-letters-fail)", r.th.DeadLettersFail)
+}
+
+// ---- chains ----
+
+// tenantNames maps tenant ids to names for messages (best effort).
+func (r *run) tenantNames(ctx context.Context) map[string]string {
+	r.namesOnce.Do(func() {
+		r.names = map[string]string{}
+		rows, err := r.pool.Query(ctx, `SELECT id::text, name FROM oml.tenants`)
+		if err != nil {
+			return
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id, name string
+			if rows.Scan(&id, &name) == nil {
+				r.names[id] = name
+			}
+		}
+	})
+	return r.names
+}
+
+func (r *run) tenantLabel(ctx context.Context, id uuid.UUID) string {
+	if n := r.tenantNames(ctx)[id.String()]; n != "" {
+		return fmt.Sprintf("%s (%s)", n, id)
+	}
+	return id.String()
+}
+
+func checkFork(ctx context.Context, r *run, res *Result) {
+	fc, err := chainverify.ForkCheck(ctx, r.pool, r.lake, nil)
+	if err != nil {
+		res.fail("cannot compare the journal with the witnessed heads: %v", err)
+		return
+	}
+	forked := make([]map[string]any, 0, len(fc.Findings))
+	for _, f := range fc.Findings {
+		forked = append(forked, map[string]any{"tenant": f.Tenant, "seq": f.Seq, "reason": f.Reason})
+		res.detail("tenant %s: %s at seq %d: %s", r.tenantLabel(ctx, f.Tenant), f.Reason, f.Seq, f.Detail)
+	}
+	untrusted := make([]string, 0, len(fc.Untrusted))
+	for _, e := range fc.Untrusted {
+		untrusted = append(untrusted, e.Error())
+		res.detail("untrusted witness ignored: %v", e)
+	}
+	res.Data["tenants_witnessed"] = len(fc.Witnessed)
+	res.Data["findings"] = forked
+	res.Data["untrusted_witnesses"] = untrusted
+	switch {
+	case len(fc.Findings) > 0:
+		res.fail("%d tenant(s) disagree with their witnessed head (fork or lost tail): the lake writer will not materialize them", len(fc.Findings))
+	case len(untrusted) > 0:
+		res.Status = StatusWarn
+		res.Summary = fmt.Sprintf("%d witness(es) do not verify under an issued key and were ignored; %d tenant(s) match their witnesses", len(untrusted), len(fc.Witnessed))
+	case len(fc.Witnessed) == 0:
+		res.Summary = "no heads witnessed yet, nothing to compare (oml chain witness publishes them)"
+	default:
+		res.Summary = fmt.Sprintf("%d tenant(s) match their newest witnessed head", len(fc.Witnessed))
+	}
+}
+
+func checkChain(ctx context.Context, r *run, res *Result) {
+	// Incremental: VerifyDB resumes every chain after its stored checkpoint
+	// (the last verified head) and stores the new one when the chain comes
+	// out clean, so each doctor run verifies only what was appended since.
+	// Witnesses are the fork check's business; not read twice.
+	rep, err := chainverify.VerifyDB(ctx, r.pool, chainverify.DBOptions{})
+	if errors.Is(err, chainverify.ErrNoProvider) {
+		res.fail("%v", err)
+		return
+	}
+	if err != nil {
+		res.fail("cannot verify the journal: %v", err)
+		return
+	}
+	res.Data["chains"] = len(rep.Chains)
+	res.Data["events_verified"] = rep.Events
+	res.Data["resumed"] = rep.Resumed
+	findings := make([]map[string]any, 0, len(rep.Findings))
+	for _, f := range rep.Findings {
+		findings = append(findings, map[string]any{"tenant": f.Tenant, "seq": f.Seq, "reason": f.Reason})
+		res.detail("tenant %s: first bad seq %d: %s: %s", r.tenantLabel(ctx, f.Tenant), f.Seq, f.Reason, f.Detail)
+	}
+	res.Data["findings"] = findings
+	if len(rep.Findings) > 0 {
+		res.fail("%d chain(s) failed verification: run oml chain verify for the evidence", len(rep.Findings))
+		return
+	}
+	res.Summary = fmt.Sprintf("%d chain(s) intact; %d new event(s) verified since the last verified heads", len(rep.Chains), rep.Events)
+}
+
+// ---- Delta tables ----
+
+type tableHealth struct {
+	Table                  string `json:"table"`
+	Exists                 bool   `json:"exists"`
+	Version                int64  `json:"version"`
+	CommitsSinceCheckpoint int64  `json:"commits_since_checkpoint"`
+	Files                  int    `json:"files"`
+	SmallFiles             int    `json:"small_files"`
+	TombstonedBytes        int64  `json:"tombstoned_bytes"`
+	VacuumDueBytes         int64  `json:"vacuum_due_bytes"`
+	Error                  string `json:"error,omitempty"`
+	status                 Status
+	why                    string
+}
+
+// deltaParallel bounds concurrent table loads: each is a few small object
+// reads, so latency, not bandwidth, is what parallelism hides.
+const deltaParallel = 16
+
+func checkDelta(ctx context.Context, r *run, res *Result) {
+	rows, err := r.pool.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	if err != nil {
+		res.fail("cannot list tenants: %v", err)
+		return
+	}
+	var keys []lakewriter.TableKey
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			rows.Close()
+			res.fail("cannot list tenants: %v", err)
+			return
+		}
+		for _, k := range lakewriter.Kinds {
+			keys = append(keys, lakewriter.TableKey{Tenant: id, Kind: k})
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		res.fail("cannot list tenants: %v", err)
+		return
+	}
+
+	out := make([]tableHealth, len(keys))
+	sem := make(chan struct{}, deltaParallel)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			out[i] = r.tableHealth(ctx, k)
+		})
+	}
+	wg.Wait()
+
+	var total struct{ tables, files, small int }
+	var maxSince, tomb, vac int64
+	bad := []tableHealth{}
+	for _, t := range out {
+		if !t.Exists && t.Error == "" {
+			continue
+		}
+		total.tables++
+		total.files += t.Files
+		total.small += t.SmallFiles
+		maxSince = max(maxSince, t.CommitsSinceCheckpoint)
+		tomb += t.TombstonedBytes
+		vac += t.VacuumDueBytes
+		res.raise(t.status)
+		if t.status != StatusOK {
+			bad = append(bad, t)
+		}
+	}
+	sort.SliceStable(bad, func(i, j int) bool { return bad[i].status.rank() > bad[j].status.rank() })
+	for _, t := range bad {
+		res.detail("%s %s: %s", t.status, t.Table, t.why)
+	}
+	res.Data["tables"] = total.tables
+	res.Data["files"] = total.files
+	res.Data["small_files"] = total.small
+	res.Data["max_commits_since_checkpoint"] = maxSince
+	res.Data["tombstoned_bytes"] = tomb
+	res.Data["vacuum_due_bytes"] = vac
+	res.Data["problems"] = bad
+	if res.Status == "" {
+		res.Status = StatusOK
+	}
+	if len(bad) == 0 {
+		res.Summary = fmt.Sprintf("%d table(s) healthy: at most %d commit(s) since a checkpoint, %d small file(s), %s past retention",
+			total.tables, maxSince, total.small, bytesHuman(vac))
+		return
+	}
+	res.Summary = fmt.Sprintf("%d of %d table(s) need maintenance (worst: %s %s)", len(bad), total.tables, bad[0].Table, bad[0].why)
+}
+
+func (r *run) tableHealth(ctx context.Context, k lakewriter.TableKey) tableHealth {
+	t := tableHealth{Table: k.Path(), status: StatusOK, Version: -1}
+	st, err := store.Sub(r.lake, k.Path())
+	if err != nil {
+		t.Error, t.status, t.why = err.Error(), StatusFail, "cannot address the table: "+err.Error()
+		return t
+	}
+	snap, err := delta.Load(ctx, st)
+	if errors.Is(err, delta.ErrTableNotFound) {
+		return t // nothing drained for this tenant and table yet
+	}
+	if err != nil {
+		t.Error, t.status, t.why = err.Error(), StatusFail, "cannot be read: "+err.Error()
+		return t
+	}
+	t.Exists, t.Version, t.Files = true, snap.Version(), snap.NumFiles()
+	t.CommitsSinceCheckpoint = snap.Version() - snap.CheckpointVersion()
+	if snap.CheckpointVersion() < 0 {
+		t.CommitsSinceCheckpoint = snap.Version() + 1
+	}
+	for _, a := range snap.Files() {
+		if a.Size < r.th.SmallFileSize {
+			t.SmallFiles++
+		}
+	}
+	retention, err := snap.DeletedFileRetention()
+	if err != nil {
+		retention = delta.DefaultDeletedFileRetention
+	}
+	cutoff := r.now().Add(-retention).UnixMilli()
+	for _, rm := range snap.Tombstones() {
+		if rm.Size == nil {
+			continue
+		}
+		t.TombstonedBytes += *rm.Size
+		if rm.DeletionTimestamp != nil && *rm.DeletionTimestamp < cutoff {
+			t.VacuumDueBytes += *rm.Size
+		}
+	}
+	var whys []string
+	if s := grade(t.CommitsSinceCheckpoint, r.th.CheckpointWarn, r.th.CheckpointFail); s != StatusOK {
+		t.status = s
+		whys = append(whys, fmt.Sprintf("%d commits since the last checkpoint (warn %d, fail %d): run oml lake checkpoint", t.CommitsSinceCheckpoint, r.th.CheckpointWarn, r.th.CheckpointFail))
+	}
+	if t.SmallFiles >= r.th.SmallFilesWarn {
+		t.status = worst(t.status, StatusWarn)
+		whys = append(whys, fmt.Sprintf("%d files under %s (warn at %d): run oml lake optimize", t.SmallFiles, bytesHuman(r.th.SmallFileSize), r.th.SmallFilesWarn))
+	}
+	if t.VacuumDueBytes >= r.th.VacuumWarn {
+		t.status = worst(t.status, StatusWarn)
+		whys = append(whys, fmt.Sprintf("%s of removed files past the %s retention (warn at %s): run oml lake vacuum", bytesHuman(t.VacuumDueBytes), retention, bytesHuman(r.th.VacuumWarn)))
+	}
+	t.why = strings.Join(whys, "; ")
+	return t
+}
+
+func worst(a, b Status) Status {
+	if b.rank() > a.rank() {
+		return b
+	}
+	return a
+}
+
+// ---- reconcile (--deep) ----
+
+func checkReconcile(ctx context.Context, r *run, res *Result) {
+	if r.opts.Reconcile == nil {
+		res.Status = StatusSkipped
+		res.Summary = "skipped: this build has no reconcile engine (oml reconcile is not available yet)"
+		return
+	}
+	findings, err := r.opts.Reconcile(ctx, r.pool, r.lake)
+	if err != nil {
+		res.fail("cannot reconcile the lake against the journal: %v", err)
+		return
+	}
+	classes := make([]string, 0, len(findings))
+	var total int64
+	for c, n := range findings {
+		if n > 0 {
+			classes = append(classes, c)
+			total += n
+		}
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		res.detail("%s: %d", c, findings[c])
+	}
+	res.Data["findings"] = findings
+	res.Data["total"] = total
+	if total == 0 {
+		res.Summary = "the lake matches the journal fold"
+		return
+	}
+	res.fail("%d reconcile finding(s) in %d class(es): run oml reconcile for each one", total, len(classes))
+}
+
+// ---- formatting helpers ----
+
+func ago(now, t time.Time) time.Duration {
+	d := now.Sub(t)
+	if d < time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
+}
+
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return "(query not visible)"
+	}
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+func bytesHuman(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

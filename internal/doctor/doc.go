@@ -1,0 +1,27 @@
+// Package doctor owns oml's health checks: what `oml doctor` runs, how each
+// check decides ok / warn / fail / skipped, and the report they make.
+//
+// Every check has a stable id (monitoring matches on it), a one-line
+// summary, details, machine-readable data under stable snake_case keys and
+// a runbook at docs/runbooks/<id>.md. The catalog, the thresholds and the
+// JSON shape are documented in docs/doctor.md; keep them in step.
+//
+// Invariants:
+//   - Run never fails as a whole and never panics out: a check that cannot
+//     run is that check's fail (it could not do its job: a query error, a
+//     timeout, a crash) or skipped (it was not applicable: no lake
+//     configured, the database check already failed), always with the why.
+//   - Every check runs under its own timeout, so one slow dependency cannot
+//     hold the report hostage; a check that outlives its timeout is a fail
+//     that says so.
+//   - Checks are read-only with two deliberate exceptions: the lake probe
+//     writes and deletes a scratch object under _oml_probe/ (put-if-absent
+//     cannot be tested by reading), and chain verification stores the new
+//     verified heads as checkpoints (that is what keeps it incremental).
+//     The lake-writer status takes an outbox fence, which costs one
+//     transaction id.
+//   - The lease, lag, horizon and dead-letter checks share one reading of
+//     the lake writer's state per run, so they never contradict each other.
+//
+// The live terminal UI over these checks is package doctor/tui.
+package doctor

@@ -1,0 +1,380 @@
+package doctor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// Status is a check's verdict. The strings are part of the JSON contract.
+type Status string
+
+// The statuses, from best to worst (skipped sorts apart: it is neither
+// healthy nor broken, the check could not be run and says why).
+const (
+	StatusOK      Status = "ok"
+	StatusWarn    Status = "warn"
+	StatusFail    Status = "fail"
+	StatusSkipped Status = "skipped"
+)
+
+// rank orders statuses for "worst of": fail > warn > ok > skipped.
+func (s Status) rank() int {
+	switch s {
+	case StatusFail:
+		return 3
+	case StatusWarn:
+		return 2
+	case StatusOK:
+		return 1
+	}
+	return 0
+}
+
+// The check ids. They are stable: monitoring matches on them, and each has a
+// runbook at docs/runbooks/<id>.md.
+const (
+	IDDatabase    = "database"
+	IDLake        = "lake"
+	IDLease       = "lease"
+	IDLag         = "lag"
+	IDHorizon     = "horizon"
+	IDDeadLetters = "dead-letters"
+	IDFork        = "fork"
+	IDChain       = "chain"
+	IDDelta       = "delta"
+	IDReconcile   = "reconcile"
+)
+
+// Result is one check's outcome.
+type Result struct {
+	ID     string `json:"id"`
+	Title  string `json:"title"`
+	Status Status `json:"status"`
+	// Summary is one line; for skipped it says why the check did not run.
+	Summary string `json:"summary"`
+	// Details are further human lines (evidence, the offending pid, ...).
+	Details []string `json:"details"`
+	// Data holds the check's measured values under stable snake_case keys
+	// (documented per check in docs/doctor.md), for monitoring.
+	Data            map[string]any `json:"data"`
+	Runbook         string         `json:"runbook"`
+	CheckedAt       time.Time      `json:"checked_at"`
+	DurationSeconds float64        `json:"duration_seconds"`
+}
+
+// Report is one doctor run: every check, in the fixed order of Checks.
+type Report struct {
+	// Status is the worst check status (ok when every check is ok or skipped).
+	Status          Status         `json:"status"`
+	Counts          map[Status]int `json:"counts"`
+	Checks          []Result       `json:"checks"`
+	StartedAt       time.Time      `json:"started_at"`
+	DurationSeconds float64        `json:"duration_seconds"`
+}
+
+// Check returns the result with id, if the report has it.
+func (r *Report) Check(id string) (Result, bool) {
+	for _, c := range r.Checks {
+		if c.ID == id {
+			return c, true
+		}
+	}
+	return Result{}, false
+}
+
+// Failed reports whether any check failed, or (strict) warned.
+func (r *Report) Failed(strict bool) bool {
+	return r.Counts[StatusFail] > 0 || (strict && r.Counts[StatusWarn] > 0)
+}
+
+// Thresholds decide warn and fail. Every one is a flag of oml doctor.
+type Thresholds struct {
+	// LagWarn/LagFail: age of the oldest outbox row not yet in the lake.
+	LagWarn, LagFail time.Duration
+	// BacklogWarn/BacklogFail: outbox rows above the frontier.
+	BacklogWarn, BacklogFail int64
+	// WriterDownWarn/WriterDownFail: how long rows may wait with no live
+	// lake writer (no lease, or an expired one).
+	WriterDownWarn, WriterDownFail time.Duration
+	// HorizonWarn/HorizonFail: age of the oldest open transaction holding
+	// the snapshot horizon (and so the lake) back.
+	HorizonWarn, HorizonFail time.Duration
+	// DeadLettersFail: dead letters at which the check fails (any warns).
+	DeadLettersFail int64
+	// CheckpointWarn/CheckpointFail: a Delta table's commits since its last
+	// checkpoint.
+	CheckpointWarn, CheckpointFail int64
+	// SmallFileSize and SmallFilesWarn: a table with at least SmallFilesWarn
+	// live files smaller than SmallFileSize warns (optimize is due).
+	SmallFileSize  int64
+	SmallFilesWarn int
+	// VacuumWarn: bytes of removed files past the table's retention (vacuum
+	// would delete them) at which a table warns.
+	VacuumWarn int64
+}
+
+// DefaultThresholds are the documented defaults (docs/doctor.md).
+func DefaultThresholds() Thresholds {
+	return Thresholds{
+		LagWarn: time.Minute, LagFail: 10 * time.Minute,
+		BacklogWarn: 10_000, BacklogFail: 100_000,
+		WriterDownWarn: 2 * time.Minute, WriterDownFail: 15 * time.Minute,
+		HorizonWarn: time.Minute, HorizonFail: 10 * time.Minute,
+		DeadLettersFail: 100,
+		CheckpointWarn:  200, CheckpointFail: 1000,
+		SmallFileSize: 8 << 20, SmallFilesWarn: 1000,
+		VacuumWarn: 1 << 30,
+	}
+}
+
+// Validate rejects thresholds where fail comes before warn or a value is
+// negative, naming the flags.
+func (t Thresholds) Validate() error {
+	type pair struct {
+		name       string
+		warn, fail int64
+	}
+	for _, p := range []pair{
+		{"--lag-warn/--lag-fail", int64(t.LagWarn), int64(t.LagFail)},
+		{"--backlog-warn/--backlog-fail", t.BacklogWarn, t.BacklogFail},
+		{"--writer-down-warn/--writer-down-fail", int64(t.WriterDownWarn), int64(t.WriterDownFail)},
+		{"--horizon-warn/--horizon-fail", int64(t.HorizonWarn), int64(t.HorizonFail)},
+		{"--checkpoint-warn/--checkpoint-fail", t.CheckpointWarn, t.CheckpointFail},
+	} {
+		if p.warn < 0 || p.fail < 0 {
+			return fmt.Errorf("%s must not be negative", p.name)
+		}
+		if p.fail < p.warn {
+			return fmt.Errorf("%s: the fail threshold must be at least the warn threshold", p.name)
+		}
+	}
+	if t.DeadLettersFail < 1 || t.SmallFilesWarn < 1 || t.SmallFileSize < 1 || t.VacuumWarn < 1 {
+		return errors.New("--dead-letters-fail, --small-files-warn, --small-file-size and --vacuum-warn must be at least 1")
+	}
+	return nil
+}
+
+// Options configure a run.
+type Options struct {
+	// DB returns the pool (opening it on first use). Required: doctor
+	// without a database is a configuration error the caller reports.
+	DB func(ctx context.Context) (*pgxpool.Pool, error)
+	// Lake returns the lake root; nil means no lake is configured (the lake
+	// checks are then skipped and say so).
+	Lake func(ctx context.Context) (store.Store, error)
+	// Deep adds the slow checks (reconcile).
+	Deep bool
+	// Reconcile, when set, runs the reconcile summary for --deep.
+	Reconcile ReconcileFunc
+	// Thresholds decide warn/fail (zero value: DefaultThresholds).
+	Thresholds *Thresholds
+	// Timeout bounds each check (default 10s); a check that runs out is a
+	// fail saying so.
+	Timeout time.Duration
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// ReconcileFunc audits the lake against the journal fold and returns the
+// number of findings per class (empty: clean) and a line per finding class.
+type ReconcileFunc func(ctx context.Context, pool *pgxpool.Pool, lake store.Store) (findings map[string]int64, err error)
+
+// run is the state of one doctor run that checks share.
+type run struct {
+	opts Options
+	th   Thresholds
+	now  func() time.Time
+
+	pool    *pgxpool.Pool
+	lake    store.Store
+	lakeErr error
+
+	statusOnce sync.Once
+	status     *lakeStatus
+	statusErr  error
+
+	namesOnce sync.Once
+	names     map[string]string
+}
+
+// checkDef is one check: how to run it and what it needs.
+type checkDef struct {
+	id, title string
+	needsDB   bool // skipped when the database or its schema is not usable
+	needsLake bool // skipped when no lake is configured or it cannot be opened
+	deep      bool // only with --deep
+	run       func(ctx context.Context, r *run, res *Result)
+}
+
+// Checks lists every check id in report order.
+func Checks() []string {
+	out := make([]string, 0, len(checkDefs))
+	for _, c := range checkDefs {
+		out = append(out, c.id)
+	}
+	return out
+}
+
+// Runbook is the runbook path of a check, relative to the repository root.
+func Runbook(id string) string { return "docs/runbooks/" + id + ".md" }
+
+// Run runs every check and returns the report. It never fails as a whole:
+// a check that cannot run is that check's fail or skipped, with the reason.
+//
+// Order: the database check runs first, because every other database check
+// would only repeat its failure (they are skipped, naming it); the lake is
+// opened at the same time. Then all other checks run concurrently, each
+// under its own timeout.
+func Run(ctx context.Context, opts Options) Report {
+	r := &run{opts: opts, now: opts.Now, th: DefaultThresholds()}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if opts.Thresholds != nil {
+		r.th = *opts.Thresholds
+	}
+	if r.opts.Timeout <= 0 {
+		r.opts.Timeout = 10 * time.Second
+	}
+	started := r.now()
+	rep := Report{StartedAt: started, Counts: map[Status]int{}}
+	results := make([]Result, len(checkDefs))
+
+	// Phase 1: database (and schema) and, concurrently, open the lake.
+	var wg sync.WaitGroup
+	if opts.Lake != nil {
+		wg.Go(func() {
+			lctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+			defer cancel()
+			r.lake, r.lakeErr = opts.Lake(lctx)
+			if r.lakeErr == nil && r.lake == nil {
+				r.lakeErr = errors.New("no lake store was returned")
+			}
+		})
+	}
+	results[0] = r.runOne(ctx, checkDefs[0])
+	wg.Wait()
+	dbUsable := results[0].Status == StatusOK || results[0].Status == StatusWarn
+	dbWhy := "skipped: the database check failed (" + results[0].Summary + ")"
+
+	// Phase 2: everything else, concurrently.
+	for i := 1; i < len(checkDefs); i++ {
+		def := checkDefs[i]
+		switch {
+		case def.deep && !opts.Deep:
+			results[i] = skipped(def, "not run: pass --deep for this slower check")
+			continue
+		case def.needsDB && !dbUsable:
+			results[i] = skipped(def, dbWhy)
+			continue
+		case def.needsLake && opts.Lake == nil:
+			results[i] = skipped(def, "no lake configured: pass --lake or set OML_LAKE_URL")
+			continue
+		case def.needsLake && r.lakeErr != nil:
+			results[i] = skipped(def, "the lake could not be opened: "+r.lakeErr.Error())
+			continue
+		}
+		wg.Go(func() { results[i] = r.runOne(ctx, def) })
+	}
+	wg.Wait()
+
+	for _, res := range results {
+		rep.Counts[res.Status]++
+		if res.Status.rank() > rep.Status.rank() {
+			rep.Status = res.Status
+		}
+	}
+	if rep.Status == StatusSkipped || rep.Status == "" {
+		rep.Status = StatusOK
+	}
+	rep.Checks = results
+	rep.DurationSeconds = r.now().Sub(started).Seconds()
+	return rep
+}
+
+func newResult(def checkDef) Result {
+	return Result{ID: def.id, Title: def.title, Runbook: Runbook(def.id), Details: []string{}, Data: map[string]any{}}
+}
+
+func skipped(def checkDef, why string) Result {
+	res := newResult(def)
+	res.Status, res.Summary = StatusSkipped, why
+	return res
+}
+
+// runOne runs one check under its timeout. A check that panics or outlives
+// its timeout is a fail that says so; doctor itself carries on.
+func (r *run) runOne(ctx context.Context, def checkDef) Result {
+	start := r.now()
+	cctx, cancel := context.WithTimeout(ctx, r.opts.Timeout)
+	defer cancel()
+	done := make(chan Result, 1) // buffered: a check that outlives us can still finish
+	go func() {
+		res := newResult(def)
+		defer func() {
+			if p := recover(); p != nil {
+				res.Status = StatusFail
+				res.Summary = fmt.Sprintf("the check crashed: %v (a bug in oml doctor; please report it)", p)
+				res.Details = append(res.Details, string(debug.Stack()))
+			}
+			done <- res
+		}()
+		def.run(cctx, r, &res)
+		if res.Status == "" {
+			res.Status = StatusOK
+		}
+	}()
+	var res Result
+	select {
+	case res = <-done:
+	case <-cctx.Done():
+		res = newResult(def)
+		res.Status = StatusFail
+		if ctx.Err() != nil {
+			res.Summary = "interrupted before the check finished"
+		} else {
+			res.Summary = fmt.Sprintf("the check did not finish within %s (--timeout): the database or the lake is too slow to answer", r.opts.Timeout)
+		}
+	}
+	res.CheckedAt = start
+	res.DurationSeconds = r.now().Sub(start).Seconds()
+	return res
+}
+
+// fail marks res failed with a one-line summary built from err when the
+// check could not do its own work (a query that errored).
+func (res *Result) fail(format string, args ...any) {
+	res.Status = StatusFail
+	res.Summary = fmt.Sprintf(format, args...)
+}
+
+// raise moves res to s if s is worse.
+func (res *Result) raise(s Status) {
+	if s.rank() > res.Status.rank() {
+		res.Status = s
+	}
+}
+
+func (res *Result) detail(format string, args ...any) {
+	res.Details = append(res.Details, fmt.Sprintf(format, args...))
+}
+
+// grade returns fail, warn or ok for a value against its thresholds
+// (reaching a threshold counts).
+func grade[T int64 | time.Duration | int](v, warn, fail T) Status {
+	switch {
+	case v >= fail:
+		return StatusFail
+	case v >= warn:
+		return StatusWarn
+	}
+	return StatusOK
+}

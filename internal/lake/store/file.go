@@ -88,11 +88,13 @@ func (f *File) Get(ctx context.Context, key string) ([]byte, error) {
 	if fi.IsDir() {
 		return nil, f.notFound(key, syscall.EISDIR)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, fi.Size()+1))
-	if _, err := buf.ReadFrom(fh); err != nil {
-		return nil, f.notFound(key, err)
+	// Published files never change (a replacement is a new inode), so the
+	// size from fstat is exact.
+	data := make([]byte, fi.Size())
+	if _, err := io.ReadFull(fh, data); err != nil {
+		return nil, fmt.Errorf("%s: get %q: %w", f, key, err)
 	}
-	return buf.Bytes(), nil
+	return data, nil
 }
 
 type fileObject struct {

@@ -379,12 +379,23 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) error
 	if err != nil {
 		return err
 	}
-	// Read up to the threshold; a body that ends there goes in one request.
-	var first bytes.Buffer
+	r = ctxReader{ctx: ctx, r: r}
 	if size >= 0 && size <= s.cfg.MultipartThreshold {
-		first.Grow(int(size))
+		// Known small size: one exact buffer, one request.
+		body := make([]byte, size)
+		if _, err := io.ReadFull(r, body); err != nil {
+			return s.wrap(OpPut, key, fmt.Errorf("reading the body (%d bytes expected): %w", size, err))
+		}
+		var extra [1]byte
+		if n, _ := io.ReadFull(r, extra[:]); n > 0 {
+			return s.wrap(OpPut, key, fmt.Errorf("the body is longer than the %d bytes expected", size))
+		}
+		return s.putSingle(ctx, key, k, body)
 	}
-	n, err := first.ReadFrom(io.LimitReader(ctxReader{ctx: ctx, r: r}, s.cfg.MultipartThreshold+1))
+	// Unknown or large size: read up to the threshold; a body that ends
+	// there still goes in one request.
+	var first bytes.Buffer
+	n, err := first.ReadFrom(io.LimitReader(r, s.cfg.MultipartThreshold+1))
 	if err != nil {
 		return s.wrap(OpPut, key, fmt.Errorf("reading the body: %w", err))
 	}
@@ -392,15 +403,19 @@ func (s *S3) Put(ctx context.Context, key string, r io.Reader, size int64) error
 		if size >= 0 && n != size {
 			return s.wrap(OpPut, key, fmt.Errorf("the body had %d bytes, expected %d", n, size))
 		}
-		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: &s.cfg.Bucket, Key: &k, Body: bytes.NewReader(first.Bytes()), ContentLength: aws.Int64(n),
-		})
-		if err != nil {
-			return s.wrap(OpPut, key, err)
-		}
-		return nil
+		return s.putSingle(ctx, key, k, first.Bytes())
 	}
-	return s.putMultipart(ctx, key, k, io.MultiReader(&first, ctxReader{ctx: ctx, r: r}), size)
+	return s.putMultipart(ctx, key, k, io.MultiReader(&first, r), size)
+}
+
+func (s *S3) putSingle(ctx context.Context, key, k string, body []byte) error {
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket: &s.cfg.Bucket, Key: &k, Body: bytes.NewReader(body), ContentLength: aws.Int64(int64(len(body))),
+	})
+	if err != nil {
+		return s.wrap(OpPut, key, err)
+	}
+	return nil
 }
 
 func (s *S3) putMultipart(ctx context.Context, key, k string, r io.Reader, size int64) (err error) {

@@ -486,6 +486,12 @@ func (e Event) Prepared() (Event, error) {
 	if err != nil {
 		return Event{}, fmt.Errorf("%w: %v", ErrRejected, err)
 	}
+	// One meaning per byte string: JSON decoding tolerates other spellings
+	// (field-name case, whitespace, duplicate keys), so only the canonical
+	// encoding this package produces may be signed.
+	if canon, err := json.Marshal(d); err != nil || !bytes.Equal(canon, e.Payload) {
+		return Event{}, fmt.Errorf("%w: the %s payload is not in canonical form (build events with journal.New)", ErrRejected, e.Type)
+	}
 	e.decoded = d
 	return e, nil
 }

@@ -48,3 +48,22 @@ func TestPayloadBytesAreStable(t *testing.T) {
 	ev := journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 2, By: "bob"})
 	require.Equal(t, `{"artifact_id":"a","version":2,"by":"bob"}`, string(ev.Payload))
 }
+
+func TestPrepared_RefusesNonCanonicalPayloads(t *testing.T) {
+	t.Parallel()
+	for _, raw := range []string{
+		`{"artifact_id":"a","version":1,"by":"b"}`, // canonical: accepted
+		`{"Artifact_ID":"a","version":1,"by":"b"}`,
+		`{"artifact_id":"a", "version":1,"by":"b"}`,
+		`{"artifact_id":"a","version":1,"by":"x","by":"b"}`,
+		`{"version":1,"artifact_id":"a","by":"b"}`,
+	} {
+		_, err := journal.Event{Type: journal.TypeClaimPromoted, Payload: []byte(raw)}.Prepared()
+		if raw == `{"artifact_id":"a","version":1,"by":"b"}` {
+			require.NoError(t, err)
+			continue
+		}
+		require.ErrorIs(t, err, journal.ErrRejected, raw)
+		require.ErrorContains(t, err, "canonical", raw)
+	}
+}

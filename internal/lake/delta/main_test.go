@@ -22,7 +22,11 @@ func TestMain(m *testing.M) {
 	if dir := os.Getenv(raceChildEnv); dir != "" {
 		os.Exit(raceChild(dir, os.Getenv("OML_DELTA_RACE_APP")))
 	}
-	os.Exit(s3test.Main(m))
+	code := s3test.Main(m)
+	if bigTableDir != "" {
+		os.RemoveAll(bigTableDir) // the 10,000-commit benchmark table
+	}
+	os.Exit(code)
 }
 
 // raceChild opens a writer on the table in dir, says "ready", waits for

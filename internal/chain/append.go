@@ -103,7 +103,8 @@ func retryable(err error) bool {
 //
 //  1. digests every payload (before taking the lock, to keep it short);
 //  2. pipelines, in one round trip: the transaction-local oml.tenant_id
-//     setting (for row-level security), pg_advisory_xact_lock on the tenant
+//     setting (for row-level security; restored to the caller's value at
+//     the end), pg_advisory_xact_lock on the tenant
 //     as a statement of its own, THEN the head read and the fold-state reads
 //     as later statements, each with a snapshot taken after the lock was
 //     granted (lock and read in one statement would read a stale head);
@@ -139,8 +140,10 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 		b       pgx.Batch
 		headSeq int64
 	)
-	b.Queue(`SELECT current_setting('transaction_isolation'), set_config('oml.tenant_id', $1, true)`, tenant.String()).
-		QueryRow(func(r pgx.Row) error { var ignored string; return r.Scan(&iso, &ignored) })
+	var prevTenant string
+	b.Queue(`SELECT current_setting('transaction_isolation'), coalesce(current_setting('oml.tenant_id', true), ''),
+	                set_config('oml.tenant_id', $1, true)`, tenant.String()).
+		QueryRow(func(r pgx.Row) error { var ignored string; return r.Scan(&iso, &prevTenant, &ignored) })
 	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, LockClass, TenantLockKey(tenant))
 	b.Queue(`SELECT seq, hash, updated_at FROM oml.chain_heads WHERE tenant_id = $1`, tenant).
 		Query(func(rows pgx.Rows) error {
@@ -230,6 +233,11 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 			})
 	}
 	plan.Queue(&w)
+	// Leave the caller's tenant setting as it was (the writes above ran
+	// under this tenant's row-level security context).
+	if prevTenant != tenant.String() {
+		w.Queue(`SELECT set_config('oml.tenant_id', $1, true)`, prevTenant)
+	}
 	if err := tx.SendBatch(ctx, &w).Close(); err != nil {
 		var pe *pgconn.PgError
 		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "journal_pkey" {

@@ -135,3 +135,18 @@ func TestAppendTx_WorksAsTheAppRole(t *testing.T) {
 		return nil
 	}))
 }
+
+func TestAppendTx_RestoresTheCallersTenantSetting(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	a, c := b.tenant(t, "a"), b.tenant(t, "c")
+	require.NoError(t, asApp(t, b, a.String(), func(tx pgx.Tx) error {
+		_, err := chain.AppendTx(ctx, tx, b.key, c, submit(t, "x", 1, "w", "human"))
+		require.NoError(t, err)
+		var cur string
+		require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('oml.tenant_id')").Scan(&cur))
+		require.Equal(t, a.String(), cur)
+		return nil
+	}))
+}

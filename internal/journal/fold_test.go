@@ -235,3 +235,34 @@ func TestFold_ChainShapeRules(t *testing.T) {
 	_, err = chain.Append(context.Background(), b.pool, b.key, journal.ProviderTenant, submission(t, "a", 1, "w", "human", nil))
 	require.ErrorContains(t, err, "cannot be appended to the provider chain")
 }
+
+// One batch may carry a claim's whole life; the fold runs over the state
+// as the batch changes it, and the outbox follows the event order.
+func TestFold_WholeLifeInOneBatch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	require.NoError(t, b.append(t,
+		submission(t, "a", 1, "alice", "human", nil),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}),
+		journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo"})))
+	require.Equal(t, journal.StateErased, b.claimState(t, "a", 1))
+	require.Equal(t, []string{
+		"claim.submitted bronze.events append",
+		"claim.promoted bronze.events append",
+		"claim.promoted silver.claims materialize",
+		"claim.erased bronze.events append",
+		"claim.erased silver.claims retract",
+	}, b.outboxOps(t))
+	var keys int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claim_keys WHERE tenant_id = $1`, b.tn).Scan(&keys))
+	require.Zero(t, keys, "a key submitted and erased in one batch is never stored")
+	// A rejected event anywhere in a batch rejects the whole batch.
+	err := b.append(t,
+		submission(t, "b", 1, "alice", "human", nil),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "b", Version: 1, By: "alice"}))
+	require.ErrorIs(t, err, journal.ErrRejected)
+	var n int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claims WHERE tenant_id = $1 AND artifact_id = 'b'`, b.tn).Scan(&n))
+	require.Zero(t, n)
+}

@@ -38,13 +38,3 @@ func ParseCommitInfo(raw json.RawMessage) CommitInfo {
 	_ = json.Unmarshal(m["txnId"], &ci.CommitID)
 	return ci
 }
-
-func commitTimestamp(raw json.RawMessage) (int64, bool) {
-	var m struct {
-		Timestamp *int64 `json:"timestamp"`
-	}
-	if json.Unmarshal(raw, &m) != nil || m.Timestamp == nil {
-		return 0, false
-	}
-	return *m.Timestamp, true
-}

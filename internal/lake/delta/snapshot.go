@@ -37,9 +37,7 @@ type Snapshot struct {
 	txns       map[string]Txn
 
 	checkpointVersion int64 // -1: replayed from version 0
-	// lastCommitTimestamp is the newest commitInfo.timestamp seen (ms), 0 if none.
-	lastCommitTimestamp int64
-	sawDeletionVector   bool
+	sawDeletionVector bool
 }
 
 func newSnapshot(table string) *Snapshot {
@@ -168,7 +166,7 @@ func EncodePath(key string) string {
 }
 
 // apply reconciles one action of commit version v into the snapshot.
-func (s *Snapshot) apply(a *Action, v int64, fromCheckpoint bool) error {
+func (s *Snapshot) apply(a *Action, v int64) error {
 	switch {
 	case a.Protocol != nil:
 		s.protocol = *a.Protocol
@@ -204,14 +202,8 @@ func (s *Snapshot) apply(a *Action, v int64, fromCheckpoint bool) error {
 	case isSet(a.Sidecar), isSet(a.CheckpointMetadata):
 		return &UnsupportedError{Table: s.table, Op: "read", Feature: "v2Checkpoint",
 			Detail: fmt.Sprintf("version %d holds a %s action", v, a.Kind())}
-	case isSet(a.CommitInfo):
-		if !fromCheckpoint {
-			if ts, ok := commitTimestamp(a.CommitInfo); ok {
-				s.lastCommitTimestamp = ts
-			}
-		}
 	}
-	// cdc and domainMetadata: nothing for a reader to do (domainMetadata
+	// commitInfo, cdc and domainMetadata: nothing for a reader to do (domainMetadata
 	// can only appear behind a writer feature the writer gate refuses).
 	return nil
 }
@@ -319,7 +311,7 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 			return nil, &UnsupportedError{Table: table, Op: "read", Feature: "v2Checkpoint",
 				Detail: fmt.Sprintf("the newest checkpoint (version %d) is a UUID-named v2 checkpoint", cp.version)}
 		}
-		if err := readCheckpoint(ctx, st, cp, func(a *Action) error { return snap.apply(a, cp.version, true) }); err != nil {
+		if err := readCheckpoint(ctx, st, cp, func(a *Action) error { return snap.apply(a, cp.version) }); err != nil {
 			return nil, fmt.Errorf("table %s: reading the checkpoint at version %d: %w", table, cp.version, err)
 		}
 		snap.checkpointVersion = cp.version
@@ -381,7 +373,7 @@ func replayCommits(ctx context.Context, st store.Store, l *logListing, snap *Sna
 			return fmt.Errorf("table %s: commit %d: %w", snap.table, v, err)
 		}
 		for i := range acts {
-			if err := snap.apply(&acts[i], v, false); err != nil {
+			if err := snap.apply(&acts[i], v); err != nil {
 				return err
 			}
 		}

@@ -440,7 +440,7 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	}
 	// Landed: apply our own actions; no listing on the happy path.
 	for i := range actions {
-		if err := s.apply(&actions[i], v, false); err != nil {
+		if err := s.apply(&actions[i], v); err != nil {
 			w.broken = fmt.Errorf("%w: applying our own commit %d failed: %v", ErrWriterBroken, v, err)
 			return -1, w.broken
 		}
@@ -613,7 +613,7 @@ func (w *Writer) catchUp(ctx context.Context) ([]CommitSummary, error) {
 			sum := summarize(v, acts)
 			changedMeta = changedMeta || sum.ProtocolChanged || sum.MetadataChanged
 			for i := range acts {
-				if err := s.apply(&acts[i], v, false); err != nil {
+				if err := s.apply(&acts[i], v); err != nil {
 					return err
 				}
 			}

@@ -4,12 +4,15 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cli/chaincmd"
+	"github.com/omlhq/oml/internal/cli/deadlettercmd"
 	"github.com/omlhq/oml/internal/cli/devcmd"
 	"github.com/omlhq/oml/internal/cli/doctorcmd"
 	"github.com/omlhq/oml/internal/cli/initcmd"
 	"github.com/omlhq/oml/internal/cli/keycmd"
 	"github.com/omlhq/oml/internal/cli/lakecmd"
 	"github.com/omlhq/oml/internal/cli/migratecmd"
+	"github.com/omlhq/oml/internal/cli/reconcilecmd"
+	"github.com/omlhq/oml/internal/cli/statuscmd"
 	"github.com/omlhq/oml/internal/cli/tenantcmd"
 	"github.com/omlhq/oml/internal/cliutil"
 )
@@ -19,6 +22,7 @@ import (
 func commands(f *cliutil.Factory) []*cobra.Command {
 	return []*cobra.Command{
 		chaincmd.NewCmd(f),
+		deadlettercmd.NewCmd(f),
 		devcmd.NewCmd(f),
 		doctorcmd.NewCmd(f, nil),
 		lakecmd.NewCmd(f),
@@ -26,5 +30,7 @@ func commands(f *cliutil.Factory) []*cobra.Command {
 		initcmd.NewCmd(f, nil),
 		keycmd.NewCmd(f),
 		tenantcmd.NewCmd(f),
+		reconcilecmd.NewCmd(f, nil),
+		statuscmd.NewCmd(f, nil),
 	}
 }

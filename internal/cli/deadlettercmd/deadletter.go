@@ -1,0 +1,498 @@
+// Package deadlettercmd is `oml deadletter list|show|reenqueue`: inspect
+// the rows the lake writer gave up on and repair them with a journalled
+// re-enqueue (internal/deadletter does the work; docs/deadletter.md is the
+// runbook).
+package deadlettercmd
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+)
+
+// NewCmd builds `oml deadletter`.
+func NewCmd(f *cliutil.Factory) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "deadletter",
+		Aliases: []string{"deadletters", "dl"},
+		Short:   "Inspect and repair outbox rows the lake writer dead-lettered",
+		Long: `A row the lake writer cannot apply (a held body that is missing or no longer
+matches its journalled digest, an undecodable payload) is retried a bounded
+number of times, then journalled as materialize.skipped and moved to
+oml.dead_letter. The lake is then knowingly incomplete until the row is
+repaired: fix the cause, run oml deadletter reenqueue (a journalled
+deadletter.reenqueued event that puts the operation back into the outbox),
+and drain. See docs/deadletter.md.`,
+	}
+	cmd.AddCommand(NewCmdList(f, nil), NewCmdShow(f, nil), NewCmdReenqueue(f, nil))
+	return cmd
+}
+
+func openDB(ctx context.Context, f *cliutil.Factory) (*pgxpool.Pool, error) {
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return nil, cliutil.AsConfigError(err)
+	}
+	return pool, nil
+}
+
+func resolveTenant(ctx context.Context, pool *pgxpool.Pool, name string) (*uuid.UUID, error) {
+	if name == "" {
+		return nil, nil
+	}
+	t, err := tenant.Resolve(ctx, pool, name)
+	if err != nil {
+		return nil, cliutil.AsConfigError(err)
+	}
+	return &t.ID, nil
+}
+
+// ListOptions are `oml deadletter list`'s flags and dependencies.
+type ListOptions struct {
+	F      *cliutil.Factory
+	Tenant string
+	Since  time.Duration
+	All    bool
+}
+
+// NewCmdList builds `oml deadletter list`.
+func NewCmdList(f *cliutil.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
+	opts := &ListOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List dead letters (open ones; --all includes re-enqueued ones)",
+		Long: `List dead letters, oldest first: id, tenant, outbox seq, target, op, claim,
+attempts, first failure, the error, and whether it was re-enqueued.
+
+By default only open dead letters (not yet re-enqueued) are listed.
+Exit status: 0 (also when there are open dead letters: this is a view; use
+oml reconcile to fail on them); 2 usage or connection error.`,
+		Example: `  oml deadletter list
+  oml deadletter list --tenant acme --since 24h
+  oml deadletter list --all -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Since < 0 {
+				return cliutil.FlagErrorf("--since must be a positive duration such as 24h")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return listRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "only this tenant (name or id)")
+	cmd.Flags().DurationVar(&opts.Since, "since", 0, "only dead letters that first failed within this long (e.g. 24h)")
+	cmd.Flags().BoolVar(&opts.All, "all", false, "include dead letters that were already re-enqueued")
+	return cmd
+}
+
+func listRun(ctx context.Context, opts *ListOptions) error {
+	f := opts.F
+	format, _ := f.Format()
+	pool, err := openDB(ctx, f)
+	if err != nil {
+		return err
+	}
+	tn, err := resolveTenant(ctx, pool, opts.Tenant)
+	if err != nil {
+		return err
+	}
+	lo := deadletter.ListOptions{Tenant: tn, All: opts.All}
+	if opts.Since > 0 {
+		lo.Since = time.Now().Add(-opts.Since)
+	}
+	ls, err := deadletter.List(ctx, pool, lo)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(f.IO.Out, ls)
+	}
+	if len(ls) == 0 {
+		what := "open dead letters"
+		if opts.All {
+			what = "dead letters"
+		}
+		_, err := fmt.Fprintf(f.IO.Out, "No %s.\n", what)
+		return err
+	}
+	rows := make([][]string, 0, len(ls))
+	for _, l := range ls {
+		re := "no"
+		if l.Reenqueued {
+			re = fmt.Sprintf("yes, %s (outbox seq %d)", cliutil.Time(*l.ReenqueuedAt), deref(l.NewOutboxSeq))
+		}
+		rows = append(rows, []string{fmt.Sprint(l.ID), tenantLabel(l), fmt.Sprint(l.OutboxSeq), l.Target, l.Op, l.Claim(),
+			fmt.Sprint(l.Attempts), cliutil.Time(l.FirstFailedAt), oneLine(l.Error, f.IO.IsStdoutTTY()), re})
+	}
+	return cliutil.Table(f.IO, []string{"ID", "TENANT", "OUTBOX SEQ", "TARGET", "OP", "CLAIM", "ATTEMPTS", "FIRST FAILURE", "ERROR", "REENQUEUED"}, rows)
+}
+
+func tenantLabel(l deadletter.Letter) string {
+	if l.TenantName != "" {
+		return l.TenantName
+	}
+	return l.TenantID.String()
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// oneLine keeps a table cell on one line, shortened on a terminal.
+func oneLine(s string, short bool) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if short && len(s) > 70 {
+		s = s[:67] + "..."
+	}
+	return s
+}
+
+// ShowOptions are `oml deadletter show`'s flags and dependencies.
+type ShowOptions struct {
+	F  *cliutil.Factory
+	ID int64
+}
+
+// NewCmdShow builds `oml deadletter show`.
+func NewCmdShow(f *cliutil.Factory, runF func(context.Context, *ShowOptions) error) *cobra.Command {
+	opts := &ShowOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show one dead letter: the failed row, its payload, the journal events around it",
+		Long: `Show everything about one dead letter: the failed outbox row and its payload,
+the journal event it came from, the materialize.skipped event that
+dead-lettered it, the payload the journal implies for the operation (and
+whether the stored one matches it), for a materialization whether the held
+body is present and matches its journalled digest, and, once repaired, the
+deadletter.reenqueued event and the new outbox row.`,
+		Example: `  oml deadletter show 3
+  oml deadletter show 3 -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID(args[0])
+			if err != nil {
+				return err
+			}
+			opts.ID = id
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return showRun(cmd.Context(), opts)
+		},
+	}
+	return cmd
+}
+
+func parseID(s string) (int64, error) {
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id < 1 {
+		return 0, cliutil.FlagErrorf("dead letter id %q is not a positive number: take it from oml deadletter list", s)
+	}
+	return id, nil
+}
+
+func showRun(ctx context.Context, opts *ShowOptions) error {
+	f := opts.F
+	format, _ := f.Format()
+	pool, err := openDB(ctx, f)
+	if err != nil {
+		return err
+	}
+	d, err := deadletter.Show(ctx, pool, opts.ID)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(f.IO.Out, d)
+	}
+	ev := func(e *deadletter.Event) string {
+		if e == nil {
+			return "- (not in the journal)"
+		}
+		return fmt.Sprintf("seq %d %s at %s, hash %s, payload %s", e.Seq, e.EventType, cliutil.Time(e.RecordedAt), e.Hash, compact(e.Payload))
+	}
+	status := "open: repair the cause, then oml deadletter reenqueue " + fmt.Sprint(d.ID)
+	if d.Reenqueued {
+		status = fmt.Sprintf("re-enqueued at %s by %s into outbox seq %d (journal seq %d)", cliutil.Time(*d.ReenqueuedAt),
+			strOr(d.ReenqueuedBy), deref(d.NewOutboxSeq), deref(d.ReenqueuedSeq))
+		if d.ReenqueueReason != nil && *d.ReenqueueReason != "" {
+			status += ": " + *d.ReenqueueReason
+		}
+	}
+	pairs := [][2]string{
+		{"id", fmt.Sprint(d.ID)},
+		{"tenant", fmt.Sprintf("%s (%s)", tenantLabel(d.Letter), d.TenantID)},
+		{"status", status},
+		{"outbox seq", fmt.Sprint(d.OutboxSeq)},
+		{"target / op", d.Target + " " + d.Op},
+		{"claim", d.Claim()},
+		{"attempts", fmt.Sprint(d.Attempts)},
+		{"first failure", cliutil.Time(d.FirstFailedAt)},
+		{"last failure", cliutil.Time(d.LastFailedAt)},
+		{"error", d.Error},
+		{"payload (dead-lettered)", compact(d.Payload)},
+	}
+	if d.ImpliedPayload != nil {
+		verdict := "matches the dead-lettered payload"
+		if !d.PayloadMatches {
+			verdict = "DIFFERS from the dead-lettered payload: reenqueue will carry this one"
+		}
+		pairs = append(pairs, [2]string{"payload (journal implies)", compact(d.ImpliedPayload) + " — " + verdict})
+	}
+	if d.Original != nil {
+		pairs = append(pairs, [2]string{"outbox row now", fmt.Sprintf("seq %d, payload %s", d.Original.Seq, compact(d.Original.Payload))})
+	}
+	if d.BodyPresent != nil {
+		body := "missing from oml.claim_bodies"
+		if *d.BodyPresent {
+			body = "present, hashes to the journalled ciphertext digest"
+			if !*d.BodyDigestMatches {
+				body = "present, but does NOT hash to the journalled ciphertext digest"
+			}
+		}
+		pairs = append(pairs, [2]string{"held body", body})
+	}
+	pairs = append(pairs,
+		[2]string{"source event", ev(d.Source)},
+		[2]string{"skipped event", ev(d.Skipped)})
+	if d.Reenqueued {
+		pairs = append(pairs, [2]string{"reenqueued event", ev(d.ReenqueuedEvent)})
+		if d.Copy != nil {
+			pairs = append(pairs, [2]string{"new outbox row", fmt.Sprintf("seq %d, payload %s", d.Copy.Seq, compact(d.Copy.Payload))})
+		}
+	}
+	return cliutil.KeyValues(f.IO.Out, pairs)
+}
+
+func strOr(s *string) string {
+	if s == nil {
+		return "-"
+	}
+	return *s
+}
+
+func compact(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// ReenqueueOptions are `oml deadletter reenqueue`'s flags and dependencies.
+type ReenqueueOptions struct {
+	F      *cliutil.Factory
+	IDs    []int64
+	All    bool
+	Tenant string
+	Yes    bool
+	Reason string
+	By     string
+}
+
+// NewCmdReenqueue builds `oml deadletter reenqueue`.
+func NewCmdReenqueue(f *cliutil.Factory, runF func(context.Context, *ReenqueueOptions) error) *cobra.Command {
+	opts := &ReenqueueOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "reenqueue ID... | --all [--tenant T]",
+		Short: "Put repaired dead letters back into the outbox (a journalled deadletter.reenqueued per dead letter)",
+		Long: `Re-enqueue dead letters after their cause is repaired. For each one, in one
+PostgreSQL transaction: append a deadletter.reenqueued event to the tenant's
+chain (who: --by, why: --reason, which dead letter), insert a new outbox row
+carrying the original operation, and mark the dead letter re-enqueued with the
+new seq. Then run oml lake drain.
+
+The operation re-enqueued is the one the journal implies: when the stored
+payload disagrees with it (a damaged outbox payload), the journal's is used
+and the journalled reason says so.
+
+A dead letter that was already re-enqueued is left alone and reported as such.
+--all asks for confirmation on a terminal; scripts pass --yes. Needs the
+deployment key (--signing-key / OML_SIGNING_KEY_FILE).
+Exit status: 0 every dead letter re-enqueued or already re-enqueued; 1 some
+could not be (not found, or the append was refused); 2 usage or connection error.`,
+		Example: `  oml deadletter reenqueue 3 --reason "restored the held body from backup"
+  oml deadletter reenqueue --all --tenant acme --yes`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.All && len(args) > 0 {
+				return cliutil.FlagErrorf("give dead letter ids or --all, not both")
+			}
+			if !opts.All && len(args) == 0 {
+				return cliutil.FlagErrorf("name the dead letters to re-enqueue (ids from oml deadletter list) or pass --all")
+			}
+			if opts.Tenant != "" && !opts.All {
+				return cliutil.FlagErrorf("--tenant only narrows --all; with ids, the ids say which dead letters")
+			}
+			if opts.All && !opts.Yes && !f.IO.IsStdinTTY() {
+				return cliutil.FlagErrorf("--all re-enqueues every open dead letter and stdin is not a terminal to confirm on: pass --yes")
+			}
+			seen := map[int64]bool{}
+			for _, a := range args {
+				id, err := parseID(a)
+				if err != nil {
+					return err
+				}
+				if !seen[id] {
+					seen[id] = true
+					opts.IDs = append(opts.IDs, id)
+				}
+			}
+			if opts.By == "" {
+				opts.By = defaultBy()
+			}
+			if strings.TrimSpace(opts.By) == "" {
+				return cliutil.FlagErrorf("cannot tell who you are: pass --by NAME (it is journalled)")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return reenqueueRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVar(&opts.All, "all", false, "re-enqueue every open dead letter (of --tenant, if given)")
+	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "with --all: only this tenant (name or id)")
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (journalled with the event)")
+	cmd.Flags().StringVar(&opts.By, "by", "", "who is re-enqueueing (journalled; default: the OS user)")
+	return cmd
+}
+
+// defaultBy is the OS user name, as the journalled identity of a manual
+// repair when --by is not given.
+func defaultBy() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
+	f := opts.F
+	format, _ := f.Format()
+	path := f.SigningKeyPath()
+	if path == "" {
+		return cliutil.ConfigErrorf("re-enqueueing appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")
+	}
+	k, err := keys.LoadFile(path)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	pool, err := openDB(ctx, f)
+	if err != nil {
+		return err
+	}
+	ids := opts.IDs
+	if opts.All {
+		tn, err := resolveTenant(ctx, pool, opts.Tenant)
+		if err != nil {
+			return err
+		}
+		if ids, err = deadletter.OpenIDs(ctx, pool, tn); err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		if len(ids) == 0 {
+			if format == cliutil.FormatJSON {
+				return cliutil.WriteJSON(f.IO.Out, []deadletter.Result{})
+			}
+			_, err := fmt.Fprintln(f.IO.Out, "No open dead letters: nothing to re-enqueue.")
+			return err
+		}
+		if !opts.Yes {
+			ok, err := confirm(f, fmt.Sprintf("Re-enqueue %d open dead letter(s) as %s? [y/N] ", len(ids), opts.By))
+			if err != nil {
+				return err
+			}
+			if !ok {
+				fmt.Fprintln(f.IO.ErrOut, "Nothing re-enqueued.")
+				return cliutil.ErrSilent
+			}
+		}
+	}
+	res, err := deadletter.Reenqueue(ctx, pool, k, ids, deadletter.Options{By: opts.By, Reason: opts.Reason})
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	failed := 0
+	for _, r := range res {
+		if r.Outcome == deadletter.OutcomeFailed || r.Outcome == deadletter.OutcomeNotFound {
+			failed++
+		}
+	}
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, res); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range res {
+			var line string
+			switch r.Outcome {
+			case deadletter.OutcomeReenqueued:
+				line = fmt.Sprintf("Re-enqueued dead letter %d (outbox seq %d) as outbox seq %d: journal seq %d deadletter.reenqueued by %s.",
+					r.ID, r.OutboxSeq, r.NewOutboxSeq, r.JournalSeq, r.By)
+				if r.PayloadRederived {
+					line += " The payload was re-derived from the journal (the dead-lettered one disagreed with it)."
+				}
+			case deadletter.OutcomeAlreadyReenqueued:
+				line = fmt.Sprintf("Dead letter %d was already re-enqueued at %s by %s (outbox seq %d, journal seq %d); nothing to do.",
+					r.ID, timeOr(r.At), r.By, r.NewOutboxSeq, r.JournalSeq)
+			default:
+				line = fmt.Sprintf("Dead letter %d was NOT re-enqueued: %s", r.ID, r.Error)
+			}
+			fmt.Fprintln(f.IO.Out, line)
+		}
+		if failed < len(res) {
+			fmt.Fprintln(f.IO.Out, "Run oml lake drain to apply the re-enqueued rows.")
+		}
+	}
+	if failed > 0 {
+		return cliutil.Findingsf("%d of %d dead letter(s) could not be re-enqueued", failed, len(res))
+	}
+	return nil
+}
+
+func timeOr(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return cliutil.Time(*t)
+}
+
+// confirm asks on the terminal; anything but y/yes is a no.
+func confirm(f *cliutil.Factory, prompt string) (bool, error) {
+	fmt.Fprint(f.IO.ErrOut, prompt)
+	line, err := bufio.NewReader(f.IO.In).ReadString('\n')
+	if err != nil && !errors.Is(err, os.ErrClosed) && line == "" {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}

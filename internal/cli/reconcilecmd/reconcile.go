@@ -1,0 +1,227 @@
+// Package reconcilecmd is `oml reconcile`: audit the lake against the
+// journal fold (internal/reconcile; docs/reconcile.md lists the finding
+// classes and what to do about each).
+package reconcilecmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+)
+
+// Options are `oml reconcile`'s flags and dependencies.
+type Options struct {
+	F           *cliutil.Factory
+	Tenant      string
+	StaleAfter  time.Duration
+	SkipBodies  bool
+	MaxFindings int
+}
+
+// NewCmd builds `oml reconcile`.
+func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	cmd := &cobra.Command{
+		Use:   "reconcile",
+		Short: "Audit the lake against the journal fold; named finding classes",
+		Long: `Compare every tenant's Delta tables (bronze.events, silver.claims) with what the
+journal and the claim fold in PostgreSQL say they must hold, at or below the
+lake's frontier (rows above it are not drained yet). Findings:
+
+  missing-in-lake      a journal event or promoted claim at or below the frontier has no lake row
+  unexpected-in-lake   a lake row the journal does not explain (incl. a held body: a containment breach)
+  digest-mismatch      lake digests or ciphertext bytes disagree with the journalled digests
+  state-mismatch       the lake row's state or attribution disagrees with the fold
+  duplicate-in-lake    a row is in the lake more than once
+  dead-lettered        an outbox row the lake writer skipped and nobody re-enqueued yet
+  stale-frontier       the frontier lags more than --stale-after (with the blocking transaction)
+  erased-key-present   an erased artifact whose data key still exists
+
+Both sides are streamed in key order and merged; memory stays flat in the
+number of claims (see docs/reconcile.md). A progress bar is drawn on stderr
+when it is a terminal.
+Exit status: 0 no findings; 1 findings; 2 usage, configuration or connection error.`,
+		Example: `  oml reconcile
+  oml reconcile --tenant acme -o json
+  oml reconcile --stale-after 15m --skip-bodies`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.MaxFindings < 0 {
+				return cliutil.FlagErrorf("--max-findings must be 0 (the default, 1000) or more")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "audit only this tenant (name or id)")
+	cmd.Flags().DurationVar(&opts.StaleAfter, "stale-after", 5*time.Minute, "report stale-frontier when the oldest row not in the lake is older than this (negative: never)")
+	cmd.Flags().BoolVar(&opts.SkipBodies, "skip-bodies", false, "do not read and hash silver bodies (digest columns are still compared)")
+	cmd.Flags().IntVar(&opts.MaxFindings, "max-findings", 0, "findings listed per class (default 1000; counts are always complete)")
+	return cmd
+}
+
+func run(ctx context.Context, opts *Options) error {
+	f := opts.F
+	format, _ := f.Format()
+	lakeURL := f.LakeURL()
+	if lakeURL == "" {
+		return cliutil.ConfigErrorf("oml reconcile reads the lake, but no lake is configured: pass --lake or set OML_LAKE_URL")
+	}
+	lake, err := store.Open(ctx, lakeURL)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	var only *uuid.UUID
+	if opts.Tenant != "" {
+		t, err := tenant.Resolve(ctx, pool, opts.Tenant)
+		if err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		only = &t.ID
+	}
+	stale := opts.StaleAfter
+	if stale == 0 {
+		stale = -1 // the flag's 0 means "never", the library's 0 means "default"
+	}
+	prog := &reconcile.Progress{}
+	stop := func() {}
+	if f.IO.IsStderrTTY() {
+		stop = startProgress(f.IO.ErrOut, prog)
+	}
+	rep, err := reconcile.Run(ctx, pool, lake, reconcile.Options{Tenant: only, StaleAfter: stale, SkipBodies: opts.SkipBodies,
+		MaxFindings: opts.MaxFindings, Progress: prog})
+	stop()
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, rep); err != nil {
+			return err
+		}
+	} else if err := printTable(f, rep); err != nil {
+		return err
+	}
+	if !rep.OK {
+		var parts []string
+		for _, c := range reconcile.Classes {
+			if n := rep.Counts[c]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, c))
+			}
+		}
+		return cliutil.Findingsf("reconcile found %d problem(s): %s (see docs/reconcile.md)", rep.Total(), strings.Join(parts, ", "))
+	}
+	return nil
+}
+
+func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
+	out := f.IO.Out
+	tables := 0
+	for _, t := range rep.Tenants {
+		tables += len(t.Tables)
+	}
+	summary := fmt.Sprintf("Compared %d tenant(s), %d table(s) at frontier %d: %d journal events and %d claims against %d lake rows in %.1fs.",
+		len(rep.Tenants), tables, rep.Frontier, rep.Stats.Events, rep.Stats.Claims, rep.Stats.LakeRows, rep.Stats.ElapsedSeconds)
+	if rep.OK {
+		_, err := fmt.Fprintln(out, summary+"\nNo findings: the lake agrees with the journal fold.")
+		return err
+	}
+	if _, err := fmt.Fprintln(out, summary); err != nil {
+		return err
+	}
+	rows := make([][]string, 0, len(rep.Findings))
+	fs := append([]reconcile.Finding(nil), rep.Findings...)
+	order := map[reconcile.Class]int{}
+	for i, c := range reconcile.Classes {
+		order[c] = i
+	}
+	sort.SliceStable(fs, func(i, j int) bool { return order[fs[i].Class] < order[fs[j].Class] })
+	for _, x := range fs {
+		claim := "-"
+		if x.ArtifactID != "" {
+			claim = x.ArtifactID
+			if x.Version > 0 {
+				claim = fmt.Sprintf("%s v%d", x.ArtifactID, x.Version)
+			}
+		}
+		seq, oseq := "-", "-"
+		if x.Seq > 0 {
+			seq = fmt.Sprint(x.Seq)
+		}
+		if x.OutboxSeq > 0 {
+			oseq = fmt.Sprint(x.OutboxSeq)
+		}
+		name := x.TenantName
+		if name == "" {
+			name = "-"
+		}
+		table := x.Table
+		if table == "" {
+			table = "-"
+		}
+		rows = append(rows, []string{string(x.Class), name, table, claim, seq, oseq, x.Detail})
+	}
+	if err := cliutil.Table(f.IO, []string{"CLASS", "TENANT", "TABLE", "CLAIM", "SEQ", "OUTBOX SEQ", "DETAIL"}, rows); err != nil {
+		return err
+	}
+	if rep.Truncated {
+		_, err := fmt.Fprintln(out, "(more findings were counted than listed; raise --max-findings or use -o json for the counts)")
+		return err
+	}
+	return nil
+}
+
+// startProgress draws a one-line progress bar on w until stop is called.
+func startProgress(w io.Writer, p *reconcile.Progress) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		start := time.Now()
+		t := time.NewTicker(200 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(w, "\r\x1b[K")
+				return
+			case <-t.C:
+				fmt.Fprint(w, "\r\x1b[K"+progressLine(p.Done.Load(), p.Total.Load(), time.Since(start)))
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func progressLine(n, total int64, elapsed time.Duration) string {
+	rate := float64(n) / max(elapsed.Seconds(), 1e-3)
+	if total <= 0 || n > total {
+		return fmt.Sprintf("reconciling %d rows, %.0f/s", n, rate)
+	}
+	const width = 30
+	filled := int(float64(width) * float64(n) / float64(total))
+	bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
+	return fmt.Sprintf("reconciling [%s] %3d%% %d/%d journal events and claims, %.0f/s", bar, 100*n/total, n, total, rate)
+}

@@ -1,0 +1,238 @@
+// Package statuscmd is `oml status`: one screen for the on-call engineer —
+// the lake writer's frontier, lag, backlog and lease, the last drain, dead
+// letters, and every chain's head against its newest witnessed head. It
+// only reads; the detail commands are oml lake status, oml deadletter list,
+// oml chain head and oml reconcile.
+package statuscmd
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/schema"
+)
+
+// Options are `oml status`'s dependencies.
+type Options struct {
+	F *cliutil.Factory
+}
+
+// NewCmd builds `oml status`.
+func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
+	opts := &Options{F: f}
+	return &cobra.Command{
+		Use:   "status",
+		Short: "One-screen summary: frontier and lag, backlog, lease, last drain, dead letters, chain heads vs witnesses",
+		Long: `One screen for the on-call engineer:
+
+  lake writer   frontier, lag (age of the oldest row not in the lake), backlog,
+                what holds the horizon back, the lease holder, the last drain
+  dead letters  how many are open and the oldest (oml deadletter list)
+  chains        each tenant's head and its newest head witnessed in the lake
+                (ok, no-witness, tail-lost, fork; needs --lake)
+
+Exit status: 0 (dead letters and lag are shown, not judged: oml reconcile and
+oml doctor judge them); 1 a chain disagrees with its witnessed head
+(tail-lost or fork); 2 usage or connection error.`,
+		Example: `  oml status
+  oml status -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return run(cmd.Context(), opts)
+		},
+	}
+}
+
+// Chain is one tenant's head against its witness.
+type Chain struct {
+	Tenant      uuid.UUID  `json:"tenant_id"`
+	Name        string     `json:"tenant"`
+	Seq         int64      `json:"seq"`
+	Hash        string     `json:"hash"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	WitnessSeq  *int64     `json:"witness_seq"`
+	WitnessTime *time.Time `json:"witness_time"`
+	Status      string     `json:"status"` // ok | no-witness | tail-lost | fork | unchecked
+	Detail      string     `json:"detail,omitempty"`
+}
+
+// Report is the JSON document.
+type Report struct {
+	Lake             lakewriter.Status `json:"lake"`
+	LastDrainAt      *time.Time        `json:"last_drain_at"`
+	WitnessesChecked bool              `json:"witnesses_checked"`
+	Chains           []Chain           `json:"chains"`
+	Warnings         []string          `json:"warnings"`
+}
+
+func run(ctx context.Context, opts *Options) error {
+	f := opts.F
+	format, _ := f.Format()
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	rep := Report{Chains: []Chain{}, Warnings: []string{}}
+	if rep.Lake, err = lakewriter.ReadStatus(ctx, pool, nil, false); err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if rep.Lake.Blockers == nil {
+		rep.Lake.Blockers = []outbox.Blocker{}
+	}
+	if !rep.Lake.FrontierAt.IsZero() && (rep.Lake.LastBatchEnd > 0 || rep.Lake.Frontier > 0) {
+		t := rep.Lake.FrontierAt
+		rep.LastDrainAt = &t
+	}
+
+	rows, err := pool.Query(ctx, `
+SELECT h.tenant_id, coalesce(t.name, ''), h.seq, h.hash, h.updated_at
+  FROM oml.chain_heads h LEFT JOIN oml.tenants t ON t.id = h.tenant_id
+ ORDER BY t.name, h.tenant_id`)
+	if err != nil {
+		return cliutil.AsConfigError(fmt.Errorf("read oml.chain_heads: %w", err))
+	}
+	for rows.Next() {
+		var c Chain
+		var hash []byte
+		if err := rows.Scan(&c.Tenant, &c.Name, &c.Seq, &hash, &c.UpdatedAt); err != nil {
+			rows.Close()
+			return cliutil.AsConfigError(fmt.Errorf("read oml.chain_heads: %w", err))
+		}
+		c.Hash, c.Status = hex.EncodeToString(hash), "unchecked"
+		rep.Chains = append(rep.Chains, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return cliutil.AsConfigError(fmt.Errorf("read oml.chain_heads: %w", err))
+	}
+
+	broken := 0
+	if url := f.LakeURL(); url != "" {
+		st, err := store.Open(ctx, url)
+		if err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		fc, err := chainverify.ForkCheck(ctx, pool, st, nil)
+		if err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		rep.WitnessesChecked = true
+		for _, u := range fc.Untrusted {
+			rep.Warnings = append(rep.Warnings, u.Error())
+		}
+		for i := range rep.Chains {
+			c := &rep.Chains[i]
+			w := fc.Witnessed[c.Tenant]
+			if w == nil {
+				c.Status = "no-witness"
+				continue
+			}
+			seq, t := w.Seq, w.Time
+			c.WitnessSeq, c.WitnessTime, c.Status = &seq, &t, "ok"
+			if fd, bad := fc.Forked(c.Tenant); bad {
+				c.Status, c.Detail = string(fd.Reason), fd.Detail
+				broken++
+			}
+		}
+	} else {
+		rep.Warnings = append(rep.Warnings, "no lake configured (--lake or OML_LAKE_URL): chain heads not compared with their witnesses")
+	}
+
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, rep); err != nil {
+			return err
+		}
+	} else if err := printScreen(f, &rep); err != nil {
+		return err
+	}
+	if broken > 0 {
+		return cliutil.Findingsf("%d chain(s) disagree with their witnessed head: run oml chain verify", broken)
+	}
+	return nil
+}
+
+func printScreen(f *cliutil.Factory, rep *Report) error {
+	s := rep.Lake
+	lag := "none (the lake holds every row)"
+	if s.OldestUnapplied != nil {
+		lag = fmt.Sprintf("%s (oldest row not in the lake since %s)", time.Duration(s.LagSeconds*float64(time.Second)).Round(time.Second), cliutil.Time(*s.OldestUnapplied))
+	}
+	if s.HorizonHeld {
+		lag += "; the horizon is held back by an open transaction"
+	}
+	lease := "none (no lake writer is running)"
+	if s.Lease != nil {
+		state := "live"
+		if !s.LeaseLive {
+			state = "EXPIRED"
+		}
+		lease = fmt.Sprintf("%s on %s pid %d, heartbeat %s (%s)", s.Lease.Holder, s.Lease.Host, s.Lease.PID, cliutil.Time(s.Lease.HeartbeatAt), state)
+	}
+	last := "never"
+	if rep.LastDrainAt != nil {
+		last = fmt.Sprintf("%s, batch (%d, %d]", cliutil.Time(*rep.LastDrainAt), s.LastBatchStart, s.LastBatchEnd)
+	}
+	dead := "none"
+	if s.DeadLetters > 0 {
+		dead = fmt.Sprintf("%d open", s.DeadLetters)
+		if s.OldestDeadAt != nil {
+			dead += fmt.Sprintf(", oldest %s", cliutil.Time(*s.OldestDeadAt))
+		}
+		dead += ": oml deadletter list"
+	}
+	pairs := [][2]string{
+		{"frontier", fmt.Sprintf("outbox seq %d of %d", s.Frontier, s.LastSeq)},
+		{"lag", lag},
+		{"backlog", fmt.Sprintf("%d rows, seq gap %d", s.BacklogRows, s.BacklogSeqGap)},
+		{"lease", lease},
+		{"last drain", last},
+		{"dead letters", dead},
+	}
+	for _, b := range s.Blockers {
+		pairs = append(pairs, [2]string{"blocking", fmt.Sprintf("%s pid %d xid %d (%s@%s, %s, open since %s)", b.Kind, b.PID, b.Xid, b.User, b.Database, b.State, cliutil.Time(b.XactStart))})
+	}
+	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
+		return err
+	}
+	fmt.Fprintln(f.IO.Out)
+	rows := make([][]string, 0, len(rep.Chains))
+	for _, c := range rep.Chains {
+		ws, wt := "-", "-"
+		if c.WitnessSeq != nil {
+			ws, wt = fmt.Sprint(*c.WitnessSeq), cliutil.Time(*c.WitnessTime)
+		}
+		name := c.Name
+		if name == "" {
+			name = c.Tenant.String()
+		}
+		rows = append(rows, []string{name, fmt.Sprint(c.Seq), cliutil.Time(c.UpdatedAt), ws, wt, c.Status})
+	}
+	if err := cliutil.Table(f.IO, []string{"CHAIN", "HEAD SEQ", "HEAD AT", "WITNESSED SEQ", "WITNESSED AT", "STATUS"}, rows); err != nil {
+		return err
+	}
+	for _, c := range rep.Chains {
+		if c.Detail != "" {
+			fmt.Fprintf(f.IO.ErrOut, "oml: chain %s: %s: %s\n", c.Name, c.Status, c.Detail)
+		}
+	}
+	for _, w := range rep.Warnings {
+		fmt.Fprintf(f.IO.ErrOut, "oml: note: %s\n", w)
+	}
+	return nil
+}

@@ -1,0 +1,70 @@
+// Package reconcile audits the lake against the journal fold, behind
+// `oml reconcile`. It compares each tenant's Delta tables (bronze.events,
+// silver.claims) with what PostgreSQL's journal and claim fold say they
+// must hold, and reports named finding classes (docs/reconcile.md). It
+// never compares store with store: the comparand is always the fold (the
+// journalled digests, ADR-0003 d7), never another copy.
+//
+// # What is compared, at which point
+//
+// The lake is behind the journal by design, so a table is compared at a
+// cutoff: the outbox seq C = max(frontier cache, the table's lake-writer txn
+// version). The txn version V of a table means "every outbox row for this
+// table with seq ≤ V is in it" (lakewriter invariant 3); the frontier F
+// means every table touched by a batch ending at or below F committed it.
+// C maps to a per-tenant journal seq J = the largest journal_seq among the
+// tenant's outbox rows with seq ≤ C (a tenant's outbox rows are inserted in
+// journal order under its chain lock, so "outbox seq ≤ C" and "journal seq ≤
+// J" select the same rows). Then:
+//
+//   - bronze.events must hold exactly one row per journal event with seq ≤ J,
+//     with the journal's hash, event type and payload (compared by SHA-256);
+//   - silver.claims must hold exactly one row per claim promoted at journal
+//     seq ≤ J, with the journalled plaintext and ciphertext digests, a body
+//     that hashes to the ciphertext digest, the fold's attribution, and —
+//     when the claim's last change is at or below J — the fold's state.
+//
+// Rows above the cutoff are simply not drained yet and are not expected.
+//
+// The read order makes the cutoff safe against a concurrent drain: the
+// frontier is read first, then the tables' Delta snapshots, then a
+// REPEATABLE READ, READ ONLY PostgreSQL snapshot. Every lake row was drained
+// from an outbox row committed before the lake commit, hence visible to the
+// later PostgreSQL snapshot; every row at or below the earlier frontier is
+// in the later lake snapshot. The read-only transaction takes no xid, so it
+// never holds back the lake writer's stable prefix (the fence waits on
+// running xids only); it does hold back vacuum for the tenant's duration.
+//
+// # Dead letters
+//
+// A dead-lettered row is knowingly absent (ADR-0003 d6): each open dead
+// letter is a dead-lettered finding, and the rows it explains (a missing
+// silver row or an outdated state for the claim, a missing bronze row) are
+// not reported again as missing-in-lake or state-mismatch. A re-enqueued dead
+// letter whose copy is above the cutoff is pending, not a finding.
+//
+// # Memory: flat in the number of claims
+//
+// Both sides are streamed in key order and merged:
+//
+//   - PostgreSQL: one ordered query per table and tenant (journal by seq via
+//     its primary key; claims by artifact_id COLLATE "C", version — sorted by
+//     the server, which spills to disk under work_mem), read row by row.
+//   - Lake: the live files are scanned one at a time reading only the needed
+//     columns (bodies are hashed as they stream by and dropped), and compact
+//     records (key, digests, attribution; about 250–350 bytes a claim) go
+//     through an external sort: a buffer of at most RunBytes (32 MiB) is
+//     sorted and spilled to a temporary file, and the runs are merged with a
+//     64 KiB read buffer each.
+//
+// The resident set is therefore about RunBytes + runs × 64 KiB + one Parquet
+// page set of one file + the Delta snapshot's file list + the open dead
+// letters of one tenant + the findings kept (MaxFindings per class; counts
+// are always complete). None of these grows with the number of claims
+// except the run count (one run per RunBytes of records: ~100 runs, 6.4 MiB
+// of buffers, for 10 million claims of one tenant) and the file list (per
+// file, not per row). Temporary disk use is about the size of the records,
+// in TMPDIR (or Options.TempDir).
+//
+// gold.lineage is not audited: no journal event produces gold rows yet.
+package reconcile

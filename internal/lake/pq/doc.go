@@ -14,7 +14,7 @@
 //	    pq.Nullable("parts", pq.ListOf(pq.String, true)),
 //	    pq.Nullable("add", pq.StructOf(pq.Nullable("path", pq.String), pq.Nullable("size", pq.Int64))),
 //	)
-//	w, err := pq.NewWriter(out, s, pq.Options{Compression: pq.Zstd}) // Snappy by default
+//	w, err := pq.NewWriter(out, s, pq.Options{Compression: pq.Zstd}) // Snappy by default; zstd level 1 unless ZstdLevel
 //	err = w.Write([]pq.Row{{"t1", int64(1), time.Now(), []byte{1}, nil, []any{"a"}, []any{"p", int64(3)}}})
 //	meta, err := w.Close() // meta.NumRows, meta.Size (bytes), meta.Columns[i] {Path, NullCount, Min, Max}
 //
@@ -34,7 +34,7 @@
 //	integer/long    int32 / int64                    (reader returns exactly these types)
 //	float/double    float32 / float64
 //	string          string                           UTF-8, BYTE_ARRAY (STRING)
-//	binary          []byte                           reader returns a fresh copy; never nil for a non-null value
+//	binary          []byte                           writer copies it (nil []byte is an empty value, not null); reader returns a fresh copy
 //	date            pq.Date (days since 1970-01-01)  writer also accepts time.Time (its UTC date)
 //	timestamp       time.Time in UTC, µs precision   written INT64 TIMESTAMP(MICROS, isAdjustedToUTC=true), sub-µs truncated
 //	timestamp_ntz   time.Time (wall clock, loc UTC)  written INT64 TIMESTAMP(MICROS, isAdjustedToUTC=false)
@@ -70,9 +70,15 @@
 //     binary extremes (the Delta layer truncates), NaN excluded, nulls counted
 //     per leaf entry. For leaves below a list or map (ColumnStats.Repeated)
 //     they are over elements, which Delta does not use.
-//   - Memory while writing is bounded by the row group size (Options.RowGroupBytes,
-//     counted on raw values) plus one shredding batch; while reading, by one
-//     page per projected column plus the rows of one Next call.
+//   - Memory while writing is bounded by one row group of raw values
+//     (Options.RowGroupBytes, default 64 MiB; strings are referenced, []byte
+//     copied) plus arrow-go's page buffers; while reading, by one page per
+//     projected column plus the rows of one Next call.
+//   - Empty strings and binaries reach arrow-go as non-nil empty slices: its
+//     footer statistics treat nil as "no value", which would leave "" out of
+//     the footer minimum other engines prune row groups with.
+//   - Importing pq replaces arrow-go's process-wide snappy and zstd encoders
+//     with faster settings producing the same standard formats (codecs.go).
 //   - Malformed input makes Open or Rows.Next return an error, never panic.
 //
 // The implementation sits on arrow-go's low-level parquet/file column readers

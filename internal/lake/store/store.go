@@ -43,11 +43,13 @@ type Object interface {
 // Transient failures (throttling, 5xx, connection resets before the request
 // was sent) are retried inside the backend with backoff, bounded by ctx.
 // What reaches the caller is either success, one of the sentinel errors
-// above, or a terminal error.
+// above, or a terminal error. Every method refuses a key that ValidateKey
+// rejects with ErrInvalidKey, on every backend.
 type Store interface {
 	// Get reads a whole object.
 	Get(ctx context.Context, key string) ([]byte, error)
-	// Open opens an object for ranged reads.
+	// Open opens an object for ranged reads. On S3 the reads are bounded by
+	// ctx (keep it alive while reading) and pinned to the version opened.
 	Open(ctx context.Context, key string) (Object, error)
 	// Stat returns an object's size and modification time.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)

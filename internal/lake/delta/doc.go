@@ -39,5 +39,21 @@
 //     other engines would expire txn identifiers and exactly-once on top of
 //     txn would silently break.
 //
+// # Commit outcomes
+//
+//	PutIfAbsent(<v>.json)
+//	  ├─ ok                         → landed as v; apply own actions in memory
+//	  ├─ ErrExists ─ read back ─┬─ our bytes     → landed (a backend retry of ours)
+//	  │                         └─ other bytes   → catch up, *ConflictError{winners}
+//	  ├─ ErrAmbiguous ─ read back ┬─ our bytes   → landed
+//	  │                           ├─ other bytes → catch up, *ConflictError
+//	  │                           └─ absent      → put the same bytes at v again
+//	  │     (bounded; then *AmbiguousCommitError and the writer must be reopened)
+//	  └─ other error                → nothing landed; re-list before the next commit
+//
+// After catching up, the writer gate runs again: a protocol or metadata
+// change by another engine that oml cannot honor makes every later commit
+// fail with the gate's error.
+//
 // See docs/delta.md for the operator view and the exact error strings.
 package delta

@@ -140,32 +140,41 @@ func checkLease(ctx context.Context, r *run, res *Result) {
 		res.Data["writer_down_seconds"] = 0.0
 		return
 	}
-	// No live writer. That is normal between cron runs of `oml lake drain
-	// --once` and harmless while nothing waits; it matters only while rows
-	// wait, for as long as they have waited with nobody draining them.
-	var lastSeen time.Time
-	what := "no lake writer has ever run"
+	// An expired lease means the writer died without letting go (a clean
+	// stop deletes it): graded by how long ago, whatever is waiting, since
+	// nothing new will reach the lake until a writer runs again.
 	if st.Lease != nil {
-		lastSeen, what = st.Lease.ExpiresAt, fmt.Sprintf("the lease of %s on %s (pid %d) expired %s ago", st.Lease.Holder, st.Lease.Host, st.Lease.PID, ago(now, st.Lease.ExpiresAt))
-	} else if !st.FrontierAt.IsZero() {
-		lastSeen, what = st.FrontierAt, fmt.Sprintf("no lake writer holds the lease; the frontier last moved %s ago", ago(now, st.FrontierAt))
+		downFor := now.Sub(st.Lease.ExpiresAt)
+		res.Data["writer_down_seconds"] = downFor.Seconds()
+		res.Status = grade(downFor, r.th.WriterDownWarn, r.th.WriterDownFail)
+		res.Summary = fmt.Sprintf("the lease of %s on %s (pid %d) expired %s ago: the writer stopped without releasing it (warn %s, fail %s); %d row(s) waiting",
+			st.Lease.Holder, st.Lease.Host, st.Lease.PID, ago(now, st.Lease.ExpiresAt), r.th.WriterDownWarn, r.th.WriterDownFail, st.BacklogRows)
+		if res.Status != StatusOK {
+			res.detail("start the lake writer again (systemd unit, or oml lake drain); look at its logs for why it stopped")
+		}
+		return
+	}
+	// No lease at all: normal between cron runs of `oml lake drain --once`
+	// and harmless while nothing waits. It matters while rows wait, for as
+	// long as they have waited with nobody draining them.
+	what := "no lake writer has ever advanced the frontier"
+	down := st.LagSeconds
+	if !st.FrontierAt.IsZero() {
+		what = fmt.Sprintf("no lake writer holds the lease; the frontier last moved %s ago", ago(now, st.FrontierAt))
+		down = min(down, now.Sub(st.FrontierAt).Seconds())
 	}
 	if st.BacklogRows == 0 {
 		res.Summary = what + "; nothing is waiting to be drained"
 		res.Data["writer_down_seconds"] = 0.0
 		return
 	}
-	down := st.LagSeconds
-	if !lastSeen.IsZero() {
-		down = min(down, now.Sub(lastSeen).Seconds())
-	}
 	downFor := time.Duration(down * float64(time.Second))
 	res.Data["writer_down_seconds"] = down
 	res.Status = grade(downFor, r.th.WriterDownWarn, r.th.WriterDownFail)
 	res.Summary = fmt.Sprintf("%s; %d row(s) have waited %s with no writer (warn %s, fail %s)",
-		what, st.BacklogRows, downFor.Round(time.Second), r.th.WriterDownWarn, r.th.WriterDownFail)
+		what, st.BacklogRows, ago(now, now.Add(-downFor)), r.th.WriterDownWarn, r.th.WriterDownFail)
 	if res.Status != StatusOK {
-		res.detail("start the lake writer (systemd unit oml-lake-drain, or oml lake drain) and watch the lag check fall")
+		res.detail("start the lake writer (systemd unit, or oml lake drain --once from cron) and watch the lag check fall")
 	}
 }
 

@@ -49,6 +49,7 @@ func Run(t *testing.T, newStore func(t *testing.T) store.Store) {
 		{"PutIfAbsentWritesOnceAndNeverOverwrites", testPutIfAbsent},
 		{"PutIfAbsentRaceHasExactlyOneWinner", testPutIfAbsentRace},
 		{"PutFromAFailingReaderLeavesNoObject", testPutFailingReader},
+		{"ConcurrentReadersNeverSeeAPartialPut", testPutAtomicForReaders},
 		{"LargeObjectRoundTripsWithRanges", testLarge},
 		{"OpenReadsRanges", testOpenRanges},
 		{"CanceledContextFailsOperations", testCanceled},
@@ -465,4 +466,54 @@ func testProbe(t *testing.T, s store.Store) {
 	infos, err := s.List(ctx, "", "")
 	require.NoError(t, err)
 	require.Empty(t, infos, "the probe cleans up after itself")
+}
+
+// testPutAtomicForReaders replaces one object (like _last_checkpoint) over
+// and over while readers read it: every read is one whole body, never a mix
+// or a prefix. Bodies are a repeated byte with the length as a header.
+func testPutAtomicForReaders(t *testing.T, s store.Store) {
+	ctx := ctxT(t)
+	body := func(i int) []byte {
+		n := 1000 + (i%7)*3000
+		return append([]byte(fmt.Sprintf("%08d", n)), bytes.Repeat([]byte{byte('a' + i%26)}, n)...)
+	}
+	put(t, s, "_delta_log/_last_checkpoint", body(0))
+	const writes, readers = 40, 3
+	done := make(chan struct{})
+	errs := make(chan error, readers)
+	var wg sync.WaitGroup
+	for r := 0; r < readers; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-done:
+					errs <- nil
+					return
+				default:
+				}
+				got, err := s.Get(ctx, "_delta_log/_last_checkpoint")
+				if err != nil {
+					errs <- err
+					return
+				}
+				var n int
+				if _, err := fmt.Sscanf(string(got[:min(8, len(got))]), "%08d", &n); err != nil || len(got) != 8+n ||
+					!bytes.Equal(got[8:], bytes.Repeat(got[8:9], n)) {
+					errs <- fmt.Errorf("a reader saw a partial or mixed object of %d bytes", len(got))
+					return
+				}
+			}
+		}()
+	}
+	for i := 1; i <= writes; i++ {
+		b := body(i)
+		require.NoError(t, s.Put(ctx, "_delta_log/_last_checkpoint", bytes.NewReader(b), int64(len(b))))
+	}
+	close(done)
+	wg.Wait()
+	for r := 0; r < readers; r++ {
+		require.NoError(t, <-errs)
+	}
 }

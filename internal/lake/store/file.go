@@ -14,6 +14,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // File is the local-filesystem backend (file:///abs/path). Keys map to files
@@ -398,4 +399,40 @@ func orEmpty(r io.Reader) io.Reader {
 		return bytes.NewReader(nil)
 	}
 	return r
+}
+
+// RemoveStaleTemp deletes temporary files older than olderThan anywhere
+// under the root and returns how many it removed. A crash between writing a
+// temporary file and publishing it leaves one behind; List never shows it,
+// so only this sweeps it up (lake maintenance calls it). The age guard keeps
+// it away from writes in progress.
+func (f *File) RemoveStaleTemp(ctx context.Context, olderThan time.Duration) (int, error) {
+	cutoff := time.Now().Add(-olderThan)
+	removed := 0
+	err := filepath.WalkDir(f.root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if d.IsDir() || !isTempName(d.Name()) {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil || fi.ModTime().After(cutoff) {
+			return nil
+		}
+		if err := os.Remove(p); err == nil {
+			removed++
+		}
+		return nil
+	})
+	if err != nil {
+		return removed, fmt.Errorf("%s: removing stale temporary files: %w", f, err)
+	}
+	return removed, nil
 }

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/stretchr/testify/require"
@@ -68,4 +69,27 @@ func TestFileStoreKeyThatIsADirectoryIsNotReportedAsExisting(t *testing.T) {
 	err = s.PutIfAbsent(ctx, "x", []byte("2"))
 	require.ErrorContains(t, err, "a directory of that name holds other objects")
 	require.NotErrorIs(t, err, store.ErrExists)
+}
+
+func TestFileStoreRemoveStaleTempSweepsOnlyOldTempFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := store.NewFile(dir)
+	require.NoError(t, err)
+	require.NoError(t, s.PutIfAbsent(ctx, "t/_delta_log/00000000000000000000.json", []byte("v0")))
+	old := filepath.Join(dir, "t", "_delta_log", ".00000000000000000001.json.00000000deadbeef.oml-tmp")
+	fresh := filepath.Join(dir, "t", ".part-1.parquet.00000000cafef00d.oml-tmp")
+	require.NoError(t, os.WriteFile(old, []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(fresh, []byte("x"), 0o644))
+	past := time.Now().Add(-2 * time.Hour)
+	require.NoError(t, os.Chtimes(old, past, past))
+
+	n, err := s.RemoveStaleTemp(ctx, time.Hour)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.NoFileExists(t, old)
+	require.FileExists(t, fresh)
+	_, err = s.Get(ctx, "t/_delta_log/00000000000000000000.json")
+	require.NoError(t, err)
 }

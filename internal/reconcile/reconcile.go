@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
@@ -150,6 +151,10 @@ type runner struct {
 	rep   *Report
 	kept  map[Class]int
 	names map[uuid.UUID]string
+	// held: tenants whose chain disagrees with its witnessed head. The lake
+	// writer does not materialize them, so their tables are compared at
+	// their own txn version, not the frontier.
+	held map[uuid.UUID]*chainverify.Finding
 }
 
 func (r *runner) add(f Finding) {
@@ -220,6 +225,14 @@ SELECT (SELECT coalesce(sum(seq), 0) FROM oml.chain_heads WHERE $1::uuid IS NULL
 		if err := r.staleFrontier(ctx); err != nil {
 			return nil, err
 		}
+	}
+	fc, err := chainverify.ForkCheck(ctx, pool, lake, opts.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: fork check against the witnessed heads: %w", err)
+	}
+	r.held = map[uuid.UUID]*chainverify.Finding{}
+	for i := range fc.Findings {
+		r.held[fc.Findings[i].Tenant] = &fc.Findings[i]
 	}
 	for _, t := range tenants {
 		if err := r.tenant(ctx, t.id, t.name); err != nil {
@@ -302,6 +315,17 @@ func (r *runner) loadTable(ctx context.Context, tenant uuid.UUID, kind lakewrite
 		}
 	}
 	t.sum.Cutoff = max(frontier, t.sum.TxnVersion)
+	if fd := r.held[tenant]; fd != nil {
+		// Held for a forked chain: the writer stopped materializing the
+		// tenant, so only what its txn version covers is expected.
+		t.sum.Cutoff = max(0, t.sum.TxnVersion)
+		if t.sum.Cutoff < frontier {
+			r.add(Finding{Class: StaleFrontier, Tenant: tenant, Table: string(kind),
+				Detail: fmt.Sprintf("%s is held at txn version %d, behind the frontier %d: the lake writer does not materialize tenant %s because its chain %s (%s); run oml chain verify",
+					key.Path(), t.sum.TxnVersion, frontier, tenant, fd.Reason, fd.Detail),
+				Evidence: map[string]string{"txn_version": fmt.Sprint(t.sum.TxnVersion), "frontier": fmt.Sprint(frontier), "chain_finding": string(fd.Reason)}})
+		}
+	}
 	return t, nil
 }
 

@@ -32,7 +32,7 @@ const maxConflictRetries = 5
 // with the txn action. It is idempotent: a table whose txn version is
 // already ≥ to is skipped, and only rows above the table's txn version are
 // applied.
-func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, from, to int64) (tableResult, error) {
+func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, from, to int64, catchUp bool) (tableResult, error) {
 	res := tableResult{key: key, committed: -1}
 	for attempt := 0; ; attempt++ {
 		w, err := d.tables.writer(ctx, key, true)
@@ -79,7 +79,11 @@ func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, f
 			return res, err
 		}
 		c.Txn = &delta.Txn{AppID: AppID, Version: to}
-		c.Extra = map[string]any{"omlBatch": map[string]any{"start": from, "end": to}}
+		bounds := map[string]any{"start": from, "end": to}
+		if catchUp {
+			bounds["catchUp"] = true
+		}
+		c.Extra = map[string]any{"omlBatch": bounds}
 		start := time.Now()
 		v, err := w.Commit(ctx, c)
 		res.latency = time.Since(start)

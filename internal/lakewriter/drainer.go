@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/outbox"
@@ -76,6 +77,14 @@ type Options struct {
 	Crash func(p CrashPoint, table TableKey) error
 	// OnBatch, when set, is called after each completed batch (tests).
 	OnBatch func(BatchResult)
+	// NoForkCheck skips the fork check against the witnessed heads (which
+	// otherwise runs at start and every ForkCheckInterval, default 1m).
+	NoForkCheck       bool
+	ForkCheckInterval time.Duration
+	// WitnessInterval is how often, at most, a tenant's chain head is
+	// published as a signed witness after a batch touched it (default 10s;
+	// needs Signer; negative turns publishing off).
+	WitnessInterval time.Duration
 }
 
 // BatchResult describes one completed batch.
@@ -85,7 +94,10 @@ type BatchResult struct {
 	Tables       int // tables committed
 	Skipped      int // tables that already held the batch
 	DeadLettered []int64
+	Held         int // rows of tenants held for a forked chain, not applied
 	Duration     time.Duration
+
+	touched []TableKey
 }
 
 // Summary is what a DrainOnce run did.
@@ -100,6 +112,9 @@ type Summary struct {
 	Duration      time.Duration    `json:"duration_ns"`
 	HorizonHeld   bool             `json:"horizon_held"` // the horizon did not pass the fence in time
 	Blockers      []outbox.Blocker `json:"blockers,omitempty"`
+	// Refused lists tenants not materialized because their chain is forked
+	// or lost its tail (the fork check against the witnessed heads).
+	Refused []chainverify.Finding `json:"refused"`
 }
 
 // Drainer is the lake writer.
@@ -112,8 +127,14 @@ type Drainer struct {
 
 	frontier  atomic.Int64 // the position the Delta logs say is applied
 	recovered bool
-	replayed  *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
-	deadMu    sync.Mutex
+
+	heldMu        sync.Mutex
+	held          map[uuid.UUID]chainverify.Finding
+	lastForkCheck time.Time
+	witnessMu     sync.Mutex
+	witnessedAt   map[uuid.UUID]time.Time
+	replayed      *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
+	deadMu        sync.Mutex
 }
 
 // New checks the options and returns a Drainer. It does not touch the
@@ -159,6 +180,12 @@ func New(opts Options) (*Drainer, error) {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
+	if opts.ForkCheckInterval <= 0 {
+		opts.ForkCheckInterval = time.Minute
+	}
+	if opts.WitnessInterval == 0 {
+		opts.WitnessInterval = 10 * time.Second
+	}
 	d := &Drainer{
 		opts:   opts,
 		db:     opts.DB,
@@ -193,6 +220,9 @@ func (d *Drainer) Frontier() int64 { return d.frontier.Load() }
 func (d *Drainer) recover(ctx context.Context) error {
 	if d.recovered {
 		return nil
+	}
+	if err := d.checkForks(ctx); err != nil {
+		return err
 	}
 	tenants, err := d.tenants(ctx)
 	if err != nil {
@@ -229,7 +259,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 		}
 		d.frontier.Store(0)
 		d.recovered = true
-		return nil
+		return d.catchUp(ctx, tenants)
 	}
 	start, err := d.batchStart(ctx, maxKey, maxEnd)
 	if err != nil {
@@ -252,7 +282,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 		return err
 	}
 	d.recovered = true
-	return nil
+	return d.catchUp(ctx, tenants)
 }
 
 // batchStart reads the start bound recorded with the commit that set the
@@ -269,7 +299,7 @@ func (d *Drainer) batchStart(ctx context.Context, key TableKey, end int64) (int6
 	for _, h := range hist {
 		for _, t := range h.Txns {
 			if t.AppID == AppID && t.Version == end {
-				if b, ok := parseBatchBounds(h.CommitInfo); ok && b.End == end {
+				if b, ok := parseBatchBounds(h.CommitInfo); ok && b.End == end && !b.CatchUp {
 					return b.Start, nil
 				}
 			}
@@ -301,16 +331,44 @@ var errPoisonRetry = errors.New("poison rows inside their retry budget")
 // processBatch applies (from, to] to every table it touches, then advances
 // the frontier cache. attempt counts retries of this batch (for logs).
 func (d *Drainer) processBatch(ctx context.Context, from, to int64, attempt int) (BatchResult, error) {
+	res, err := d.applyRange(ctx, from, to, nil)
+	if err != nil {
+		return res, err
+	}
+	if err := d.crash(BeforeFrontierUpdate, TableKey{}); err != nil {
+		return res, err
+	}
+	if err := writeFrontier(ctx, d.db, from, to, 0); err != nil {
+		return res, err
+	}
+	d.frontier.Store(to)
+	if err := d.crash(AfterFrontierUpdate, TableKey{}); err != nil {
+		return res, err
+	}
+	d.opts.Metrics.batchDone(res)
+	d.witnessTouched(ctx, res.touched)
+	if d.opts.OnBatch != nil {
+		d.opts.OnBatch(res)
+	}
+	return res, nil
+}
+
+// applyRange applies the rows of (from, to] — every table's, or only
+// scope's (a catch-up) — to the lake, handling poison rows, and leaves the
+// frontier alone. Rows of tenants held for a forked chain are not applied.
+func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *TableKey) (BatchResult, error) {
 	started := time.Now()
 	res := BatchResult{Start: from, End: to}
 	for round := 0; ; round++ {
-		items, err := loadBatch(ctx, d.db, from, to)
+		items, err := loadBatch(ctx, d.db, from, to, scope)
 		if err != nil {
 			return res, err
 		}
+		items, res.Held = d.dropHeld(items)
 		res.Rows = len(items)
 		groups, order := group(items)
-		results, err := d.applyAll(ctx, groups, order, from, to)
+		res.touched = order
+		results, err := d.applyAll(ctx, groups, order, from, to, scope != nil)
 		if err != nil {
 			return res, err
 		}
@@ -336,21 +394,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64, attempt int)
 		}
 		// Every poison row is dead-lettered and now left out: apply the rest.
 	}
-	if err := d.crash(BeforeFrontierUpdate, TableKey{}); err != nil {
-		return res, err
-	}
-	if err := writeFrontier(ctx, d.db, from, to, 0); err != nil {
-		return res, err
-	}
-	d.frontier.Store(to)
-	if err := d.crash(AfterFrontierUpdate, TableKey{}); err != nil {
-		return res, err
-	}
 	res.Duration = time.Since(started)
-	d.opts.Metrics.batchDone(res)
-	if d.opts.OnBatch != nil {
-		d.opts.OnBatch(res)
-	}
 	return res, nil
 }
 
@@ -370,7 +414,7 @@ func group(items []*item) (map[TableKey][]*item, []TableKey) {
 // time. An infrastructure error from any table fails the batch (after the
 // others finished: what they committed stays committed and is skipped on
 // the retry).
-func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, order []TableKey, from, to int64) ([]tableResult, error) {
+func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, order []TableKey, from, to int64, catchUp bool) ([]tableResult, error) {
 	results := make([]tableResult, len(order))
 	errs := make([]error, len(order))
 	sem := make(chan struct{}, d.opts.Parallel)
@@ -381,7 +425,7 @@ func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, ord
 		go func(i int, key TableKey) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			r, err := d.applyTable(ctx, key, groups[key], from, to)
+			r, err := d.applyTable(ctx, key, groups[key], from, to, catchUp)
 			if err == nil && r.committed >= 0 {
 				err = d.crash(AfterTableCommit, key)
 			}

@@ -13,6 +13,9 @@ import (
 type BatchBounds struct {
 	Start int64 `json:"start"`
 	End   int64 `json:"end"`
+	// CatchUp marks a commit that brought one table of a tenant up to the
+	// frontier after its chain stopped being forked (not a regular batch).
+	CatchUp bool `json:"catchUp,omitempty"`
 }
 
 func parseBatchBounds(commitInfo json.RawMessage) (BatchBounds, bool) {

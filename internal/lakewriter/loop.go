@@ -49,6 +49,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.HorizonHeld = true
 		sum.Blockers, _ = outbox.Blockers(ctx, d.db, fence.Xid, 5)
 		sum.Target = d.frontier.Load()
+		sum.Refused = d.Refused()
 		sum.Duration = time.Since(started)
 		d.log.Warn("a transaction holds the snapshot horizon; nothing past the frontier is final yet (lag, not loss)",
 			"frontier", d.frontier.Load(), "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))
@@ -74,6 +75,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.EndFrontier = d.frontier.Load()
 	}
 	sort.Slice(sum.DeadLettered, func(i, j int) bool { return sum.DeadLettered[i] < sum.DeadLettered[j] })
+	sum.Refused = d.Refused()
 	sum.Duration = time.Since(started)
 	return sum, nil
 }
@@ -139,6 +141,12 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 		h, err := outbox.Horizon(ctx, d.db)
 		if err != nil {
 			if werr := d.outage(ctx, "horizon", err, 0); werr != nil {
+				return leaseErr(ctx, werr)
+			}
+			continue
+		}
+		if err := d.maybeRecheckForks(ctx); err != nil {
+			if werr := d.outage(ctx, "fork check", err, 0); werr != nil {
 				return leaseErr(ctx, werr)
 			}
 			continue

@@ -64,6 +64,7 @@ LEFT JOIN oml.claim_bodies b ON o.op = 'materialize' AND b.tenant_id = o.tenant_
                             AND b.artifact_id = o.artifact_id AND b.version = o.version
 LEFT JOIN oml.dead_letter d ON d.outbox_seq = o.seq
 WHERE o.seq > $1 AND o.seq <= $2
+  AND ($3::uuid IS NULL OR (o.tenant_id = $3 AND o.target = $4))
 ORDER BY o.seq`
 
 type querier interface {
@@ -73,8 +74,14 @@ type querier interface {
 // loadBatch reads (from, to] and decodes every row for its table. Rows that
 // are already dead-lettered are left out; that decision is recorded in
 // PostgreSQL, so a retried batch leaves out the same rows.
-func loadBatch(ctx context.Context, q querier, from, to int64) ([]*item, error) {
-	rows, err := q.Query(ctx, batchQuery, from, to)
+//
+// scope, when set, limits the read to one table's rows (a tenant's catch-up).
+func loadBatch(ctx context.Context, q querier, from, to int64, scope *TableKey) ([]*item, error) {
+	var tenant, target any
+	if scope != nil {
+		tenant, target = scope.Tenant, string(scope.Kind)
+	}
+	rows, err := q.Query(ctx, batchQuery, from, to, tenant, target)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows (%d, %d]: %w", from, to, err)
 	}

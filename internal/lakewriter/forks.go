@@ -1,0 +1,224 @@
+package lakewriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/witness"
+)
+
+// checkForks compares every tenant's journal with its newest witnessed
+// head (chainverify.ForkCheck) and holds the tenants whose chain lost its
+// tail or forked: their rows are not materialized, so the lake never builds
+// on a chain that is not the one that was witnessed. Other tenants go on.
+func (d *Drainer) checkForks(ctx context.Context) error {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	d.lastForkCheck = time.Now()
+	if d.opts.NoForkCheck {
+		d.held = nil
+		return nil
+	}
+	res, err := chainverify.ForkCheck(ctx, d.db, d.opts.Lake, nil)
+	if err != nil {
+		return fmt.Errorf("fork check against the witnessed heads: %w", err)
+	}
+	for _, e := range res.Untrusted {
+		d.log.Warn("ignoring a witnessed head whose signature does not verify (tampered witness store?)", "error", e)
+	}
+	held := map[uuid.UUID]chainverify.Finding{}
+	for _, f := range res.Findings {
+		held[f.Tenant] = f
+		if _, was := d.held[f.Tenant]; !was {
+			d.log.Error("refusing to materialize a tenant whose chain disagrees with its witnessed head; other tenants continue",
+				"tenant", f.Tenant.String(), "reason", string(f.Reason), "seq", f.Seq, "detail", f.Detail, "evidence", f.Evidence)
+		}
+	}
+	for t := range d.held {
+		if _, still := held[t]; !still {
+			d.log.Info("tenant's chain agrees with its witnessed head again; catching its tables up", "tenant", t.String())
+		}
+	}
+	d.held = held
+	return nil
+}
+
+// Refused returns the tenants currently held for a forked chain.
+func (d *Drainer) Refused() []chainverify.Finding {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	out := make([]chainverify.Finding, 0, len(d.held))
+	for _, f := range d.held {
+		out = append(out, f)
+	}
+	return out
+}
+
+func (d *Drainer) dropHeld(items []*item) ([]*item, int) {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	if len(d.held) == 0 {
+		return items, 0
+	}
+	kept := items[:0]
+	n := 0
+	for _, it := range items {
+		if _, ok := d.held[it.table.Tenant]; ok {
+			n++
+			continue
+		}
+		kept = append(kept, it)
+	}
+	return kept, n
+}
+
+// catchUp brings every table of a tenant that is not held up to the
+// frontier, when rows were skipped while the tenant was held: one indexed
+// probe per table, and for a table that missed rows, one scoped pass over
+// (its txn version, frontier] of its own rows, committed with
+// omlBatch.catchUp. Afterwards every table again holds all its rows up to
+// the frontier.
+func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
+	f := d.frontier.Load()
+	if f == 0 {
+		return nil
+	}
+	d.heldMu.Lock()
+	held := d.held
+	d.heldMu.Unlock()
+	for _, t := range tenants {
+		if _, ok := held[t]; ok {
+			continue
+		}
+		for _, k := range Kinds {
+			key := TableKey{Tenant: t, Kind: k}
+			w, err := d.tables.writer(ctx, key, false)
+			if err != nil {
+				return err
+			}
+			v := int64(0)
+			if w != nil {
+				if tv, ok := w.Snapshot().TxnVersion(AppID); ok {
+					v = tv
+				}
+			}
+			if v >= f {
+				continue
+			}
+			var missed bool
+			if err := d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox
+WHERE tenant_id = $1 AND target = $2 AND seq > $3 AND seq <= $4)`, t, string(k), v, f).Scan(&missed); err != nil {
+				return fmt.Errorf("look for rows %s missed: %w", key, err)
+			}
+			if !missed {
+				continue
+			}
+			d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
+			scope := key
+			if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
+				return fmt.Errorf("catch %s up to %d: %w", key, f, err)
+			}
+		}
+	}
+	return nil
+}
+
+// maybeRecheckForks re-runs the fork check (and the catch-up of tenants it
+// releases) every ForkCheckInterval in the long-running loop.
+func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
+	d.heldMu.Lock()
+	due := time.Since(d.lastForkCheck) >= d.opts.ForkCheckInterval
+	d.heldMu.Unlock()
+	if !due {
+		return nil
+	}
+	if err := d.checkForks(ctx); err != nil {
+		return err
+	}
+	tenants, err := d.tenants(ctx)
+	if err != nil {
+		return err
+	}
+	return d.catchUp(ctx, tenants)
+}
+
+// witnessTouched publishes signed heads of the tenants a batch touched
+// (at most once per WitnessInterval each), so the fork check has a copy of
+// every chain head outside PostgreSQL. A witness is best effort for the
+// lake (a failed publish is logged, never fails the batch), but a
+// conflicting witness is fork evidence: the tenant is held at once.
+func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
+	if d.opts.Signer == nil || d.opts.WitnessInterval < 0 || len(touched) == 0 {
+		return
+	}
+	signer, ok := d.opts.Signer.(witness.Signer)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	due := map[uuid.UUID]bool{}
+	d.witnessMu.Lock()
+	if d.witnessedAt == nil {
+		d.witnessedAt = map[uuid.UUID]time.Time{}
+	}
+	for _, k := range touched {
+		if now.Sub(d.witnessedAt[k.Tenant]) >= d.opts.WitnessInterval {
+			due[k.Tenant] = true
+			d.witnessedAt[k.Tenant] = now
+		}
+	}
+	d.witnessMu.Unlock()
+	if len(due) == 0 {
+		return
+	}
+	heads, err := witness.Capture(ctx, d.db, nil, now)
+	if err != nil {
+		d.log.Warn("could not read chain heads to witness them", "error", err)
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for _, h := range heads {
+		if !due[h.Tenant] {
+			continue
+		}
+		d.heldMu.Lock()
+		_, isHeld := d.held[h.Tenant]
+		d.heldMu.Unlock()
+		if isHeld {
+			continue
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(h *witness.Head) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := h.Sign(signer); err != nil {
+				d.log.Warn("could not sign a chain head", "tenant", h.Tenant.String(), "error", err)
+				return
+			}
+			_, err := witness.Publish(ctx, d.opts.Lake, h)
+			if errors.Is(err, witness.ErrConflict) {
+				d.log.Error("a different head is already witnessed at this seq: fork evidence; holding the tenant",
+					"tenant", h.Tenant.String(), "seq", h.Seq, "error", err)
+				d.heldMu.Lock()
+				if d.held == nil {
+					d.held = map[uuid.UUID]chainverify.Finding{}
+				}
+				d.held[h.Tenant] = chainverify.Finding{Tenant: h.Tenant, Seq: h.Seq, Reason: chainverify.ReasonFork, Detail: err.Error()}
+				d.heldMu.Unlock()
+				return
+			}
+			if err != nil {
+				d.log.Warn("could not publish a witnessed head; will try after a later batch", "tenant", h.Tenant.String(), "error", err)
+			}
+		}(h)
+	}
+	wg.Wait()
+}

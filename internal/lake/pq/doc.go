@@ -16,7 +16,8 @@
 //	)
 //	w, err := pq.NewWriter(out, s, pq.Options{Compression: pq.Zstd}) // Snappy by default; zstd level 1 unless ZstdLevel
 //	err = w.Write([]pq.Row{{"t1", int64(1), time.Now(), []byte{1}, nil, []any{"a"}, []any{"p", int64(3)}}})
-//	meta, err := w.Close() // meta.NumRows, meta.Size (bytes), meta.Columns[i] {Path, NullCount, Min, Max}
+//	w.WrittenBytes(); w.BufferedBytes() // roll files by size
+//	meta, err := w.Close() // meta.NumRows, meta.Size (bytes), meta.Columns[i] {Path, NullCount, Min, Max}; meta.Column("a", "b")
 //
 //	f, err := pq.Open(readerAt, size) // footer only
 //	f.Schema(); f.NumRows()

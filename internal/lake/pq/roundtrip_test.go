@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"math/big"
+	"runtime"
 	"testing"
 	"time"
 
@@ -229,6 +230,69 @@ func TestProjectionMissingAndExtraColumns(t *testing.T) {
 
 	_, err = f.RowsFor(NewSchema(Nullable("a", StructOf(Nullable("x", Int64)))))
 	require.ErrorContains(t, err, "column a")
+}
+
+func TestProjectionInsideListsAndMaps(t *testing.T) {
+	t.Parallel()
+	elem := StructOf(Nullable("a", Int32), Nullable("b", String))
+	s := NewSchema(Nullable("ls", ListOf(elem, true)), Nullable("m", MapOf(String, elem, true)))
+	b, _ := writeFile(t, s, Options{}, []Row{
+		{[]any{[]any{int32(1), "x"}, nil, []any{nil, "y"}}, []MapEntry{{Key: "k", Value: []any{int32(2), "z"}}, {Key: "n", Value: nil}}},
+		{nil, nil},
+		{[]any{}, []MapEntry{}},
+	})
+	f, err := Open(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	want := StructOf(Nullable("b", nil), Nullable("gone", Int64))
+	rs, err := f.RowsFor(NewSchema(Nullable("m", MapOf(String, want, true)), Nullable("ls", ListOf(want, true))))
+	require.NoError(t, err)
+	got, err := rs.ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, []Row{
+		{[]MapEntry{{Key: "k", Value: []any{"z", nil}}, {Key: "n", Value: nil}}, []any{[]any{"x", nil}, nil, []any{"y", nil}}},
+		{nil, nil},
+		{[]MapEntry{}, []any{}},
+	}, got)
+
+	// Only absent fields requested: the element structs' nulls still show.
+	rs, err = f.RowsFor(NewSchema(Nullable("ls", ListOf(StructOf(Nullable("gone", Int64)), true))))
+	require.NoError(t, err)
+	got, err = rs.ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, []Row{{[]any{[]any{nil}, nil, []any{nil}}}, {nil}, {[]any{}}}, got)
+}
+
+// TestWriterMemoryStaysFlat writes many row groups of incompressible 2 KiB
+// bodies and checks that the live heap after each Write stays near one row
+// group, not the whole file.
+func TestWriterMemoryStaysFlat(t *testing.T) {
+	if testing.Short() {
+		t.Skip("writes 60 MiB")
+	}
+	s := NewSchema(Required("id", Int64), Required("body", Binary))
+	w, err := NewWriter(&discard{}, s, Options{RowGroupBytes: 4 << 20})
+	require.NoError(t, err)
+	body := make([]byte, 2048)
+	var ms runtime.MemStats
+	var peak uint64
+	for batch := 0; batch < 30; batch++ {
+		rows := make([]Row, 1000)
+		for i := range rows {
+			body[0], body[1] = byte(i), byte(batch)
+			rows[i] = Row{int64(batch*1000 + i), body} // the writer must copy: body is reused
+		}
+		require.NoError(t, w.Write(rows))
+		require.Less(t, w.BufferedBytes(), int64(4<<20)+4096, "a row group is flushed once it reaches RowGroupBytes")
+		require.Positive(t, w.WrittenBytes())
+		runtime.GC()
+		runtime.ReadMemStats(&ms)
+		peak = max(peak, ms.HeapAlloc)
+	}
+	meta, err := w.Close()
+	require.NoError(t, err)
+	require.Equal(t, int64(30_000), meta.NumRows)
+	t.Logf("peak live heap %.1f MiB", float64(peak)/(1<<20))
+	require.Less(t, peak, uint64(40<<20), "heap grew with the file (60 MiB of bodies, 4 MiB row groups)")
 }
 
 func TestZeroRowFile(t *testing.T) {

@@ -268,6 +268,9 @@ func buildReadTree(s *pqschema.Schema) (*readTree, error) {
 		t.fields = append(t.fields, n)
 		t.schema.Fields = append(t.schema.Fields, Field{Name: n.name, Type: n.typ, Nullable: n.optional})
 	}
+	if s.NumColumns() == 0 {
+		return nil, fmt.Errorf("pq: the file schema has no columns; the file is malformed")
+	}
 	if len(t.leaves) != s.NumColumns() {
 		return nil, fmt.Errorf("pq: the file schema has %d columns but %d were resolved; the schema is malformed", s.NumColumns(), len(t.leaves))
 	}

@@ -211,6 +211,14 @@ func (w *Writer) Schema() *Schema { return w.schema }
 // NumRows returns the number of rows accepted so far.
 func (w *Writer) NumRows() int64 { return w.rows }
 
+// WrittenBytes returns the bytes already written to the io.Writer (closed row
+// groups); together with BufferedBytes it lets a caller roll files by size.
+func (w *Writer) WrittenBytes() int64 { return w.sink.n }
+
+// BufferedBytes returns the raw (uncompressed) size of the values held for the
+// row group not yet written.
+func (w *Writer) BufferedBytes() int64 { return w.rgBytes }
+
 // Write appends rows. Each row holds one value per schema field, in order (see
 // doc.go for the Go types). A row that does not match the schema fails the call
 // and poisons the writer: the file must be abandoned.

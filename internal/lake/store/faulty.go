@@ -61,7 +61,8 @@ const maxTransientAttempts = 5
 
 // Rule selects operations and the fault injected into them. A call matches
 // when its op is in Ops (all ops if empty), its key matches the Key glob
-// (path.Match syntax; all keys if empty; for List the prefix is matched) and
+// (path.Match syntax, where '*' does not cross '/'; all keys if empty; for
+// List the prefix is matched; use Match for anything else) and
 // Match (if set) returns true. Of the matching calls, the first After are let
 // through; the next Times (every one if 0) get the fault.
 type Rule struct {

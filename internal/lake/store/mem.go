@@ -48,7 +48,8 @@ var _ Store = (*Mem)(nil)
 // NewMem returns an empty in-memory store.
 func NewMem() *Mem { return &Mem{objs: map[string]memObj{}, now: time.Now} }
 
-func (m *Mem) String() string { return fmt.Sprintf("mem://%p", m) }
+// String is constant ("mem://") so messages and traces are deterministic.
+func (m *Mem) String() string { return "mem://" }
 
 // Crash simulates a process crash now: every later operation returns
 // ErrCrashed. Nothing acknowledged is lost.

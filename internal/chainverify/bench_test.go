@@ -159,21 +159,36 @@ func BenchmarkRawVerify(b *testing.B) {
 	}
 }
 
-// BenchmarkEfficiency measures, back to back in one run, the best
+// BenchmarkEfficiency measures, interleaved in one run, the best
 // single-core verification rate (max of crypto/ed25519 and the batch
-// verifier) and the verifier's end-to-end rate for 1 and 100 tenants, and
-// reports end-to-end / (best per core × cores) as "pct_of_ideal".
+// verifier), crypto/ed25519 on all cores, and the verifier's end-to-end
+// rate for 1 and 100 tenants. Each is the best of max(b.N, 3) rounds: on a
+// shared machine other work only ever slows a round down, so the best
+// rounds are the closest to what the hardware does. It reports end-to-end
+// / (best per core × cores) as "pct_of_ideal".
 func BenchmarkEfficiency(b *testing.B) {
 	k, msgs, sigs := benchSigs(4096)
 	cores := runtime.GOMAXPROCS(0)
 	for _, tenants := range []int{1, 100} {
 		b.Run(fmt.Sprintf("tenants=%d", tenants), func(b *testing.B) {
 			f := benchFixture(b, tenants)
+			n := f.count()
 			b.ResetTimer()
-			best := max(rawStdlib(k, msgs, sigs, 1, 1), rawBatch(k, msgs, sigs, 2, 1))
-			rate := benchVerify(b, f, Options{})
-			b.ReportMetric(best, "best_per_core_sigs/s")
-			b.ReportMetric(100*rate/(best*float64(cores)), "pct_of_ideal")
+			var bestCore, bestStdAll, bestVerify float64
+			for range max(b.N, 3) {
+				bestCore = max(bestCore, rawStdlib(k, msgs[:1024], sigs[:1024], 1, 1), rawBatch(k, msgs, sigs, 1, 1))
+				bestStdAll = max(bestStdAll, rawStdlib(k, msgs[:2048], sigs[:2048], 1, cores))
+				start := time.Now()
+				sum, err := Verify(context.Background(), f.events(), Options{})
+				if err != nil || len(sum.Findings) != 0 {
+					b.Fatalf("verify: %v %v", err, sum.Findings)
+				}
+				bestVerify = max(bestVerify, float64(n)/time.Since(start).Seconds())
+			}
+			b.ReportMetric(bestVerify, "events/s")
+			b.ReportMetric(bestCore, "best_per_core_sigs/s")
+			b.ReportMetric(bestStdAll, "stdlib_all_cores_sigs/s")
+			b.ReportMetric(100*bestVerify/(bestCore*float64(cores)), "pct_of_ideal")
 		})
 	}
 }

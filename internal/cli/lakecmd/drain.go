@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
@@ -227,10 +229,33 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 	} else if err := printSummary(f, sum); err != nil {
 		return err
 	}
+	if len(sum.Refused) > 0 {
+		for _, r := range sum.Refused {
+			fmt.Fprintf(f.IO.ErrOut, "oml: refused to materialize tenant %s: %s at seq %d: %s%s\n",
+				r.Tenant, r.Reason, r.Seq, r.Detail, evidence(r.Evidence))
+		}
+		return cliutil.Findingsf("%d tenant(s) not materialized because their chain disagrees with its witnessed head; other tenants were drained. Run `oml chain verify` and see docs/runbooks/fork-check.md", len(sum.Refused))
+	}
 	if len(sum.DeadLettered) > 0 && opts.FailOnDeadLetter {
 		return cliutil.Findingsf("%d outbox row(s) were dead-lettered: see `oml deadletter list`", len(sum.DeadLettered))
 	}
 	return nil
+}
+
+func evidence(m map[string]string) string {
+	if len(m) == 0 {
+		return ""
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var parts []string
+	for _, k := range keys {
+		parts = append(parts, k+"="+m[k])
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }
 
 func drainError(err error) error {
@@ -244,24 +269,28 @@ func drainError(err error) error {
 }
 
 type drainSummaryJSON struct {
-	StartFrontier int64            `json:"start_frontier"`
-	EndFrontier   int64            `json:"end_frontier"`
-	Target        int64            `json:"target"`
-	Batches       int              `json:"batches"`
-	Rows          int              `json:"rows"`
-	TableCommits  int              `json:"table_commits"`
-	DeadLettered  []int64          `json:"dead_lettered"`
-	DurationMS    int64            `json:"duration_ms"`
-	HorizonHeld   bool             `json:"horizon_held"`
-	Blockers      []outbox.Blocker `json:"blockers"`
+	StartFrontier int64                 `json:"start_frontier"`
+	EndFrontier   int64                 `json:"end_frontier"`
+	Target        int64                 `json:"target"`
+	Batches       int                   `json:"batches"`
+	Rows          int                   `json:"rows"`
+	TableCommits  int                   `json:"table_commits"`
+	DeadLettered  []int64               `json:"dead_lettered"`
+	Refused       []chainverify.Finding `json:"refused"`
+	DurationMS    int64                 `json:"duration_ms"`
+	HorizonHeld   bool                  `json:"horizon_held"`
+	Blockers      []outbox.Blocker      `json:"blockers"`
 }
 
 func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	out := drainSummaryJSON{StartFrontier: s.StartFrontier, EndFrontier: s.EndFrontier, Target: s.Target,
-		Batches: s.Batches, Rows: s.Rows, TableCommits: s.TableCommits, DeadLettered: s.DeadLettered,
+		Batches: s.Batches, Rows: s.Rows, TableCommits: s.TableCommits, DeadLettered: s.DeadLettered, Refused: s.Refused,
 		DurationMS: s.Duration.Milliseconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers}
 	if out.DeadLettered == nil {
 		out.DeadLettered = []int64{}
+	}
+	if out.Refused == nil {
+		out.Refused = []chainverify.Finding{}
 	}
 	if out.Blockers == nil {
 		out.Blockers = []outbox.Blocker{}

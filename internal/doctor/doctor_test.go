@@ -22,7 +22,7 @@ import (
 
 // witnessAll publishes every tenant's current head to the lake, as
 // `oml chain witness` does.
-func (b *bundle) witnessAll(t *testing.T) {
+func (b *bundle) witnessAll(t testing.TB) {
 	t.Helper()
 	ctx := context.Background()
 	heads, err := witness.Capture(ctx, b.pool, nil, time.Now())
@@ -36,7 +36,7 @@ func (b *bundle) witnessAll(t *testing.T) {
 
 // tamper edits the journal behind the application's back (as the owner,
 // with the append-only triggers off), as an attacker or a bad restore would.
-func (b *bundle) tamper(t *testing.T, sql ...string) {
+func (b *bundle) tamper(t testing.TB, sql ...string) {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, pgx.BeginFunc(ctx, b.pool, func(tx pgx.Tx) error {

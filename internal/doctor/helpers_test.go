@@ -38,7 +38,7 @@ type bundle struct {
 	dbURL   string
 }
 
-func setup(t *testing.T, tenants int) *bundle {
+func setup(t testing.TB, tenants int) *bundle {
 	t.Helper()
 	ctx := context.Background()
 	db := testdb.New(t)
@@ -58,7 +58,7 @@ func setup(t *testing.T, tenants int) *bundle {
 	return b
 }
 
-func (b *bundle) load(t *testing.T, claims, poison int, seed uint64) workload.Result {
+func (b *bundle) load(t testing.TB, claims, poison int, seed uint64) workload.Result {
 	t.Helper()
 	res, err := workload.Run(context.Background(), b.pool, b.key, workload.Config{
 		Tenants: b.tenants, Claims: claims, PromoteRatio: 0.7, RetractRatio: 0.2, Poison: poison, Seed: seed,
@@ -68,7 +68,7 @@ func (b *bundle) load(t *testing.T, claims, poison int, seed uint64) workload.Re
 }
 
 // drain drains the whole outbox into the lake, as `oml lake drain --once`.
-func (b *bundle) drain(t *testing.T, tune func(*lakewriter.Options)) {
+func (b *bundle) drain(t testing.TB, tune func(*lakewriter.Options)) {
 	t.Helper()
 	o := lakewriter.Options{
 		DB: b.pool, Lake: b.lake, Signer: b.key, NoLease: true, PoisonBudget: 2,
@@ -90,7 +90,7 @@ func (b *bundle) drain(t *testing.T, tune func(*lakewriter.Options)) {
 	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", d.Frontier(), b.lastSeq(t))
 }
 
-func (b *bundle) lastSeq(t *testing.T) int64 {
+func (b *bundle) lastSeq(t testing.TB) int64 {
 	t.Helper()
 	var s int64
 	require.NoError(t, b.pool.QueryRow(context.Background(),
@@ -112,13 +112,13 @@ func (b *bundle) options(tune func(*doctor.Thresholds)) doctor.Options {
 	}
 }
 
-func (b *bundle) doctor(t *testing.T, tune func(*doctor.Thresholds)) doctor.Report {
+func (b *bundle) doctor(t testing.TB, tune func(*doctor.Thresholds)) doctor.Report {
 	t.Helper()
 	return doctor.Run(context.Background(), b.options(tune))
 }
 
 // check returns one check's result, failing the test if it is missing.
-func check(t *testing.T, rep doctor.Report, id string) doctor.Result {
+func check(t testing.TB, rep doctor.Report, id string) doctor.Result {
 	t.Helper()
 	c, ok := rep.Check(id)
 	require.Truef(t, ok, "the report has no %s check", id)
@@ -126,7 +126,7 @@ func check(t *testing.T, rep doctor.Report, id string) doctor.Result {
 }
 
 // requireStatus asserts a check's status, printing the whole check when not.
-func requireStatus(t *testing.T, rep doctor.Report, id string, want doctor.Status) doctor.Result {
+func requireStatus(t testing.TB, rep doctor.Report, id string, want doctor.Status) doctor.Result {
 	t.Helper()
 	c := check(t, rep, id)
 	require.Equalf(t, want, c.Status, "%s: %s\n%v", id, c.Summary, c.Details)
@@ -135,7 +135,7 @@ func requireStatus(t *testing.T, rep doctor.Report, id string, want doctor.Statu
 
 // holdHorizon opens a transaction with an xid on another connection and
 // keeps it open until the test ends; it returns the backend's pid.
-func holdHorizon(t *testing.T, b *bundle) int32 {
+func holdHorizon(t testing.TB, b *bundle) int32 {
 	t.Helper()
 	ctx := context.Background()
 	cfg, err := pgx.ParseConfig(b.dbURL)

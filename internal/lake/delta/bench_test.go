@@ -255,3 +255,35 @@ func BenchmarkWriteFileSilver(b *testing.B) {
 			randBytes(32, i), randBytes(32, i+1), randBytes(1024, i+2), "promoted", int64(1000 + i)}
 	})
 }
+
+// BenchmarkOpenCheckpoint100kFiles opens a table whose state is one
+// checkpoint of 100,000 live files (plus one later commit).
+func BenchmarkOpenCheckpoint100kFiles(b *testing.B) {
+	ctx := context.Background()
+	fs, err := store.NewFile(b.TempDir())
+	require.NoError(b, err)
+	w, err := CreateTable(ctx, fs, TableSpec{Schema: testSchema(), PartitionColumns: []string{"day"}}, Options{})
+	require.NoError(b, err)
+	adds := make([]*Add, 0, 100000)
+	for i := 0; i < 100000; i++ {
+		a := fakeAdd(fmt.Sprintf("2026-01-%02d", 1+i%28))
+		a.Stats = fmt.Sprintf(`{"numRecords":100,"minValues":{"id":%d},"maxValues":{"id":%d},"nullCount":{"id":0}}`, i*100, i*100+99)
+		adds = append(adds, a)
+	}
+	_, err = w.Commit(ctx, Commit{Operation: "WRITE", Adds: adds})
+	require.NoError(b, err)
+	_, err = w.Checkpoint(ctx)
+	require.NoError(b, err)
+	_, err = w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("2026-02-01")}})
+	require.NoError(b, err)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		snap, err := Load(ctx, fs)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if snap.NumFiles() != 100001 || snap.CheckpointVersion() != 1 {
+			b.Fatalf("%d files, checkpoint %d", snap.NumFiles(), snap.CheckpointVersion())
+		}
+	}
+}

@@ -1,0 +1,244 @@
+package deadlettercmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/cli"
+	"github.com/omlhq/oml/internal/cli/deadlettercmd"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+
+func TestNewCmdReenqueue_Flags(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		args    string
+		stdin   bool // stdin is a terminal
+		wantErr string
+		want    deadlettercmd.ReenqueueOptions
+	}{
+		{name: "ids", args: "3 5 3 --by ops", want: deadlettercmd.ReenqueueOptions{IDs: []int64{3, 5}, By: "ops"}},
+		{name: "reason", args: "3 --by ops --reason fixed", want: deadlettercmd.ReenqueueOptions{IDs: []int64{3}, By: "ops", Reason: "fixed"}},
+		{name: "all with yes", args: "--all --yes --tenant acme --by ops", want: deadlettercmd.ReenqueueOptions{All: true, Yes: true, Tenant: "acme", By: "ops"}},
+		{name: "all on a terminal asks", args: "--all --by ops", stdin: true, want: deadlettercmd.ReenqueueOptions{All: true, By: "ops"}},
+		{name: "all without yes off a terminal", args: "--all --by ops", wantErr: "pass --yes"},
+		{name: "nothing", args: "", wantErr: "or pass --all"},
+		{name: "ids and all", args: "3 --all --yes", wantErr: "not both"},
+		{name: "tenant without all", args: "3 --tenant acme", wantErr: "--tenant only narrows --all"},
+		{name: "bad id", args: "x", wantErr: `dead letter id "x" is not a positive number`},
+		{name: "zero id", args: "0", wantErr: "not a positive number"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			io, _, _, _ := iostreams.Test()
+			io.SetStdinTTY(tc.stdin)
+			f := cliutil.New(io)
+			var got *deadlettercmd.ReenqueueOptions
+			cmd := deadlettercmd.NewCmdReenqueue(f, func(_ context.Context, o *deadlettercmd.ReenqueueOptions) error { got = o; return nil })
+			cmd.SetArgs(strings.Fields(tc.args))
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			err := cmd.Execute()
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
+				return
+			}
+			require.NoError(t, err)
+			tc.want.F = f
+			require.Equal(t, tc.want, *got)
+		})
+	}
+}
+
+func TestNewCmdReenqueue_ByDefaultsToTheOSUser(t *testing.T) {
+	t.Parallel()
+	io, _, _, _ := iostreams.Test()
+	var got *deadlettercmd.ReenqueueOptions
+	cmd := deadlettercmd.NewCmdReenqueue(cliutil.New(io), func(_ context.Context, o *deadlettercmd.ReenqueueOptions) error { got = o; return nil })
+	cmd.SetArgs([]string{"7"})
+	require.NoError(t, cmd.Execute())
+	require.NotEmpty(t, got.By)
+}
+
+type env struct {
+	url, lake, keyFile string
+	pool               *pgxpool.Pool
+	key                *keys.Key
+	acme               uuid.UUID
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	db := testdb.New(t)
+	e := &env{url: db.URL, pool: db.Pool(t), lake: "file://" + t.TempDir()}
+	var err error
+	e.key, err = keys.Generate()
+	require.NoError(t, err)
+	e.keyFile = filepath.Join(t.TempDir(), "deploy.key")
+	require.NoError(t, keys.WriteFile(e.keyFile, e.key, false))
+	_, err = tenant.Init(ctx, e.pool, e.key)
+	require.NoError(t, err)
+	tn, _, err := tenant.Create(ctx, e.pool, e.key, "acme")
+	require.NoError(t, err)
+	e.acme = tn.ID
+	return e
+}
+
+func (e *env) run(t *testing.T, args ...string) (cliutil.ExitCode, string, string) {
+	t.Helper()
+	io, _, out, errOut := iostreams.Test()
+	vars := map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
+	code := cli.Run(context.Background(), io, args, func(k string) string { return vars[k] })
+	return code, out.String(), errOut.String()
+}
+
+// TestDeadletterCommands_RepairEndToEnd drives the repair through the
+// binary's commands: a drained workload with one poison row of each kind;
+// list (table and JSON), show, reconcile and status report them; the
+// bodies are restored; reenqueue --all --yes re-enqueues all three, a second
+// run says they already were; a drain applies them and reconcile is clean.
+func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+	res, err := workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 30, PromoteRatio: 0.8,
+		RetractRatio: 0.5, Poison: 3, Seed: 41})
+	require.NoError(t, err)
+	require.Len(t, res.Poison, 3)
+
+	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+
+	code, out, stderr := e.run(t, "deadletter", "list")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	require.Len(t, lines, 4, out)
+	require.Equal(t, "ID\tTENANT\tOUTBOX SEQ\tTARGET\tOP\tCLAIM\tATTEMPTS\tFIRST FAILURE\tERROR\tREENQUEUED", lines[0])
+	require.Contains(t, lines[1], "\tacme\t")
+	require.True(t, strings.HasSuffix(lines[1], "\tno"), lines[1])
+
+	code, out, stderr = e.run(t, "deadletter", "list", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var letters []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &letters))
+	require.Len(t, letters, 3)
+	for _, k := range []string{"id", "tenant_id", "tenant", "outbox_seq", "journal_seq", "target", "op", "artifact_id", "version",
+		"payload", "attempts", "first_failed_at", "last_failed_at", "error", "skipped_seq", "reenqueued", "reenqueued_at",
+		"new_outbox_seq", "reenqueued_by", "reenqueue_reason"} {
+		require.Contains(t, letters[0], k)
+	}
+	require.Equal(t, "acme", letters[0]["tenant"])
+	first := fmt.Sprint(letters[0]["id"])
+
+	code, out, stderr = e.run(t, "deadletter", "show", first)
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "materialize.skipped")
+	require.Contains(t, out, "open: repair the cause, then oml deadletter reenqueue "+first)
+	code, out, _ = e.run(t, "deadletter", "show", first, "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code)
+	var detail map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &detail))
+	require.Equal(t, "materialize.skipped", detail["skipped_event"].(map[string]any)["event_type"])
+	require.Contains(t, detail, "original_outbox_row")
+	require.Contains(t, detail, "implied_payload")
+
+	code, _, stderr = e.run(t, "deadletter", "show", "999999")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, "no such dead letter 999999")
+
+	code, out, _ = e.run(t, "reconcile", "-o", "json")
+	require.Equal(t, cliutil.ExitFindings, code)
+	var rep struct {
+		OK     bool             `json:"ok"`
+		Counts map[string]int64 `json:"counts"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.False(t, rep.OK)
+	require.EqualValues(t, 3, rep.Counts["dead-lettered"])
+
+	code, out, stderr = e.run(t, "status", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var st struct {
+		Lake struct {
+			DeadLetters int64 `json:"dead_letters"`
+		} `json:"lake"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	require.EqualValues(t, 3, st.Lake.DeadLetters)
+
+	// Scripts must say --yes.
+	code, _, stderr = e.run(t, "deadletter", "reenqueue", "--all")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, "pass --yes")
+
+	// Repair the bodies (the damaged payload is re-derived by reenqueue).
+	for _, p := range res.Poison {
+		switch p.Kind {
+		case workload.PoisonDigestMismatch:
+			_, err = e.pool.Exec(ctx, `UPDATE oml.claim_bodies SET ciphertext = $4 WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
+				p.Tenant, p.ArtifactID, p.Version, p.Body)
+		case workload.PoisonMissingBody:
+			_, err = e.pool.Exec(ctx, `INSERT INTO oml.claim_bodies (tenant_id, artifact_id, version, ciphertext) VALUES ($1, $2, $3, $4)`,
+				p.Tenant, p.ArtifactID, p.Version, p.Body)
+		}
+		require.NoError(t, err)
+	}
+
+	code, out, stderr = e.run(t, "deadletter", "reenqueue", "--all", "--yes", "--by", "oncall", "--reason", "restored bodies")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Equal(t, 3, strings.Count(out, "Re-enqueued dead letter"), out)
+	require.Contains(t, out, "re-derived from the journal")
+	require.Contains(t, out, "Run oml lake drain")
+
+	code, out, stderr = e.run(t, "deadletter", "reenqueue", first, "--by", "oncall")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "was already re-enqueued")
+	require.Contains(t, out, "nothing to do")
+	code, out, _ = e.run(t, "deadletter", "reenqueue", first, "--by", "oncall", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code)
+	var results []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &results))
+	require.Equal(t, "already-reenqueued", results[0]["outcome"])
+
+	code, out, _ = e.run(t, "deadletter", "reenqueue", "999999", "--by", "oncall")
+	require.Equal(t, cliutil.ExitFindings, code, "a dead letter that does not exist was not re-enqueued")
+	require.Contains(t, out, "NOT re-enqueued")
+
+	code, out, _ = e.run(t, "deadletter", "list")
+	require.Equal(t, cliutil.ExitOK, code)
+	require.Equal(t, "No open dead letters.\n", out)
+	code, out, _ = e.run(t, "deadletter", "list", "--all", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code)
+	require.NoError(t, json.Unmarshal([]byte(out), &letters))
+	require.Len(t, letters, 3)
+	require.Equal(t, true, letters[0]["reenqueued"])
+	require.Equal(t, "oncall", letters[0]["reenqueued_by"])
+
+	code, _, stderr = e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	code, out, stderr = e.run(t, "reconcile")
+	require.Equal(t, cliutil.ExitOK, code, stderr+out)
+	require.Contains(t, out, "No findings")
+
+	code, out, stderr = e.run(t, "chain", "verify")
+	require.Equal(t, cliutil.ExitOK, code, stderr+out)
+}

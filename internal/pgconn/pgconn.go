@@ -96,9 +96,25 @@ func describe(err error, dsn string) string {
 	return redactErr(err, dsn)
 }
 
-// redactErr renders err with any password in dsn masked.
+// oneLine folds pgx's multi-line connect errors (one line per address
+// tried, often repeated) into one line without duplicates.
+func oneLine(msg string) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, p := range strings.Split(msg, "\n") {
+		p = strings.TrimSpace(p)
+		if p == "" || seen[p] {
+			continue
+		}
+		seen[p] = true
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, " ")
+}
+
+// redactErr renders err on one line with any password in dsn masked.
 func redactErr(err error, dsn string) string {
-	msg := err.Error()
+	msg := oneLine(err.Error())
 	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
 		if pw, ok := u.User.Password(); ok && pw != "" {
 			msg = strings.ReplaceAll(msg, pw, "xxxxx")

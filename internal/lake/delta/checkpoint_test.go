@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -174,4 +175,45 @@ func TestGoldenCheckpointRoundTrip(t *testing.T) {
 			require.EqualValues(t, before.Version(), hint["version"])
 		})
 	}
+}
+
+// TestCorruptCheckpointFallsBack: a checkpoint that cannot be decoded is
+// skipped for an older one (or a replay from 0); the snapshot is the same.
+func TestCorruptCheckpointFallsBack(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.NewMem()
+	w := newTestTable(t, st)
+	for i := 1; i <= 10; i++ {
+		_, err := w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("")}, Txn: &Txn{AppID: "a", Version: int64(i)}})
+		require.NoError(t, err)
+		if i == 4 || i == 8 {
+			_, err := w.Checkpoint(ctx)
+			require.NoError(t, err)
+		}
+	}
+	want, err := Load(ctx, st, jsonOnly())
+	require.NoError(t, err)
+	torn := []byte("PAR1 this is not a parquet file")
+	require.NoError(t, st.Put(ctx, CheckpointKey(8), bytes.NewReader(torn), int64(len(torn))))
+	snap, err := Load(ctx, st)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), snap.CheckpointVersion())
+	require.Equal(t, stateOf(want), stateOf(snap))
+
+	require.NoError(t, st.Put(ctx, CheckpointKey(4), bytes.NewReader(torn), int64(len(torn))))
+	snap, err = Load(ctx, st)
+	require.NoError(t, err)
+	require.Equal(t, int64(-1), snap.CheckpointVersion())
+	require.Equal(t, stateOf(want), stateOf(snap))
+
+	// Without the commits behind it, a corrupt checkpoint is an error that
+	// names it, never a partial snapshot.
+	for v := int64(0); v <= 8; v++ {
+		require.NoError(t, st.Delete(ctx, CommitKey(v)))
+	}
+	snap, err = Load(ctx, st)
+	require.Nil(t, snap)
+	require.ErrorIs(t, err, ErrCorruptLog)
+	require.Contains(t, err.Error(), "checkpoint at version 8")
 }

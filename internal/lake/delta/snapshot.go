@@ -289,12 +289,10 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 		}
 		latest = target
 	}
-	snap := newSnapshot(table)
 	cp := listing.newestCheckpoint(latest)
 	if ignoreCheckpoints {
 		cp = nil
 	}
-	start := int64(0)
 	if _, ok := listing.commits[0]; cp == nil && !ok && !ignoreCheckpoints {
 		if oldest := listing.newestCheckpoint(-1); oldest != nil {
 			for _, c := range listing.checkpoints {
@@ -306,12 +304,51 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 				ErrVersionNotFound, table, latest, oldest.version)
 		}
 	}
+	if cp != nil && cp.v2 {
+		return nil, &UnsupportedError{Table: table, Op: "read", Feature: "v2Checkpoint",
+			Detail: fmt.Sprintf("the newest checkpoint (version %d) is a UUID-named v2 checkpoint", cp.version)}
+	}
+	snap, err := buildSnapshot(ctx, st, listing, cp, latest)
+	var cpErr *checkpointError
+	if errors.As(err, &cpErr) {
+		// A checkpoint that cannot be decoded (e.g. left torn by an engine
+		// whose store is not atomic): like Spark, fall back to an older
+		// complete checkpoint, or to version 0, and replay from there. The
+		// result is the same snapshot, never a partial one.
+		snap, err = loadFallback(ctx, st, cp.version, latest, cpErr)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := snap.finish(); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// checkpointError marks a checkpoint that could not be decoded.
+type checkpointError struct {
+	version int64
+	err     error
+}
+
+func (e *checkpointError) Error() string {
+	return fmt.Sprintf("reading the checkpoint at version %d: %v", e.version, e.err)
+}
+
+func (e *checkpointError) Unwrap() error { return e.err }
+
+// buildSnapshot reads checkpoint cp (nil: none) and replays the commits
+// after it up to latest.
+func buildSnapshot(ctx context.Context, st store.Store, listing *logListing, cp *checkpointRef, latest int64) (*Snapshot, error) {
+	table := st.String()
+	snap := newSnapshot(table)
+	start := int64(0)
 	if cp != nil {
-		if cp.v2 {
-			return nil, &UnsupportedError{Table: table, Op: "read", Feature: "v2Checkpoint",
-				Detail: fmt.Sprintf("the newest checkpoint (version %d) is a UUID-named v2 checkpoint", cp.version)}
-		}
 		if err := readCheckpoint(ctx, st, cp, func(a *Action) error { return snap.apply(a, cp.version) }); err != nil {
+			if errors.Is(err, ErrCorruptLog) {
+				return nil, fmt.Errorf("table %s: %w", table, &checkpointError{version: cp.version, err: err})
+			}
 			return nil, fmt.Errorf("table %s: reading the checkpoint at version %d: %w", table, cp.version, err)
 		}
 		snap.checkpointVersion = cp.version
@@ -324,10 +361,35 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 	if snap.version < 0 {
 		return nil, fmt.Errorf("%w at %s: the log has no commit 0 and no checkpoint", ErrCorruptLog, table)
 	}
-	if err := snap.finish(); err != nil {
+	return snap, nil
+}
+
+// loadFallback retries with every older classic checkpoint, newest first,
+// then with a replay from version 0; if none gives a snapshot it returns
+// the error of the checkpoint that failed first (the root cause).
+func loadFallback(ctx context.Context, st store.Store, failed, latest int64, first error) (*Snapshot, error) {
+	full, err := listLog(ctx, st, 0)
+	if err != nil {
 		return nil, err
 	}
-	return snap, nil
+	var older []*checkpointRef
+	for v, c := range full.checkpoints {
+		if v < failed && !c.v2 {
+			older = append(older, c)
+		}
+	}
+	sort.Slice(older, func(i, j int) bool { return older[i].version > older[j].version })
+	for _, c := range older {
+		if snap, err := buildSnapshot(ctx, st, full, c, latest); err == nil {
+			return snap, nil
+		}
+	}
+	if _, ok := full.commits[0]; ok {
+		if snap, err := buildSnapshot(ctx, st, full, nil, latest); err == nil {
+			return snap, nil
+		}
+	}
+	return nil, first
 }
 
 // discover lists the log, starting at the _last_checkpoint hint when it can

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
@@ -115,8 +116,13 @@ func oneLine(msg string) string {
 // redactErr renders err on one line with any password in dsn masked.
 func redactErr(err error, dsn string) string {
 	msg := oneLine(err.Error())
-	if u, perr := url.Parse(dsn); perr == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
+	if u, perr := url.Parse(dsn); perr == nil {
+		if u.User != nil {
+			if pw, ok := u.User.Password(); ok && pw != "" {
+				msg = strings.ReplaceAll(msg, pw, "xxxxx")
+			}
+		}
+		if pw := u.Query().Get("password"); pw != "" {
 			msg = strings.ReplaceAll(msg, pw, "xxxxx")
 		}
 	}
@@ -127,6 +133,8 @@ func redactErr(err error, dsn string) string {
 	}
 	return msg
 }
+
+var userinfoPassword = regexp.MustCompile(`://([^:/@]*):[^@]*@`)
 
 // Redact returns dsn with its password masked, safe to print.
 func Redact(dsn string) string {
@@ -142,6 +150,11 @@ func Redact(dsn string) string {
 			u.RawQuery = q.Encode()
 		}
 		return u.String()
+	}
+	if strings.Contains(dsn, "://") {
+		// Not parseable as a URL (a bad port, say): mask user:password@
+		// by hand rather than echo it.
+		return userinfoPassword.ReplaceAllString(dsn, "://$1:xxxxx@")
 	}
 	fields := strings.Fields(dsn)
 	for i, kv := range fields {

@@ -74,7 +74,9 @@ type Report struct {
 	Resumed  int           `json:"resumed"`
 	Findings []Finding     `json:"findings"`
 	Rule     string        `json:"signature_rule"`
-	Elapsed  time.Duration `json:"-"`
+	// Checkpoints is how many verified heads were stored this run.
+	Checkpoints int           `json:"checkpoints_stored"`
+	Elapsed     time.Duration `json:"-"`
 }
 
 // ErrNoProvider means the database has no provider chain: nothing was ever
@@ -137,6 +139,14 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	}
 
 	cw := &checkpointWriter{pool: pool, off: opts.NoCheckpoint}
+	if !cw.off {
+		// A hot standby verifies fine but cannot store checkpoints.
+		var standby bool
+		if err := tx.QueryRow(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil {
+			return Report{}, fmt.Errorf("ask whether the database is a standby: %w", err)
+		}
+		cw.off = standby
+	}
 	var mu sync.Mutex
 	var cbErr error
 	eopts := Options{
@@ -213,6 +223,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	if err := cw.flush(ctx); err != nil {
 		return Report{}, err
 	}
+	rep.Checkpoints = cw.stored
 	sortFindings(rep.Findings)
 	rep.Elapsed = time.Since(started)
 	return rep, nil
@@ -514,6 +525,7 @@ FROM oml.journal WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, tenan
 type checkpointWriter struct {
 	pool    *pgxpool.Pool
 	off     bool
+	stored  int
 	tenants []uuid.UUID
 	seqs    []int64
 	hashes  [][]byte
@@ -547,6 +559,7 @@ WHERE c.seq <= excluded.seq`, w.tenants, w.seqs, w.hashes)
 	if err != nil {
 		return fmt.Errorf("store verification checkpoints: %w", err)
 	}
+	w.stored += len(w.tenants)
 	w.tenants, w.seqs, w.hashes = w.tenants[:0], w.seqs[:0], w.hashes[:0]
 	return nil
 }

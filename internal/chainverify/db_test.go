@@ -159,6 +159,7 @@ func TestVerifyDB_CleanDeploymentAndResume(t *testing.T) {
 	require.Len(t, rep.Chains, 4)
 	require.EqualValues(t, 4+3*eventsPerTenant, rep.Events) // provider: key + 3 tenant.created
 	require.Zero(t, rep.Resumed)
+	require.Equal(t, 4, rep.Checkpoints)
 
 	// A re-run reads only what is new.
 	d.appendClaims(t, d.tenants[1], 5)

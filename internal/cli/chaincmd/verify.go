@@ -111,6 +111,7 @@ type verifyJSON struct {
 	Resumed        int                   `json:"resumed"`
 	ElapsedSeconds float64               `json:"elapsed_seconds"`
 	SignatureRule  string                `json:"signature_rule"`
+	Checkpoints    int                   `json:"checkpoints_stored"`
 	Witnesses      witnessCheckJSON      `json:"witnesses"`
 }
 
@@ -202,7 +203,8 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 	if format == cliutil.FormatJSON {
 		doc := verifyJSON{OK: len(rep.Findings) == 0, Findings: rep.Findings, Events: rep.Events,
 			Resumed: rep.Resumed, ElapsedSeconds: rep.Elapsed.Seconds(), SignatureRule: rep.Rule, Witnesses: wj,
-			Chains: make([]chainJSON, 0, len(rep.Chains))}
+			Checkpoints: rep.Checkpoints,
+			Chains:      make([]chainJSON, 0, len(rep.Chains))}
 		if doc.Findings == nil {
 			doc.Findings = []chainverify.Finding{}
 		}
@@ -242,8 +244,8 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 			fmt.Fprintln(io.ErrOut, "oml: note: no lake configured (--lake or OML_LAKE_URL): heads were checked against checkpoints only, not against witnessed heads")
 		}
 		rate := float64(rep.Events) / max(rep.Elapsed.Seconds(), 1e-9)
-		fmt.Fprintf(io.ErrOut, "verified %d chains (%d resumed from checkpoints), %d events in %s (%.0f events/s), signature rule %s\n",
-			len(rep.Chains), rep.Resumed, rep.Events, rep.Elapsed.Round(time.Millisecond), rate, rep.Rule)
+		fmt.Fprintf(io.ErrOut, "verified %d chains (%d resumed from checkpoints, %d checkpoints stored), %d events in %s (%.0f events/s), signature rule %s\n",
+			len(rep.Chains), rep.Resumed, rep.Checkpoints, rep.Events, rep.Elapsed.Round(time.Millisecond), rate, rep.Rule)
 	}
 	if n := len(rep.Findings); n > 0 {
 		if format == cliutil.FormatJSON {

@@ -185,13 +185,14 @@ func window(lines []string, from, n int) []string {
 
 func (m Model) help() string {
 	k := m.keys
-	var bs []string
+	// Most needed first: a narrow screen truncates from the right.
+	bs := []string{"q quit", "r re-run"}
 	if m.detail {
-		bs = []string{k.Back.Help().Key + " back", "↑/↓ scroll"}
+		bs = append(bs, k.Back.Help().Key+" back", "↑/↓ scroll")
 	} else {
-		bs = []string{"↑/↓ move", k.Open.Help().Key + " details"}
+		bs = append(bs, "↑/↓ move", k.Open.Help().Key+" details")
 	}
-	bs = append(bs, "r re-run", "+/- interval", "q quit")
+	bs = append(bs, "+/- interval")
 	return m.st.dim.Render(strings.Join(bs, " · "))
 }
 
@@ -207,6 +208,9 @@ func (m Model) sparkLine(w int) string {
 		peak = math.Max(peak, v)
 	}
 	suffix := fmt.Sprintf(" now %s, peak %s over %d run(s)", secs(last), secs(peak), len(m.lag))
+	if w-len(label)-len(suffix) < 12 { // a narrow screen keeps the graph, not the words
+		suffix = " " + secs(last)
+	}
 	room := max(1, w-len(label)-len(suffix))
 	return label + Sparkline(m.lag, room) + m.st.dim.Render(suffix)
 }

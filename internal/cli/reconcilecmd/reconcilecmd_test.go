@@ -1,0 +1,176 @@
+package reconcilecmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/cli"
+	"github.com/omlhq/oml/internal/cli/reconcilecmd"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+
+func TestNewCmd_Flags(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		args    string
+		wantErr string
+		check   func(*testing.T, *reconcilecmd.Options)
+	}{
+		{args: "", check: func(t *testing.T, o *reconcilecmd.Options) { require.Equal(t, "5m0s", o.StaleAfter.String()) }},
+		{args: "--tenant acme --stale-after 1h --skip-bodies --max-findings 5", check: func(t *testing.T, o *reconcilecmd.Options) {
+			require.Equal(t, "acme", o.Tenant)
+			require.Equal(t, "1h0m0s", o.StaleAfter.String())
+			require.True(t, o.SkipBodies)
+			require.Equal(t, 5, o.MaxFindings)
+		}},
+		{args: "--max-findings -1", wantErr: "--max-findings"},
+		{args: "--stale-after soon", wantErr: "invalid argument"},
+		{args: "extra", wantErr: "unknown command"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.args, func(t *testing.T) {
+			t.Parallel()
+			io, _, _, _ := iostreams.Test()
+			var got *reconcilecmd.Options
+			cmd := reconcilecmd.NewCmd(cliutil.New(io), func(_ context.Context, o *reconcilecmd.Options) error { got = o; return nil })
+			cmd.SetArgs(strings.Fields(tc.args))
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			err := cmd.Execute()
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				return
+			}
+			require.NoError(t, err)
+			tc.check(t, got)
+		})
+	}
+}
+
+type env struct {
+	url, lake, keyFile string
+	pool               *pgxpool.Pool
+	key                *keys.Key
+	acme               uuid.UUID
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	db := testdb.New(t)
+	e := &env{url: db.URL, pool: db.Pool(t), lake: "file://" + t.TempDir()}
+	var err error
+	e.key, err = keys.Generate()
+	require.NoError(t, err)
+	e.keyFile = filepath.Join(t.TempDir(), "deploy.key")
+	require.NoError(t, keys.WriteFile(e.keyFile, e.key, false))
+	_, err = tenant.Init(ctx, e.pool, e.key)
+	require.NoError(t, err)
+	tn, _, err := tenant.Create(ctx, e.pool, e.key, "acme")
+	require.NoError(t, err)
+	e.acme = tn.ID
+	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
+	require.NoError(t, err)
+	return e
+}
+
+func (e *env) run(t *testing.T, vars map[string]string, args ...string) (cliutil.ExitCode, string, string) {
+	t.Helper()
+	io, _, out, errOut := iostreams.Test()
+	if vars == nil {
+		vars = map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
+	}
+	code := cli.Run(context.Background(), io, args, func(k string) string { return vars[k] })
+	return code, out.String(), errOut.String()
+}
+
+// TestReconcile_ExitCodesAndJSON: 0 and "No findings" on a healthy lake,
+// the JSON document's shape, 1 with a one-line summary when there is a
+// finding, 2 without a lake or with an unknown tenant.
+func TestReconcile_ExitCodesAndJSON(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	code, _, stderr := e.run(t, nil, "lake", "drain", "--once", "--log-level", "error")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+
+	code, out, stderr := e.run(t, nil, "reconcile")
+	require.Equal(t, cliutil.ExitOK, code, stderr+out)
+	require.Contains(t, out, "No findings: the lake agrees with the journal fold.")
+
+	code, out, stderr = e.run(t, nil, "reconcile", "--tenant", "acme", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	for _, k := range []string{"ok", "frontier", "tenants", "counts", "findings", "truncated", "stats"} {
+		require.Contains(t, doc, k)
+	}
+	require.Equal(t, true, doc["ok"])
+	require.Len(t, doc["tenants"], 1)
+	counts := doc["counts"].(map[string]any)
+	for _, c := range []string{"missing-in-lake", "unexpected-in-lake", "digest-mismatch", "state-mismatch", "duplicate-in-lake",
+		"dead-lettered", "stale-frontier", "erased-key-present"} {
+		require.EqualValues(t, 0, counts[c], c)
+	}
+	tables := doc["tenants"].([]any)[0].(map[string]any)["tables"].([]any)
+	require.Len(t, tables, 2)
+	for _, k := range []string{"table", "exists", "version", "txn_version", "cutoff_outbox_seq", "cutoff_journal_seq", "lake_rows", "fold_rows", "files"} {
+		require.Contains(t, tables[0], k)
+	}
+
+	// An erased artifact's data key put back: exit 1, named.
+	_, err := e.pool.Exec(context.Background(), `
+INSERT INTO oml.claim_keys (tenant_id, artifact_id, dek, created_at)
+SELECT tenant_id, artifact_id, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea, now()
+  FROM oml.claims WHERE state = 'erased' LIMIT 1`)
+	require.NoError(t, err)
+	code, out, stderr = e.run(t, nil, "reconcile")
+	require.Equal(t, cliutil.ExitFindings, code)
+	require.Contains(t, out, "erased-key-present\tacme\t-\t")
+	require.Contains(t, stderr, "reconcile found 1 problem(s): 1 erased-key-present")
+	code, out, _ = e.run(t, nil, "reconcile", "-o", "json")
+	require.Equal(t, cliutil.ExitFindings, code)
+	var bad struct {
+		OK       bool `json:"ok"`
+		Findings []struct {
+			Class      string `json:"class"`
+			TenantID   string `json:"tenant_id"`
+			Tenant     string `json:"tenant"`
+			ArtifactID string `json:"artifact_id"`
+			Seq        int64  `json:"seq"`
+			Detail     string `json:"detail"`
+		} `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &bad))
+	require.False(t, bad.OK)
+	require.Len(t, bad.Findings, 1)
+	require.Equal(t, "erased-key-present", bad.Findings[0].Class)
+	require.Equal(t, e.acme.String(), bad.Findings[0].TenantID)
+	require.Equal(t, "acme", bad.Findings[0].Tenant)
+	require.Positive(t, bad.Findings[0].Seq)
+
+	code, _, stderr = e.run(t, map[string]string{"OML_DATABASE_URL": e.url}, "reconcile")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, "no lake is configured")
+
+	code, _, stderr = e.run(t, nil, "reconcile", "--tenant", "nope")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, `"nope"`)
+
+	code, _, stderr = e.run(t, map[string]string{"OML_DATABASE_URL": "postgres://u:secret@127.0.0.1:1/x?connect_timeout=2", "OML_LAKE_URL": e.lake}, "reconcile")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.NotContains(t, stderr, "secret")
+}

@@ -1,0 +1,129 @@
+package statuscmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/cli"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/witness"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+
+type env struct {
+	url, lake, keyFile string
+	pool               *pgxpool.Pool
+	key                *keys.Key
+	acme               uuid.UUID
+}
+
+func setup(t *testing.T) *env {
+	t.Helper()
+	ctx := context.Background()
+	db := testdb.New(t)
+	e := &env{url: db.URL, pool: db.Pool(t), lake: "file://" + t.TempDir()}
+	var err error
+	e.key, err = keys.Generate()
+	require.NoError(t, err)
+	e.keyFile = filepath.Join(t.TempDir(), "deploy.key")
+	require.NoError(t, keys.WriteFile(e.keyFile, e.key, false))
+	_, err = tenant.Init(ctx, e.pool, e.key)
+	require.NoError(t, err)
+	tn, _, err := tenant.Create(ctx, e.pool, e.key, "acme")
+	require.NoError(t, err)
+	e.acme = tn.ID
+	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.8, Poison: 1, Seed: 61})
+	require.NoError(t, err)
+	return e
+}
+
+func (e *env) run(t *testing.T, vars map[string]string, args ...string) (cliutil.ExitCode, string, string) {
+	t.Helper()
+	io, _, out, errOut := iostreams.Test()
+	if vars == nil {
+		vars = map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
+	}
+	code := cli.Run(context.Background(), io, args, func(k string) string { return vars[k] })
+	return code, out.String(), errOut.String()
+}
+
+// TestStatus_OneScreenAndJSON: before and after a drain with a dead letter;
+// the JSON shape; a chain that lost its tail (a witness beyond its head) exits 1; no
+// database exits 2.
+func TestStatus_OneScreenAndJSON(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+
+	code, out, stderr := e.run(t, nil, "status")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "frontier:")
+	require.Contains(t, out, "last drain:")
+	require.Contains(t, out, "never")
+	require.Contains(t, out, "CHAIN\tHEAD SEQ")
+
+	code, _, stderr = e.run(t, nil, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+
+	code, out, stderr = e.run(t, nil, "status", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var doc map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	for _, k := range []string{"lake", "last_drain_at", "witnesses_checked", "chains", "warnings"} {
+		require.Contains(t, doc, k)
+	}
+	lake := doc["lake"].(map[string]any)
+	for _, k := range []string{"frontier", "lag_seconds", "backlog_rows", "lease", "dead_letters", "oldest_dead_letter_at", "blockers"} {
+		require.Contains(t, lake, k)
+	}
+	require.EqualValues(t, 1, lake["dead_letters"])
+	require.NotNil(t, doc["last_drain_at"])
+	require.Equal(t, true, doc["witnesses_checked"])
+	chains := doc["chains"].([]any)
+	require.Len(t, chains, 2, "provider and acme")
+	for _, c := range chains {
+		require.Contains(t, []string{"ok", "no-witness"}, c.(map[string]any)["status"])
+	}
+
+	code, out, _ = e.run(t, nil, "status")
+	require.Equal(t, cliutil.ExitOK, code)
+	require.Contains(t, out, "1 open")
+	require.Contains(t, out, "oml deadletter list")
+
+	// A witness beyond acme's head: PostgreSQL lost the chain's tail.
+	heads, err := witness.Capture(ctx, e.pool, &e.acme, time.Now())
+	require.NoError(t, err)
+	h := heads[0]
+	h.Seq += 5
+	h.Hash = strings.Repeat("ab", 32)
+	require.NoError(t, h.Sign(e.key))
+	st, err := store.Open(ctx, e.lake)
+	require.NoError(t, err)
+	created, err := witness.Publish(ctx, st, h)
+	require.NoError(t, err)
+	require.True(t, created)
+	code, out, stderr = e.run(t, nil, "status")
+	require.Equal(t, cliutil.ExitFindings, code, out)
+	require.Contains(t, out, "\ttail-lost")
+	require.Contains(t, stderr, "disagree with their witnessed head")
+
+	code, _, stderr = e.run(t, map[string]string{"OML_DATABASE_URL": "postgres://u:secret@127.0.0.1:1/x?connect_timeout=2"}, "status")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.NotContains(t, stderr, "secret")
+}

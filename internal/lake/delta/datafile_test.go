@@ -82,6 +82,8 @@ func TestWriteFileScanRoundTrip(t *testing.T) {
 
 	snap, err := Load(ctx, fs)
 	require.NoError(t, err)
+	requireStatsHold(t, snap, fs, add1)
+	requireStatsHold(t, snap, fs, add2)
 	var got []map[string]any
 	require.NoError(t, snap.Scan(ctx, fs, ScanOptions{}, func(_ *Add, rs []pq.Row) error {
 		for _, r := range rs {

@@ -366,6 +366,9 @@ func TestGoldenAppendRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			after, err := Load(ctx, st)
 			require.NoError(t, err)
+			for _, a := range adds {
+				requireStatsHold(t, after, st, a)
+			}
 			want := append(append([]string(nil), before...), before...)
 			sort.Strings(want)
 			require.Equal(t, want, render(after))

@@ -83,8 +83,13 @@ func Cut(ctx context.Context, q Querier, frontier, stable int64, lim Limits) (en
 		limit = -1
 	}
 	// Ask for one row beyond the limit so "everything fits" is known.
-	query := `SELECT seq, 64 + length(target) + length(op) + coalesce(length(artifact_id), 0) + octet_length(payload::text)
-FROM oml.outbox WHERE seq > $1 AND seq <= $2 ORDER BY seq`
+	// A row's weight counts the held body a materialize row will carry
+	// into the lake, not just the outbox payload.
+	query := `SELECT o.seq, 64 + length(o.target) + length(o.op) + coalesce(length(o.artifact_id), 0) + octet_length(o.payload::text)
+       + coalesce((SELECT octet_length(b.ciphertext) FROM oml.claim_bodies b
+                   WHERE o.op = 'materialize' AND b.tenant_id = o.tenant_id
+                     AND b.artifact_id = o.artifact_id AND b.version = o.version), 0)
+FROM oml.outbox o WHERE o.seq > $1 AND o.seq <= $2 ORDER BY o.seq`
 	args := []any{frontier, stable}
 	if limit > 0 {
 		query += ` LIMIT $3`

@@ -220,11 +220,29 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 			rep.Findings = append(rep.Findings, f)
 		}
 	}
+	if opts.Tenant != nil && byID[*opts.Tenant] == nil {
+		if _, created := sum.Created[*opts.Tenant]; !created {
+			return Report{}, fmt.Errorf("tenant %s has no journal events, chain head or checkpoint, and the provider chain never created it: check the tenant id", *opts.Tenant)
+		}
+	}
+	// A tenant the provider chain created must have a chain: one whose
+	// events, head and checkpoint were all deleted is found only here.
+	for id, pseq := range sum.Created {
+		if byID[id] != nil || (opts.Tenant != nil && *opts.Tenant != id) {
+			continue
+		}
+		f := Finding{Tenant: id, Seq: 1, Reason: ReasonBadGenesis,
+			Detail:   fmt.Sprintf("provider seq %d created this tenant but its chain is missing from the journal", pseq),
+			Evidence: map[string]string{"provider_seq": fmt.Sprint(pseq)}}
+		rep.Findings = append(rep.Findings, f)
+		rep.Chains = append(rep.Chains, ChainReport{Tenant: id, Reason: f.Reason})
+	}
 	if err := cw.flush(ctx); err != nil {
 		return Report{}, err
 	}
 	rep.Checkpoints = cw.stored
 	sortFindings(rep.Findings)
+	slices.SortFunc(rep.Chains, func(a, b ChainReport) int { return bytes.Compare(a.Tenant[:], b.Tenant[:]) })
 	rep.Elapsed = time.Since(started)
 	return rep, nil
 }
@@ -342,9 +360,6 @@ ORDER BY ids.tenant_id`
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("list the chains to verify: %w", err)
-	}
-	if opts.Tenant != nil && (len(out) == 0 || out[len(out)-1].id != *opts.Tenant) {
-		return nil, fmt.Errorf("tenant %s has no journal events, chain head or checkpoint: check the tenant id", *opts.Tenant)
 	}
 	for _, t := range out {
 		anchors := []struct {

@@ -277,6 +277,27 @@ FROM oml.journal j WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 25`, 
 	}
 }
 
+func TestVerifyDB_WholeChainDeletedIsFound(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	id := d.tenants[1]
+	d.tamper(t, func(tx pgx.Tx) {
+		mustExec(t, tx, `DELETE FROM oml.journal WHERE tenant_id = $1`, id)
+		mustExec(t, tx, `DELETE FROM oml.chain_heads WHERE tenant_id = $1`, id)
+	})
+	rep := verify(t, d, chainverify.DBOptions{})
+	requireFinding(t, rep, id, 1, chainverify.ReasonBadGenesis)
+	require.Contains(t, rep.Findings[0].Detail, "chain is missing")
+
+	rep = verify(t, d, chainverify.DBOptions{Tenant: &id})
+	require.Len(t, rep.Findings, 1)
+	require.Equal(t, chainverify.ReasonBadGenesis, rep.Findings[0].Reason)
+
+	stranger := uuid.New()
+	_, err := chainverify.VerifyDB(context.Background(), d.pool, chainverify.DBOptions{Tenant: &stranger})
+	require.ErrorContains(t, err, "never created it")
+}
+
 func TestVerifyDB_TailLostWithoutAnchorIsInvisible(t *testing.T) {
 	t.Parallel()
 	// The lost-failover case with no checkpoint and no witness: the chain

@@ -66,6 +66,11 @@ type Summary struct {
 	Chains   int
 	Events   int64
 	Findings []Finding
+	// Created maps every tenant the verified provider chain created (a
+	// tenant.created before the provider chain's first bad event) to the
+	// provider seq that created it, so a caller can tell a tenant whose
+	// whole chain is missing.
+	Created map[uuid.UUID]int64
 }
 
 // ErrOutOfOrder means the event source broke its contract (chains must be
@@ -108,6 +113,12 @@ func Verify(ctx context.Context, events iter.Seq2[*Event, error], opts Options) 
 	}
 	e.cbMu.Lock()
 	defer e.cbMu.Unlock()
+	e.summary.Created = make(map[uuid.UUID]int64, len(e.refs))
+	for seq, r := range e.refs {
+		if old, dup := e.summary.Created[r.tenant]; !dup || seq < old {
+			e.summary.Created[r.tenant] = seq
+		}
+	}
 	return e.summary, nil
 }
 

@@ -116,3 +116,36 @@ func cmpStat(t *testing.T, raw json.RawMessage, v any) int {
 	}
 	return bound.Cmp(val)
 }
+
+func TestStringStatsTrickyValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.NewMem()
+	w, err := CreateTable(ctx, st, TableSpec{Schema: &StructType{Fields: []StructField{Field("s", Prim(TypeString), true)}}}, Options{})
+	require.NoError(t, err)
+	long := strings.Repeat("é", 31) + "zzzz"
+	maxy := strings.Repeat("a", 32) + "\U0010FFFF\U0010FFFF"
+	for _, vals := range [][]any{
+		{"", "a", long, strings.Repeat("日本", 40)},
+		{maxy, "a"}, // no safe 32-character max exists: it is omitted
+		{"\xff\xfe invalid utf-8", "ok"},
+		{nil, nil},
+	} {
+		rows := make([]pq.Row, len(vals))
+		for i, v := range vals {
+			rows[i] = pq.Row{v}
+		}
+		add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+		require.NoError(t, err)
+		_, err = w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{add}})
+		require.NoError(t, err)
+		requireStatsHold(t, w.Snapshot(), st, add)
+		if s, _ := vals[0].(string); strings.Contains(s, "invalid") {
+			require.NotContains(t, add.Stats, "minValues", "no bounds for invalid UTF-8")
+		}
+		if vals[0] == maxy {
+			require.NotContains(t, add.Stats, "maxValues")
+			require.Contains(t, add.Stats, "minValues")
+		}
+	}
+}

@@ -2,6 +2,7 @@ package lakecmd
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ type InspectOptions struct {
 	Factory *cliutil.Factory
 	Table   string
 	Version int64 // -1: latest
+	Files   bool  // also list every live file
 }
 
 // NewCmdInspect builds `oml lake inspect TABLE`; runF replaces the run
@@ -49,6 +51,7 @@ TABLE is a URL (file:///..., s3://...) or TENANT/LAYER/NAME under --lake.`,
 		},
 	}
 	cmd.Flags().Int64Var(&opts.Version, "version", -1, "show this version instead of the latest (time travel)")
+	cmd.Flags().BoolVar(&opts.Files, "files", false, "also list every live file (path, partition, size, records)")
 	return cmd
 }
 
@@ -69,6 +72,16 @@ type InspectResult struct {
 	CheckpointVersion      *int64            `json:"checkpoint_version"`
 	CommitsSinceCheckpoint int64             `json:"commits_since_checkpoint"`
 	Txns                   []TxnJSON         `json:"txns"`
+	Files                  []FileJSON        `json:"files,omitempty"`
+}
+
+// FileJSON is one live file (with --files).
+type FileJSON struct {
+	Path             string             `json:"path"`
+	PartitionValues  map[string]*string `json:"partition_values"`
+	Size             int64              `json:"size"`
+	Records          *int64             `json:"records"`
+	ModificationTime time.Time          `json:"modification_time"`
 }
 
 // ProtocolJSON is a protocol action in snake_case.
@@ -185,6 +198,9 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 		return tableError(st.String(), err)
 	}
 	res := Inspect(snap)
+	if opts.Files {
+		res.Files = files(snap)
+	}
 	if format == cliutil.FormatJSON {
 		return cliutil.WriteJSON(f.IO.Out, res)
 	}
@@ -241,16 +257,62 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 	}
 	fmt.Fprintln(out)
 	if len(res.Txns) == 0 {
-		_, err := fmt.Fprintln(out, "txns: none")
-		return err
-	}
-	rows = rows[:0]
-	for _, t := range res.Txns {
-		lu := "-"
-		if t.LastUpdated != nil {
-			lu = cliutil.Time(*t.LastUpdated)
+		fmt.Fprintln(out, "txns: none")
+	} else {
+		rows = rows[:0]
+		for _, t := range res.Txns {
+			lu := "-"
+			if t.LastUpdated != nil {
+				lu = cliutil.Time(*t.LastUpdated)
+			}
+			rows = append(rows, []string{t.AppID, fmt.Sprint(t.Version), lu})
 		}
-		rows = append(rows, []string{t.AppID, fmt.Sprint(t.Version), lu})
+		if err := cliutil.Table(f.IO, []string{"TXN APP ID", "VERSION", "LAST UPDATED"}, rows); err != nil {
+			return err
+		}
 	}
-	return cliutil.Table(f.IO, []string{"TXN APP ID", "VERSION", "LAST UPDATED"}, rows)
+	if !opts.Files {
+		return nil
+	}
+	fmt.Fprintln(out)
+	rows = rows[:0]
+	for _, fl := range res.Files {
+		parts := make([]string, 0, len(fl.PartitionValues))
+		for _, c := range res.PartitionColumns {
+			v := "null"
+			if p := fl.PartitionValues[c]; p != nil {
+				v = fmt.Sprintf("%q", *p)
+			}
+			parts = append(parts, c+"="+v)
+		}
+		rec := "-"
+		if fl.Records != nil {
+			rec = fmt.Sprint(*fl.Records)
+		}
+		rows = append(rows, []string{fl.Path, orDash(strings.Join(parts, " ")), fmt.Sprint(fl.Size), rec, cliutil.Time(fl.ModificationTime)})
+	}
+	return cliutil.Table(f.IO, []string{"FILE", "PARTITION", "BYTES", "RECORDS", "MODIFIED"}, rows)
+}
+
+// files lists the live files with their record counts from the stats.
+func files(snap *delta.Snapshot) []FileJSON {
+	out := []FileJSON{}
+	for _, a := range snap.Files() {
+		path, err := delta.DecodePath(a.Path)
+		if err != nil {
+			path = a.Path
+		}
+		fj := FileJSON{Path: path, PartitionValues: a.PartitionValues, Size: a.Size, ModificationTime: time.UnixMilli(a.ModificationTime).UTC()}
+		if fj.PartitionValues == nil {
+			fj.PartitionValues = map[string]*string{}
+		}
+		var st struct {
+			NumRecords *int64 `json:"numRecords"`
+		}
+		if a.Stats != "" && json.Unmarshal([]byte(a.Stats), &st) == nil {
+			fj.Records = st.NumRecords
+		}
+		out = append(out, fj)
+	}
+	return out
 }

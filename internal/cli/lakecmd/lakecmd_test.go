@@ -160,3 +160,33 @@ func TestInspectRefusedTableNamesFeature(t *testing.T) {
 	require.Empty(t, r.stdout)
 	require.Contains(t, r.stderr, "deletionVectors")
 }
+
+func TestInspectFiles(t *testing.T) {
+	t.Parallel()
+	lake := t.TempDir()
+	makeTable(t, lake, "t1/bronze/events")
+	env := map[string]string{cliutil.EnvLakeURL: "file://" + lake}
+	r := run(t, env, "lake", "inspect", "t1/bronze/events", "--files", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	var got struct {
+		Files []struct {
+			Path            string             `json:"path"`
+			PartitionValues map[string]*string `json:"partition_values"`
+			Size            int64              `json:"size"`
+			Records         int64              `json:"records"`
+		} `json:"files"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.Len(t, got.Files, 2)
+	require.Equal(t, "2026-01-01", *got.Files[0].PartitionValues["day"])
+	require.Equal(t, int64(1), got.Files[0].Records)
+	require.True(t, strings.HasPrefix(got.Files[0].Path, "day=2026-01-01/part-"))
+
+	r = run(t, env, "lake", "inspect", "t1/bronze/events", "--files")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "FILE\tPARTITION\tBYTES\tRECORDS\tMODIFIED")
+	require.Contains(t, r.stdout, `day="2026-01-01"`)
+	// Without --files the JSON has no files key.
+	r = run(t, env, "lake", "inspect", "t1/bronze/events", "-o", "json")
+	require.NotContains(t, r.stdout, `"files"`)
+}

@@ -77,6 +77,9 @@ type Options struct {
 	Crash func(p CrashPoint, table TableKey) error
 	// OnBatch, when set, is called after each completed batch (tests).
 	OnBatch func(BatchResult)
+	// StopAt, when positive, caps DrainOnce's target at this outbox seq
+	// (benchmarks and staged catch-ups); the cap falls on a batch boundary.
+	StopAt int64
 	// NoForkCheck skips the fork check against the witnessed heads (which
 	// otherwise runs at start and every ForkCheckInterval, default 1m).
 	NoForkCheck       bool

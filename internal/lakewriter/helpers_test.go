@@ -98,7 +98,7 @@ func (b *bundle) opts(lake store.Store) lakewriter.Options {
 
 var limitsSmall = lakewriterLimits(50)
 
-func (b *bundle) lastSeq(t *testing.T) int64 {
+func (b *bundle) lastSeq(t testing.TB) int64 {
 	t.Helper()
 	var s int64
 	require.NoError(t, b.pool.QueryRow(context.Background(),

@@ -55,12 +55,16 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 			"frontier", d.frontier.Load(), "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))
 		return sum, nil
 	}
-	sum.Target = fence.LastSeq
-	for d.frontier.Load() < fence.LastSeq {
+	target := fence.LastSeq
+	if d.opts.StopAt > 0 && d.opts.StopAt < target {
+		target = d.opts.StopAt
+	}
+	sum.Target = target
+	for d.frontier.Load() < target {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		end, _, err := outbox.Cut(ctx, d.db, d.frontier.Load(), fence.LastSeq, d.opts.Limits)
+		end, _, err := outbox.Cut(ctx, d.db, d.frontier.Load(), target, d.opts.Limits)
 		if err != nil {
 			return sum, err
 		}

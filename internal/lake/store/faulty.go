@@ -65,6 +65,13 @@ const maxTransientAttempts = 5
 // List the prefix is matched; use Match for anything else) and
 // Match (if set) returns true. Of the matching calls, the first After are let
 // through; the next Times (every one if 0) get the fault.
+//
+// OpRead (a ReadAt on an object returned by Open) is matched only by rules
+// that list it in Ops: objects opened while such a rule is installed have
+// their reads checked against the rules and recorded in the trace; other
+// objects' reads are neither, so traces of write paths stay unchanged. A
+// read fault of kind FaultError, FaultAmbiguous or FaultTimeout fails that
+// ReadAt; FaultTransient and FaultDelay behave as for other ops.
 type Rule struct {
 	Ops   []OpKind
 	Key   string
@@ -77,6 +84,9 @@ type Rule struct {
 }
 
 func (r *Rule) matches(op OpKind, key string) bool {
+	if len(r.Ops) == 0 && op == OpRead {
+		return false // reads of opened objects only when named
+	}
 	if len(r.Ops) > 0 && !slices.Contains(r.Ops, op) {
 		return false
 	}
@@ -233,7 +243,46 @@ func (f *Faulty) Open(ctx context.Context, key string) (obj Object, err error) {
 		}
 		return nil, err
 	}
+	if f.hasReadRule() {
+		return &faultyObject{Object: obj, f: f, ctx: ctx, key: key}, nil
+	}
 	return obj, nil
+}
+
+func (f *Faulty) hasReadRule() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, r := range f.rules {
+		if slices.Contains(r.Ops, OpRead) {
+			return true
+		}
+	}
+	return false
+}
+
+// faultyObject routes ReadAt through the rules as OpRead.
+type faultyObject struct {
+	Object
+	f   *Faulty
+	ctx context.Context
+	key string
+}
+
+func (o *faultyObject) ReadAt(p []byte, off int64) (n int, err error) {
+	err = o.f.do(o.ctx, OpRead, o.key, func() (err error) {
+		n, err = o.Object.ReadAt(p, off)
+		if err == io.EOF {
+			return nil // a short read at the end is not a failure
+		}
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
 }
 
 func (f *Faulty) Stat(ctx context.Context, key string) (info ObjectInfo, err error) {

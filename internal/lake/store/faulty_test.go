@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -113,4 +114,37 @@ func TestProbeDetectsAStoreThatIgnoresPutIfAbsent(t *testing.T) {
 	err := store.Probe(context.Background(), notConditional{store.NewMem()})
 	require.ErrorIs(t, err, store.ErrUnsupported)
 	require.ErrorContains(t, err, "does not honor conditional writes")
+}
+
+func TestFaultyReadsOfOpenedObjectsOnlyWhenARuleNamesThem(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := store.NewMem()
+	require.NoError(t, m.Put(ctx, "part-0.parquet", bytes.NewReader([]byte("0123456789")), 10))
+
+	// A catch-all rule does not touch reads, and reads are not traced.
+	f := store.NewFaulty(m, store.Rule{Ops: []store.OpKind{store.OpDelete}})
+	obj, err := f.Open(ctx, "part-0.parquet")
+	require.NoError(t, err)
+	buf := make([]byte, 4)
+	_, err = obj.ReadAt(buf, 0)
+	require.NoError(t, err)
+	require.Len(t, f.Trace(), 1)
+
+	// The footer read (the second read) fails.
+	f = store.NewFaulty(m, store.Rule{Ops: []store.OpKind{store.OpRead}, Key: "*.parquet", After: 1, Times: 1, Err: errDiskFull})
+	obj, err = f.Open(ctx, "part-0.parquet")
+	require.NoError(t, err)
+	n, err := obj.ReadAt(buf, 0)
+	require.NoError(t, err)
+	require.Equal(t, "0123", string(buf[:n]))
+	_, err = obj.ReadAt(buf, 6)
+	require.ErrorIs(t, err, errDiskFull)
+	n, err = obj.ReadAt(buf, 8)
+	require.ErrorIs(t, err, io.EOF)
+	require.Equal(t, "89", string(buf[:n]))
+	require.Equal(t, "open part-0.parquet ok\n"+
+		"read part-0.parquet ok\n"+
+		"read part-0.parquet injected-error\n"+
+		"read part-0.parquet ok\n", f.TraceString())
 }

@@ -88,9 +88,12 @@ const (
 	OpPutIfAbsent
 	OpList
 	OpDelete
+	// OpRead is one ReadAt on an opened object. Only the fault injector
+	// uses it, and only for rules that name it (see Rule).
+	OpRead
 )
 
-var opNames = [...]string{"get", "open", "stat", "put", "put-if-absent", "list", "delete"}
+var opNames = [...]string{"get", "open", "stat", "put", "put-if-absent", "list", "delete", "read"}
 
 func (k OpKind) String() string {
 	if k < 0 || int(k) >= len(opNames) {

@@ -37,9 +37,11 @@ func Blockers(ctx context.Context, q Querier, before uint64, limit int) ([]Block
 		limit = 5
 	}
 	// backend_xid and pg_prepared_xacts.transaction are 32-bit xids; widen
-	// them to 64 bits relative to before (an xid below before's low word is in
-	// before's epoch, one above it in the previous epoch) so they compare with
-	// xid8 values across wraparound.
+	// them to 64 bits relative to before: every running xid is within 2^31 of
+	// it, so the signed 32-bit difference from before's low word places it
+	// (older: below before, even across an epoch wrap; newer, i.e. a
+	// transaction that began after the fence: above it, so it is filtered
+	// out) and it compares with xid8 values across wraparound.
 	rows, err := q.Query(ctx, `
 WITH raw AS (
     SELECT 'backend' AS kind, pid, coalesce(datname, '') AS db, coalesce(usename, '') AS usr,
@@ -52,8 +54,8 @@ WITH raw AS (
     SELECT 'prepared', 0, database, owner::text, '', 'prepared', transaction::text::bigint, prepared, NULL, '', gid
     FROM pg_prepared_xacts
 ), wide AS (
-    SELECT raw.*, ((($1::bigint) >> 32) << 32) + x32
-                  - CASE WHEN x32 > ($1::bigint & 4294967295) THEN 4294967296 ELSE 0 END AS x64
+    SELECT raw.*, $1::bigint
+                  + ((x32 - ($1::bigint & 4294967295) + 6442450944) % 4294967296) - 2147483648 AS x64
     FROM raw
 )
 SELECT kind, pid, db, usr, app, state, x64, xs, qs, query, gid

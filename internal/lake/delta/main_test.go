@@ -19,8 +19,8 @@ const raceChildEnv = "OML_DELTA_RACE_CHILD"
 // TestMain stops the shared S3 test server (started on first use) after
 // the package's tests, or runs a race child.
 func TestMain(m *testing.M) {
-	if dir := os.Getenv(raceChildEnv); dir != "" {
-		os.Exit(raceChild(dir, os.Getenv("OML_DELTA_RACE_APP")))
+	if url := os.Getenv(raceChildEnv); url != "" {
+		os.Exit(raceChild(url, os.Getenv("OML_DELTA_RACE_APP")))
 	}
 	code := s3test.Main(m)
 	if bigTableDir != "" {
@@ -29,11 +29,12 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// raceChild opens a writer on the table in dir, says "ready", waits for
-// "go" on stdin, commits once, and prints won, conflict or error.
-func raceChild(dir, app string) int {
+// raceChild opens a writer on the table at url (file:// or s3://, S3
+// settings from the AWS environment), says "ready", waits for "go" on
+// stdin, commits once, and prints won, conflict or error.
+func raceChild(url, app string) int {
 	ctx := context.Background()
-	fs, err := store.NewFile(dir)
+	fs, err := store.Open(ctx, url)
 	if err != nil {
 		fmt.Println("error:", err)
 		return 1

@@ -527,60 +527,75 @@ func TestS3RoundTripWithCheckpoint(t *testing.T) {
 }
 
 // TestTwoProcessCommitRace: several processes commit version 1 of the same
-// file-store table at once; exactly one wins and every other one gets the
-// typed conflict.
+// table at once, on the file store and on a real S3 server; exactly one
+// wins and every other one gets the typed conflict.
 func TestTwoProcessCommitRace(t *testing.T) {
 	t.Parallel()
-	dir := t.TempDir()
-	fs, err := store.NewFile(dir)
-	require.NoError(t, err)
-	newTestTable(t, fs)
-	exe, err := os.Executable()
-	require.NoError(t, err)
-	const n = 4
-	type child struct {
-		cmd *exec.Cmd
-		in  io.WriteCloser
-		out *bufio.Scanner
+	for _, backend := range []string{"file", "s3"} {
+		t.Run(backend, func(t *testing.T) {
+			t.Parallel()
+			var st store.Store
+			var url string
+			var env []string
+			switch backend {
+			case "file":
+				dir := t.TempDir()
+				fs, err := store.NewFile(dir)
+				require.NoError(t, err)
+				st, url = fs, "file://"+dir
+			case "s3":
+				b := s3test.NewBucket(t, nil)
+				st, url, env = store.MustSub(b.Store, "t/bronze/events"), b.URL("t/bronze/events"), b.Env()
+			}
+			newTestTable(t, st)
+			exe, err := os.Executable()
+			require.NoError(t, err)
+			const n = 4
+			type child struct {
+				cmd *exec.Cmd
+				in  io.WriteCloser
+				out *bufio.Scanner
+			}
+			children := make([]child, n)
+			for i := range children {
+				cmd := exec.Command(exe, "-test.run=^$")
+				cmd.Env = append(append(os.Environ(), env...), raceChildEnv+"="+url, fmt.Sprintf("OML_DELTA_RACE_APP=p%d", i))
+				in, err := cmd.StdinPipe()
+				require.NoError(t, err)
+				out, err := cmd.StdoutPipe()
+				require.NoError(t, err)
+				require.NoError(t, cmd.Start())
+				sc := bufio.NewScanner(out)
+				require.True(t, sc.Scan())
+				require.Equal(t, "ready", sc.Text())
+				children[i] = child{cmd, in, sc}
+			}
+			for _, c := range children {
+				_, err := io.WriteString(c.in, "go\n")
+				require.NoError(t, err)
+			}
+			won, lost := 0, 0
+			for _, c := range children {
+				require.True(t, c.out.Scan())
+				switch c.out.Text() {
+				case "won":
+					won++
+				case "conflict":
+					lost++
+				default:
+					t.Fatalf("child said %q", c.out.Text())
+				}
+				require.NoError(t, c.cmd.Wait())
+			}
+			require.Equal(t, 1, won)
+			require.Equal(t, n-1, lost)
+			snap, err := Load(context.Background(), st)
+			require.NoError(t, err)
+			require.Equal(t, int64(1), snap.Version())
+			require.Equal(t, 1, snap.NumFiles())
+			require.Len(t, snap.Txns(), 1)
+		})
 	}
-	children := make([]child, n)
-	for i := range children {
-		cmd := exec.Command(exe, "-test.run=^$")
-		cmd.Env = append(os.Environ(), raceChildEnv+"="+dir, fmt.Sprintf("OML_DELTA_RACE_APP=p%d", i))
-		in, err := cmd.StdinPipe()
-		require.NoError(t, err)
-		out, err := cmd.StdoutPipe()
-		require.NoError(t, err)
-		require.NoError(t, cmd.Start())
-		sc := bufio.NewScanner(out)
-		require.True(t, sc.Scan())
-		require.Equal(t, "ready", sc.Text())
-		children[i] = child{cmd, in, sc}
-	}
-	for _, c := range children {
-		_, err := io.WriteString(c.in, "go\n")
-		require.NoError(t, err)
-	}
-	won, lost := 0, 0
-	for _, c := range children {
-		require.True(t, c.out.Scan())
-		switch c.out.Text() {
-		case "won":
-			won++
-		case "conflict":
-			lost++
-		default:
-			t.Fatalf("child said %q", c.out.Text())
-		}
-		require.NoError(t, c.cmd.Wait())
-	}
-	require.Equal(t, 1, won)
-	require.Equal(t, n-1, lost)
-	snap, err := Load(context.Background(), fs)
-	require.NoError(t, err)
-	require.Equal(t, int64(1), snap.Version())
-	require.Equal(t, 1, snap.NumFiles())
-	require.Len(t, snap.Txns(), 1)
 }
 
 // TestWriterHappyPathNeverLists: the writer applies its own commits to its

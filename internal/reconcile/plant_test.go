@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/witness"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -244,4 +246,42 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 
 	require.Empty(t, got[reconcile.DeadLettered])
 	require.EqualValues(t, rep.Total(), int64(len(rep.Findings)), "nothing truncated")
+}
+
+// TestReconcile_TenantHeldForAForkedChain: a tenant whose chain lost its
+// tail (a witnessed head beyond it) is not materialized by the lake writer,
+// so its tables fall behind the frontier. Reconcile compares them at their
+// own txn version (no missing-in-lake for rows the writer deliberately held)
+// and says why they are behind (stale-frontier per held table); the other
+// tenant is audited up to the frontier as usual.
+func TestReconcile_TenantHeldForAForkedChain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	b.load(t, workload.Config{Claims: 10, Seed: 33})
+	require.Empty(t, b.drain(t))
+	requireClean(t, b.reconcile(t, reconcile.Options{}))
+
+	held := b.tenants[1]
+	heads, err := witness.Capture(ctx, b.pool, &held, time.Now())
+	require.NoError(t, err)
+	h := heads[0]
+	h.Seq += 5
+	h.Hash = strings.Repeat("cd", 32)
+	require.NoError(t, h.Sign(b.key))
+	created, err := witness.Publish(ctx, b.lake, h)
+	require.NoError(t, err)
+	require.True(t, created)
+
+	b.load(t, workload.Config{Claims: 10, Seed: 34})
+	require.Empty(t, b.drain(t))
+
+	rep := b.reconcile(t, reconcile.Options{})
+	got := byClass(rep)
+	require.EqualValues(t, rep.Counts[reconcile.StaleFrontier], rep.Total(), "only the held tables are reported: %v", rep.Counts)
+	require.NotEmpty(t, got[reconcile.StaleFrontier])
+	for _, f := range got[reconcile.StaleFrontier] {
+		require.Equal(t, held, f.Tenant)
+		require.Regexp(t, `chain check found (tail-lost|fork)`, f.Detail)
+	}
 }

@@ -321,7 +321,7 @@ func (r *runner) loadTable(ctx context.Context, tenant uuid.UUID, kind lakewrite
 		t.sum.Cutoff = max(0, t.sum.TxnVersion)
 		if t.sum.Cutoff < frontier {
 			r.add(Finding{Class: StaleFrontier, Tenant: tenant, Table: string(kind),
-				Detail: fmt.Sprintf("%s is held at txn version %d, behind the frontier %d: the lake writer does not materialize tenant %s because its chain %s (%s); run oml chain verify",
+				Detail: fmt.Sprintf("%s is held at txn version %d, behind the frontier %d: the lake writer does not materialize tenant %s because its chain check found %s (%s); run oml chain verify",
 					key.Path(), t.sum.TxnVersion, frontier, tenant, fd.Reason, fd.Detail),
 				Evidence: map[string]string{"txn_version": fmt.Sprint(t.sum.TxnVersion), "frontier": fmt.Sprint(frontier), "chain_finding": string(fd.Reason)}})
 		}

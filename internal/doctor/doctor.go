@@ -172,8 +172,6 @@ type Options struct {
 	Lake func(ctx context.Context) (store.Store, error)
 	// Deep adds the slow checks (reconcile).
 	Deep bool
-	// Reconcile, when set, runs the reconcile summary for --deep.
-	Reconcile ReconcileFunc
 	// Thresholds decide warn/fail (zero value: DefaultThresholds).
 	Thresholds *Thresholds
 	// Timeout bounds each check (default 10s); a check that runs out is a
@@ -182,10 +180,6 @@ type Options struct {
 	// Now is the clock (default time.Now).
 	Now func() time.Time
 }
-
-// ReconcileFunc audits the lake against the journal fold and returns the
-// number of findings per class (empty: clean) and a line per finding class.
-type ReconcileFunc func(ctx context.Context, pool *pgxpool.Pool, lake store.Store) (findings map[string]int64, err error)
 
 // run is the state of one doctor run that checks share.
 type run struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/doctor"
+	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/testdb"
@@ -377,4 +378,41 @@ func TestThresholds_Validate(t *testing.T) {
 	th = doctor.DefaultThresholds()
 	th.DeadLettersFail = 0
 	require.Error(t, th.Validate())
+}
+
+func TestDoctor_Deep_ReconcileHealthyDeadLetteredAndLostFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	b.load(t, 20, 0, 5)
+	b.drain(t, nil)
+	opts := b.options(nil)
+	opts.Deep = true
+	c := requireStatus(t, doctor.Run(ctx, opts), doctor.IDReconcile, doctor.StatusOK)
+	require.Contains(t, c.Summary, "matches the journal fold")
+	require.Positive(t, c.Data["events"])
+
+	// Dead letters are a known gap (the dead-letters check grades them).
+	res := b.load(t, 20, 1, 6)
+	require.NotEmpty(t, res.Poison)
+	b.drain(t, nil)
+	c = requireStatus(t, doctor.Run(ctx, opts), doctor.IDReconcile, doctor.StatusWarn)
+	require.Contains(t, c.Summary, "dead-lettered")
+
+	// A tenant's bronze data files vanish from the store: the lake no
+	// longer holds what the journal says it does.
+	st, err := store.Sub(b.lake, b.tenants[1].String()+"/bronze/events")
+	require.NoError(t, err)
+	snap, err := delta.Load(ctx, st)
+	require.NoError(t, err)
+	for _, f := range snap.Files() {
+		p, err := delta.DecodePath(f.Path)
+		require.NoError(t, err)
+		require.NoError(t, st.Delete(ctx, p))
+	}
+	rep := doctor.Run(ctx, opts)
+	c = requireStatus(t, rep, doctor.IDReconcile, doctor.StatusFail)
+	require.Contains(t, c.Summary, "missing-in-lake")
+	require.NotEmpty(t, c.Details)
+	require.True(t, rep.Failed(false))
 }

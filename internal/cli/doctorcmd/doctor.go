@@ -172,7 +172,7 @@ func (d *deps) close() {
 // runner returns the function that runs every check once.
 func (o *Options) runner(d *deps) func(ctx context.Context) doctor.Report {
 	dopts := doctor.Options{
-		DB: d.db, Deep: o.Deep, Thresholds: &o.Thresholds, Timeout: o.Timeout, Reconcile: reconcileFunc,
+		DB: d.db, Deep: o.Deep, Thresholds: &o.Thresholds, Timeout: o.Timeout,
 	}
 	if d.lakeURL != "" {
 		dopts.Lake = d.openLake

@@ -56,7 +56,7 @@ func requireOnly(t *testing.T, f *fixture, r runResult, tenant uuid.UUID, seq in
 
 func TestVerify_CleanDeploymentHasNoFindings(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t, 1, 7, 300)
+	f := newFixture(t, 1, 5, 150)
 	for _, strict := range []bool{false, true} {
 		var p Progress
 		r := run(t, f, Options{Strict: strict, Workers: 2, BatchSize: 64, Progress: &p})
@@ -140,7 +140,7 @@ func TestVerify_TamperInMemory(t *testing.T) {
 			// first by the in-order link checker.
 			t := f.tenant(2)
 			f.chains[t][5].Signature[10] ^= 4
-			f.chains[t][200].Payload[0] ^= 1
+			f.chains[t][100].Payload[0] ^= 1
 			return t, 6, ReasonBadSignature
 		}},
 		{"genesis points at another tenant's provider event", func(f *fixture) (uuid.UUID, int64, Reason) {
@@ -176,7 +176,7 @@ func TestVerify_TamperInMemory(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := newFixture(t, 2, 3, 250)
+			f := newFixture(t, 2, 3, 120)
 			tenant, seq, reason := tc.tamper(f)
 			for _, strict := range []bool{false, true} {
 				r := run(t, f, Options{Strict: strict, BatchSize: 32})

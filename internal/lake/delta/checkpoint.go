@@ -189,6 +189,12 @@ func WriteCheckpoint(ctx context.Context, st store.Store, snap *Snapshot, now ti
 	if snap.version < 0 {
 		return res, errors.New("delta: cannot checkpoint a table with no commits")
 	}
+	// A checkpoint is a write: it must carry everything the table's
+	// features put in the log (domain metadata, row tracking, ...), which
+	// only tables that pass the writer gate guarantee.
+	if err := checkWrite(snap.table, snap.protocol, &snap.metadata, snap.schema); err != nil {
+		return res, err
+	}
 	retention, err := snap.DeletedFileRetention()
 	if err != nil {
 		return res, fmt.Errorf("table %s: %w", snap.table, err)

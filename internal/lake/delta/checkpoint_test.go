@@ -217,3 +217,25 @@ func TestCorruptCheckpointFallsBack(t *testing.T) {
 	require.ErrorIs(t, err, ErrCorruptLog)
 	require.Contains(t, err.Error(), "checkpoint at version 8")
 }
+
+// TestCheckpointRefusedOnTablesOmlCannotWrite: checkpointing, log cleanup
+// and vacuum are writes; a readable table that the writer gate refuses
+// (here: change data feed) is left alone.
+func TestCheckpointRefusedOnTablesOmlCannotWrite(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir, entries := loadManifest(t)
+	for _, e := range entries {
+		if e.Expect != "read" || e.MinimalWriterMayCommit {
+			continue
+		}
+		st, err := store.NewFile(copyTable(t, filepath.Join(dir, e.Dir)))
+		require.NoError(t, err)
+		_, err = Checkpoint(ctx, st)
+		require.ErrorIs(t, err, ErrUnsupported, e.Dir)
+		_, err = CleanupLog(ctx, st, time.Now().Add(365*24*time.Hour))
+		require.ErrorIs(t, err, ErrUnsupported, e.Dir)
+		_, err = Vacuum(ctx, st, VacuumOptions{DryRun: true})
+		require.ErrorIs(t, err, ErrUnsupported, e.Dir)
+	}
+}

@@ -139,6 +139,9 @@ func CleanupLog(ctx context.Context, st store.Store, now time.Time) (CleanupResu
 	if err != nil {
 		return res, err
 	}
+	if err := checkWrite(snap.table, snap.protocol, &snap.metadata, snap.schema); err != nil {
+		return res, err
+	}
 	retention := DefaultLogRetention
 	if v, ok := snap.metadata.Configuration["delta.logRetentionDuration"]; ok {
 		if retention, err = ParseInterval(v); err != nil {

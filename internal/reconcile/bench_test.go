@@ -7,7 +7,10 @@ import (
 	"encoding/hex"
 	"flag"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -56,11 +59,14 @@ func BenchmarkReconcile(b *testing.B) {
 		}
 		b.Run(name, func(b *testing.B) {
 			var peak atomic.Uint64
+			var rss int64
 			for i := 0; i < b.N; i++ {
 				runtime.GC()
+				resetPeakRSS()
 				stop := sampleHeap(&peak)
 				rep, err := reconcile.Run(ctx, bb.pool, bb.lake, reconcile.Options{Tenant: &bb.tenant, StaleAfter: -1, SkipBodies: skip, TempDir: b.TempDir()})
 				stop()
+				rss = max(rss, peakRSS())
 				require.NoError(b, err)
 				if !rep.OK {
 					for _, f := range rep.Findings[:min(10, len(rep.Findings))] {
@@ -74,8 +80,31 @@ func BenchmarkReconcile(b *testing.B) {
 				b.ReportMetric(float64(rep.Stats.SortRuns), "sort-runs")
 			}
 			b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
+			if rss > 0 {
+				b.ReportMetric(float64(rss)/(1<<10), "peak-RSS-MiB")
+			}
 		})
 	}
+}
+
+// resetPeakRSS resets the kernel's high-water mark of this process's
+// resident set (Linux 4.0+: writing 5 to clear_refs), so peakRSS measures
+// the run and not the generation before it. Elsewhere it does nothing.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS is VmHWM in KiB (0 when unknown).
+func peakRSS() int64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb
+		}
+	}
+	return 0
 }
 
 func sampleHeap(peak *atomic.Uint64) (stop func()) {

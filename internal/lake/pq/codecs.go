@@ -1,6 +1,7 @@
 package pq
 
 import (
+	"fmt"
 	"io"
 	"sync"
 
@@ -38,7 +39,20 @@ func (fastSnappy) Decode(dst, src []byte) []byte {
 	return out
 }
 
-func (fastSnappy) DecodeWithError(dst, src []byte) ([]byte, error) { return snappy.Decode(dst, src) }
+// DecodeWithError refuses a block whose header announces more bytes than dst
+// holds: arrow-go sizes dst from the page header (itself capped at 256 MiB),
+// and a corrupt length would otherwise make the decoder allocate up to 4 GiB
+// and kill the process (found by FuzzCorruptPages).
+func (fastSnappy) DecodeWithError(dst, src []byte) ([]byte, error) {
+	n, err := snappy.DecodedLen(src)
+	if err != nil {
+		return nil, err
+	}
+	if n > len(dst) {
+		return nil, fmt.Errorf("snappy block decodes to %d bytes but the page holds %d; the file is corrupt", n, len(dst))
+	}
+	return snappy.Decode(dst, src)
+}
 
 func (fastSnappy) NewReader(r io.Reader) io.ReadCloser { return io.NopCloser(snappy.NewReader(r)) }
 
@@ -93,7 +107,7 @@ func (z *zstdCodec) EncodeLevel(dst, src []byte, level int) []byte {
 
 func (z *zstdCodec) decoder() *zstd.Decoder {
 	z.decOnce.Do(func() {
-		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0))
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecodedPage))
 		if err != nil {
 			panic(err)
 		}
@@ -110,9 +124,18 @@ func (z *zstdCodec) Decode(dst, src []byte) []byte {
 	return out
 }
 
+// DecodeWithError bounds the output like the snappy decoder does: by the
+// frame's declared content size against dst, and by the decoder's memory cap.
 func (z *zstdCodec) DecodeWithError(dst, src []byte) ([]byte, error) {
+	var h zstd.Header
+	if err := h.Decode(src); err == nil && h.HasFCS && h.FrameContentSize > uint64(len(dst)) {
+		return nil, fmt.Errorf("zstd frame decodes to %d bytes but the page holds %d; the file is corrupt", h.FrameContentSize, len(dst))
+	}
 	return z.decoder().DecodeAll(src, dst[:0])
 }
+
+// maxDecodedPage matches arrow-go's default cap on a page's uncompressed size.
+const maxDecodedPage = 256 << 20
 
 func (z *zstdCodec) CompressBound(n int64) int64 {
 	// ZSTD_COMPRESSBOUND from zstd.h

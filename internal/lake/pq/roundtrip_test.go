@@ -2,6 +2,8 @@ package pq
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"math"
 	"math/big"
 	"runtime"
@@ -343,4 +345,37 @@ func TestDecimalTwosComplement(t *testing.T) {
 	require.Equal(t, 16, decimalBytes(38))
 	require.Equal(t, 9, decimalBytes(20))
 	require.Equal(t, 4, decimalBytes(9))
+}
+
+type failingWriter struct{ left int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if len(p) > f.left {
+		n := f.left
+		f.left = 0
+		return n, errors.New("disk full")
+	}
+	f.left -= len(p)
+	return len(p), nil
+}
+
+// TestWriterSurfacesSinkErrors: a failing io.Writer yields an error from Write
+// or Close, never a panic and never a FileMeta for a file that is not whole.
+func TestWriterSurfacesSinkErrors(t *testing.T) {
+	t.Parallel()
+	rows, _ := bronzeRows(2000)
+	for _, budget := range []int{0, 3, 100, 10_000, 200_000} {
+		t.Run(fmt.Sprintf("fails after %d bytes", budget), func(t *testing.T) {
+			t.Parallel()
+			w, err := NewWriter(&failingWriter{left: budget}, bronzeSchema(), Options{RowGroupRows: 500})
+			if err != nil {
+				require.ErrorContains(t, err, "disk full")
+				return
+			}
+			werr := w.Write(rows)
+			meta, cerr := w.Close()
+			require.True(t, werr != nil || cerr != nil, "the sink failed but the writer did not say so")
+			require.Zero(t, meta.NumRows)
+		})
+	}
 }

@@ -206,3 +206,6 @@ UPDATE oml.claim_bodies b SET ciphertext = substring(b.ciphertext FROM 1 FOR len
 if [[ $initialized -eq 1 ]]; then
   repair_demo
 fi
+
+# The demo ends where on-call starts: every health check (docs/doctor.md).
+after_init step_findings_ok "Health checks after the repair" "doctor"

@@ -73,8 +73,11 @@
 //     they are over elements, which Delta does not use.
 //   - Memory while writing is bounded by one row group of raw values
 //     (Options.RowGroupBytes, default 64 MiB; strings are referenced, []byte
-//     copied) plus arrow-go's page buffers; while reading, by one page per
-//     projected column plus the rows of one Next call.
+//     copied) plus arrow-go's page buffers. While reading: the compressed
+//     column chunks of the projected columns of the current row group (each
+//     fetched with one ReadAt, which suits an object-store-backed ReaderAt),
+//     one decompressed page per projected column, and the rows of one Next
+//     call.
 //   - Empty strings and binaries reach arrow-go as non-nil empty slices: its
 //     footer statistics treat nil as "no value", which would leave "" out of
 //     the footer minimum other engines prune row groups with.

@@ -217,7 +217,7 @@ const maxLineBytes = 64 << 20
 // that is not a valid action fails the whole commit.
 func DecodeCommit(r io.Reader, fn func(Action) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
+	sc.Buffer(make([]byte, 0, 4<<10), maxLineBytes)
 	line := 0
 	for sc.Scan() {
 		line++
@@ -239,14 +239,30 @@ func DecodeCommit(r io.Reader, fn func(Action) error) error {
 	return nil
 }
 
-// DecodeCommitBytes is DecodeCommit over a byte slice, collecting actions.
+// DecodeCommitBytes is DecodeCommit over a whole commit file in memory,
+// collecting the actions. It splits lines in place (no scanner buffer per
+// commit: replaying thousands of small commits must not allocate a line
+// buffer for each).
 func DecodeCommitBytes(b []byte) ([]Action, error) {
-	var out []Action
-	err := DecodeCommit(bytes.NewReader(b), func(a Action) error {
+	out := make([]Action, 0, bytes.Count(b, []byte{'\n'})+1)
+	for line := 1; len(b) > 0; line++ {
+		var l []byte
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			l, b = b[:i], b[i+1:]
+		} else {
+			l, b = b, nil
+		}
+		l = bytes.TrimSpace(l)
+		if len(l) == 0 {
+			continue
+		}
+		a, err := DecodeAction(l)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", line, err)
+		}
 		out = append(out, a)
-		return nil
-	})
-	return out, err
+	}
+	return out, nil
 }
 
 // EncodeCommit renders actions as one commit file: one compact JSON object

@@ -1,0 +1,283 @@
+package maintain_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+func TestMain(m *testing.M) {
+	testdb.Configure(testdb.WithTemplate(schema.Migrate))
+	code := m.Run()
+	if err := testdb.Shutdown(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+type bundle struct {
+	pool    *pgxpool.Pool
+	key     *keys.Key
+	tenants []uuid.UUID
+	lake    store.Store
+	lakeDir string
+}
+
+// setup gives a migrated, initialised database with n tenants and an
+// empty file lake.
+func setup(t *testing.T, n int) *bundle {
+	t.Helper()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	b := &bundle{pool: pool, key: k, lakeDir: t.TempDir()}
+	b.lake, err = store.NewFile(b.lakeDir)
+	require.NoError(t, err)
+	for i := 0; i < n; i++ {
+		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("tenant-%d", i))
+		require.NoError(t, err)
+		b.tenants = append(b.tenants, tn.ID)
+	}
+	return b
+}
+
+func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
+	t.Helper()
+	if cfg.Tenants == nil {
+		cfg.Tenants = b.tenants
+	}
+	res, err := workload.Run(context.Background(), b.pool, b.key, cfg)
+	require.NoError(t, err)
+	return res
+}
+
+func (b *bundle) drainer(t *testing.T, rows int) *lakewriter.Drainer {
+	t.Helper()
+	d, err := lakewriter.New(lakewriter.Options{
+		DB: b.pool, Lake: b.lake, Signer: b.key,
+		NoLease: true, PoisonBudget: 3,
+		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond,
+		Poll: 5 * time.Millisecond, HorizonTimeout: 20 * time.Second,
+		Limits: outbox.Limits{Rows: rows},
+	})
+	require.NoError(t, err)
+	return d
+}
+
+func (b *bundle) lastSeq(t testing.TB) int64 {
+	t.Helper()
+	var s int64
+	require.NoError(t, b.pool.QueryRow(context.Background(),
+		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
+	return s
+}
+
+// drainAll runs DrainOnce until the lake holds the whole outbox.
+func (b *bundle) drainAll(t *testing.T, d *lakewriter.Drainer) {
+	t.Helper()
+	for i := 0; i < 50; i++ {
+		_, err := d.DrainOnce(context.Background())
+		require.NoError(t, err)
+		if d.Frontier() >= b.lastSeq(t) {
+			return
+		}
+	}
+	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", d.Frontier(), b.lastSeq(t))
+}
+
+func (b *bundle) tables(t *testing.T, kinds ...lakewriter.Kind) []maintain.Table {
+	t.Helper()
+	if len(kinds) == 0 {
+		kinds = nil
+	}
+	tabs, err := maintain.Tables(b.lake, append([]uuid.UUID{journal.ProviderTenant}, b.tenants...), kinds)
+	require.NoError(t, err)
+	return tabs
+}
+
+func readRows(t *testing.T, st store.Store, opts ...delta.LoadOptions) []pq.Row {
+	t.Helper()
+	snap, err := delta.Load(context.Background(), st, opts...)
+	if errors.Is(err, delta.ErrTableNotFound) {
+		return nil
+	}
+	require.NoError(t, err)
+	var out []pq.Row
+	require.NoError(t, snap.Scan(context.Background(), st, delta.ScanOptions{}, func(_ *delta.Add, rows []pq.Row) error {
+		out = append(out, rows...)
+		return nil
+	}))
+	return out
+}
+
+func (b *bundle) sub(t *testing.T, path string) store.Store {
+	t.Helper()
+	st, err := store.Sub(b.lake, path)
+	require.NoError(t, err)
+	return st
+}
+
+// verifyLake checks that the lake equals the journal fold exactly once
+// (the lake writer's own check, internal/lakewriter/helpers_test.go, with
+// one difference maintenance makes): bronze holds every journal event
+// once; silver holds one row per promoted (artifact_id, version) in its
+// fold state; a body is either the ciphertext that hashes to the
+// journalled digest or, for an erased claim whose body maintenance
+// already erased, null.
+func (b *bundle) verifyLake(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tn := range append([]uuid.UUID{journal.ProviderTenant}, b.tenants...) {
+		got := map[int64]int{}
+		for _, r := range readRows(t, b.sub(t, tn.String()+"/bronze/events")) {
+			require.Equal(t, tn.String(), r[0])
+			got[r[1].(int64)]++
+		}
+		q, err := b.pool.Query(ctx, `SELECT seq FROM oml.journal WHERE tenant_id = $1 ORDER BY seq`, tn)
+		require.NoError(t, err)
+		for q.Next() {
+			var s int64
+			require.NoError(t, q.Scan(&s))
+			require.Equalf(t, 1, got[s], "tenant %s: journal event %d appears %d times in bronze", tn, s, got[s])
+			delete(got, s)
+		}
+		require.NoError(t, q.Err())
+		require.Emptyf(t, got, "tenant %s: bronze rows the journal does not explain", tn)
+	}
+
+	type key struct {
+		tenant, artifact string
+		version          int32
+	}
+	type fold struct{ state, digest string }
+	want := map[key]fold{}
+	q, err := b.pool.Query(ctx, `SELECT tenant_id::text, artifact_id, version, state, encode(ciphertext_digest, 'hex')
+FROM oml.claims WHERE promoted_seq IS NOT NULL`)
+	require.NoError(t, err)
+	for q.Next() {
+		var k key
+		var f fold
+		require.NoError(t, q.Scan(&k.tenant, &k.artifact, &k.version, &f.state, &f.digest))
+		want[k] = f
+	}
+	require.NoError(t, q.Err())
+	got := map[key]bool{}
+	for _, tn := range b.tenants {
+		for _, r := range readRows(t, b.sub(t, tn.String()+"/silver/claims")) {
+			k := key{r[2].(string), r[0].(string), r[1].(int32)}
+			require.Falsef(t, got[k], "silver holds %v twice", k)
+			got[k] = true
+			f, ok := want[k]
+			require.Truef(t, ok, "silver holds %v, which was never promoted", k)
+			require.Equalf(t, f.state, r[10], "silver state of %v", k)
+			require.Equal(t, f.digest, r[8])
+			if body, ok := r[9].([]byte); ok {
+				sum := sha256.Sum256(body)
+				require.Equalf(t, f.digest, hex.EncodeToString(sum[:]), "silver body of %v does not hash to the journalled digest", k)
+			} else {
+				require.Equalf(t, "erased", f.state, "silver body of %v is null but the claim is not erased", k)
+			}
+		}
+	}
+	require.Equal(t, len(want), len(got), "silver row count")
+}
+
+// logActions is one commit's adds and removes (decoded paths).
+type logActions struct {
+	op      string
+	adds    []string
+	removes []string
+}
+
+// readLog reads every commit of a table from its JSON files.
+func readLog(t *testing.T, st store.Store) []logActions {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := delta.Load(ctx, st)
+	require.NoError(t, err)
+	var out []logActions
+	for v := int64(0); v <= snap.Version(); v++ {
+		body, err := st.Get(ctx, fmt.Sprintf("_delta_log/%020d.json", v))
+		require.NoError(t, err)
+		var la logActions
+		sc := bufio.NewScanner(bytes.NewReader(body))
+		sc.Buffer(nil, 64<<20)
+		for sc.Scan() {
+			var a struct {
+				CommitInfo *struct {
+					Operation string `json:"operation"`
+				} `json:"commitInfo"`
+				Add    *struct{ Path string } `json:"add"`
+				Remove *struct{ Path string } `json:"remove"`
+			}
+			require.NoError(t, json.Unmarshal(sc.Bytes(), &a))
+			switch {
+			case a.CommitInfo != nil:
+				la.op = a.CommitInfo.Operation
+			case a.Add != nil:
+				p, err := delta.DecodePath(a.Add.Path)
+				require.NoError(t, err)
+				la.adds = append(la.adds, p)
+			case a.Remove != nil:
+				p, err := delta.DecodePath(a.Remove.Path)
+				require.NoError(t, err)
+				la.removes = append(la.removes, p)
+			}
+		}
+		require.NoError(t, sc.Err())
+		out = append(out, la)
+	}
+	return out
+}
+
+// requireLogSound replays a table's log and checks that every remove names
+// a file live just before it, and no add ever brings back a path that was
+// added (or removed) before: no commit re-adds a file another removed.
+func requireLogSound(t *testing.T, name string, log []logActions) {
+	t.Helper()
+	live := map[string]bool{}
+	seen := map[string]int{}
+	for v, la := range log {
+		for _, p := range la.removes {
+			require.Truef(t, live[p], "%s v%d (%s) removes %s, which is not live", name, v, la.op, p)
+			delete(live, p)
+		}
+		for _, p := range la.adds {
+			prev, again := seen[p]
+			require.Falsef(t, again, "%s v%d (%s) re-adds %s, first added at v%d", name, v, la.op, p, prev)
+			seen[p] = v
+			live[p] = true
+		}
+	}
+}
+
+func isNotFound(err error) bool { return errors.Is(err, delta.ErrTableNotFound) }

@@ -1,0 +1,246 @@
+package maintain
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+)
+
+// Measurements are what the policy decides from, for one table. All of
+// them come from the Delta log (one snapshot load and one listing of
+// _delta_log/); no data file is read.
+type Measurements struct {
+	Table  string `json:"table"`
+	Kind   string `json:"kind"`
+	Exists bool   `json:"exists"`
+
+	Version                int64 `json:"version"`
+	CheckpointVersion      int64 `json:"checkpoint_version"` // -1: none
+	CommitsSinceCheckpoint int64 `json:"commits_since_checkpoint"`
+	CheckpointInterval     int64 `json:"checkpoint_interval"`
+
+	LiveFiles  int   `json:"live_files"`
+	LiveBytes  int64 `json:"live_bytes"`
+	SmallFiles int   `json:"small_files"` // live files below the target size
+	SmallBytes int64 `json:"small_bytes"`
+
+	Tombstones        int           `json:"tombstones"`
+	TombstonedBytes   int64         `json:"tombstoned_bytes"`
+	ExpiredTombstones int           `json:"expired_tombstones"` // removed longer ago than the retention: vacuum may delete them
+	ExpiredBytes      int64         `json:"expired_bytes"`
+	Retention         time.Duration `json:"retention_ns"`
+	// NextExpiry is when the oldest unexpired tombstone expires (zero: none).
+	NextExpiry time.Time `json:"next_expiry,omitzero"`
+
+	// ErasedBodyFiles counts live files whose stats say they may hold a row
+	// with state erased and a non-null body (silver only): erasure work.
+	ErasedBodyFiles int `json:"erased_body_files"`
+	// ErasedTombstones counts tombstones that may hold such a body;
+	// ErasedTombstonesExpired those vacuum may already delete.
+	ErasedTombstones        int `json:"erased_tombstones"`
+	ErasedTombstonesExpired int `json:"erased_tombstones_expired"`
+
+	// LogCleanable is how many commits log cleanup could delete now (older
+	// than delta.logRetentionDuration and behind a retained checkpoint).
+	LogCleanable int `json:"log_cleanable"`
+}
+
+// MeasureOptions say what counts as small and what time it is.
+type MeasureOptions struct {
+	TargetSize int64     // files below it are small (default 128 MiB)
+	Now        time.Time // zero: time.Now()
+}
+
+// Measure reads a table's log. A table that does not exist yet measures
+// as Exists=false, not an error.
+func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, error) {
+	if opts.TargetSize <= 0 {
+		opts.TargetSize = DefaultTargetSize
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	m := Measurements{Table: t.Key.Path(), Kind: string(t.Key.Kind), Version: -1, CheckpointVersion: -1}
+	snap, err := delta.Load(ctx, t.Store)
+	if notFound(err) {
+		return m, nil
+	}
+	if err != nil {
+		return m, err
+	}
+	m.Exists = true
+	m.Version = snap.Version()
+	m.CheckpointVersion = snap.CheckpointVersion()
+	base := max(m.CheckpointVersion, -1)
+	m.CommitsSinceCheckpoint = m.Version - base
+	m.CheckpointInterval = checkpointInterval(snap)
+	for _, a := range snap.Files() {
+		m.LiveFiles++
+		m.LiveBytes += a.Size
+		if a.Size < opts.TargetSize {
+			m.SmallFiles++
+			m.SmallBytes += a.Size
+		}
+		if mayHoldErasedBody(a.Stats) && t.Key.Kind == lakewriter.Silver {
+			m.ErasedBodyFiles++
+		}
+	}
+	if m.Retention, err = snap.DeletedFileRetention(); err != nil {
+		return m, err
+	}
+	cutoff := now.Add(-m.Retention).UnixMilli()
+	for _, r := range snap.Tombstones() {
+		m.Tombstones++
+		size := int64(0)
+		if r.Size != nil {
+			size = *r.Size
+		}
+		m.TombstonedBytes += size
+		expired := r.DeletionTimestamp == nil || *r.DeletionTimestamp <= cutoff
+		if expired {
+			m.ExpiredTombstones++
+			m.ExpiredBytes += size
+		} else {
+			at := time.UnixMilli(*r.DeletionTimestamp).Add(m.Retention)
+			if m.NextExpiry.IsZero() || at.Before(m.NextExpiry) {
+				m.NextExpiry = at
+			}
+		}
+		if t.Key.Kind == lakewriter.Silver && mayHoldErasedBody(r.Stats) {
+			m.ErasedTombstones++
+			if expired {
+				m.ErasedTombstonesExpired++
+			}
+		}
+	}
+	if m.LogCleanable, err = logCleanable(ctx, t.Store, snap, now); err != nil {
+		return m, err
+	}
+	return m, nil
+}
+
+func checkpointInterval(s *delta.Snapshot) int64 {
+	if v, ok := s.Metadata().Configuration["delta.checkpointInterval"]; ok {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+			return n
+		}
+	}
+	return delta.DefaultCheckpointInterval
+}
+
+// logCleanable mirrors delta.CleanupLog's rule without deleting: the newest
+// classic checkpoint whose commit is older than the log retention is kept,
+// and the commits before it are what cleanup would delete.
+func logCleanable(ctx context.Context, st store.Store, s *delta.Snapshot, now time.Time) (int, error) {
+	retention := delta.DefaultLogRetention
+	if v, ok := s.Metadata().Configuration["delta.logRetentionDuration"]; ok {
+		d, err := delta.ParseInterval(v)
+		if err != nil {
+			return 0, fmt.Errorf("table %s: %w", s.Table(), err)
+		}
+		retention = d
+	}
+	cutoff := now.Add(-retention)
+	objs, err := st.List(ctx, delta.LogDir, "")
+	if err != nil {
+		return 0, err
+	}
+	commits := map[int64]time.Time{}
+	var cps []int64
+	for _, o := range objs {
+		name := strings.TrimPrefix(o.Key, delta.LogDir)
+		if len(name) < 21 || name[20] != '.' {
+			continue
+		}
+		v, err := strconv.ParseInt(name[:20], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch {
+		case name[21:] == "json":
+			commits[v] = o.ModTime
+		case name[21:] == "checkpoint.parquet":
+			cps = append(cps, v)
+		}
+	}
+	keep := int64(-1)
+	for _, v := range cps {
+		if at, ok := commits[v]; ok && at.Before(cutoff) && v > keep {
+			keep = v
+		}
+	}
+	n := 0
+	for v := range commits {
+		if v < keep {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// fileStats is the part of add.stats maintenance reads.
+type fileStats struct {
+	NumRecords int64          `json:"numRecords"`
+	MinValues  map[string]any `json:"minValues"`
+	MaxValues  map[string]any `json:"maxValues"`
+	NullCount  map[string]any `json:"nullCount"`
+}
+
+// mayHoldErasedBody says from a silver file's stats whether it may hold a
+// row with state "erased" and a non-null body. Missing or unreadable stats
+// answer yes: erasure must never be skipped because a statistic is absent.
+func mayHoldErasedBody(stats string) bool {
+	if stats == "" {
+		return true
+	}
+	var fs fileStats
+	if err := json.Unmarshal([]byte(stats), &fs); err != nil {
+		return true
+	}
+	if nc, ok := fs.NullCount["body"].(float64); ok && int64(nc) >= fs.NumRecords {
+		return false // every body in the file is already null
+	}
+	if nc, ok := fs.NullCount["state"].(float64); ok && int64(nc) >= fs.NumRecords {
+		return false
+	}
+	lo, lok := fs.MinValues["state"].(string)
+	hi, hok := fs.MaxValues["state"].(string)
+	if lok && lo > StateErased {
+		return false
+	}
+	if hok && hi < StateErased {
+		return false
+	}
+	return true
+}
+
+// mayHoldArtifact says from a file's stats whether its artifact_id range
+// may contain id (missing stats: yes).
+func mayHoldArtifact(stats string, id string) bool {
+	if stats == "" {
+		return true
+	}
+	var fs fileStats
+	if err := json.Unmarshal([]byte(stats), &fs); err != nil {
+		return true
+	}
+	lo, lok := fs.MinValues["artifact_id"].(string)
+	hi, hok := fs.MaxValues["artifact_id"].(string)
+	if lok && id < lo {
+		return false
+	}
+	// The max is a 32-character prefix with a tie-breaker appended, so
+	// comparing with it is safe as written.
+	if hok && id > hi {
+		return false
+	}
+	return true
+}

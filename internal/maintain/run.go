@@ -1,0 +1,153 @@
+package maintain
+
+import (
+	"context"
+	"time"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+)
+
+// CheckpointResult says what CheckpointTable did.
+type CheckpointResult struct {
+	Version int64 `json:"version"` // the checkpointed version, -1: none written
+	Actions int64 `json:"actions"`
+}
+
+// CheckpointTable writes a checkpoint of the table's latest version.
+func CheckpointTable(ctx context.Context, t Table) (CheckpointResult, error) {
+	r, err := delta.Checkpoint(ctx, t.Store)
+	if err != nil {
+		return CheckpointResult{Version: -1}, err
+	}
+	return CheckpointResult{Version: r.Version, Actions: r.Actions}, nil
+}
+
+// VacuumTable runs delta.Vacuum on the table (its retention guard
+// included) and, unless DryRun, log cleanup behind a retained checkpoint.
+func VacuumTable(ctx context.Context, t Table, opts delta.VacuumOptions) (delta.VacuumResult, delta.CleanupResult, error) {
+	cl := delta.CleanupResult{KeptCheckpoint: -1}
+	vr, err := delta.Vacuum(ctx, t.Store, opts)
+	if err != nil || opts.DryRun {
+		return vr, cl, err
+	}
+	now := opts.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	cl, err = delta.CleanupLog(ctx, t.Store, now)
+	return vr, cl, err
+}
+
+// RunOptions configure Run.
+type RunOptions struct {
+	Policy Policy
+	// DryRun measures and decides, does nothing.
+	DryRun bool
+	Now    func() time.Time // tests; nil: time.Now
+}
+
+// Report is what Run measured, decided and did for one table.
+type Report struct {
+	Measurements
+	Plan        []Step            `json:"plan"`
+	Erased      *EraseResult      `json:"erase_bodies,omitempty"`
+	Compacted   *CompactResult    `json:"optimize,omitempty"`
+	Checkpoint  *CheckpointResult `json:"checkpoint,omitempty"`
+	Vacuumed    *VacuumReport     `json:"vacuum,omitempty"`
+	LogCleaned  *int              `json:"log_files_deleted,omitempty"`
+	Error       string            `json:"error,omitempty"`
+	DryRun      bool              `json:"dry_run"`
+	ElapsedSecs float64           `json:"elapsed_seconds"`
+}
+
+// VacuumReport is the JSON form of a vacuum.
+type VacuumReport struct {
+	Deleted int   `json:"files_deleted"`
+	Bytes   int64 `json:"bytes_deleted"`
+}
+
+// Run measures each table, decides what is due and does only that. A
+// failure on one table is recorded in its report and the others go on;
+// the returned error is the first failure, if any.
+func Run(ctx context.Context, tables []Table, opts RunOptions) ([]Report, error) {
+	nowf := opts.Now
+	if nowf == nil {
+		nowf = time.Now
+	}
+	p := opts.Policy.withDefaults()
+	var first error
+	var out []Report
+	for _, t := range tables {
+		start := time.Now()
+		rep, err := runTable(ctx, t, p, opts.DryRun, nowf)
+		rep.ElapsedSecs = time.Since(start).Seconds()
+		if err != nil {
+			rep.Error = err.Error()
+			if first == nil {
+				first = err
+			}
+		}
+		out = append(out, rep)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, first
+}
+
+func runTable(ctx context.Context, t Table, p Policy, dryRun bool, nowf func() time.Time) (Report, error) {
+	m, err := Measure(ctx, t, MeasureOptions{TargetSize: p.TargetSize, Now: nowf()})
+	rep := Report{Measurements: m, DryRun: dryRun}
+	if err != nil {
+		return rep, err
+	}
+	rep.Plan = Decide(m, p)
+	if rep.Plan == nil {
+		rep.Plan = []Step{}
+	}
+	if dryRun {
+		return rep, nil
+	}
+	for _, s := range rep.Plan {
+		switch s.Task {
+		case TaskEraseBodies:
+			r, err := EraseBodies(ctx, t, EraseOptions{Now: nowf})
+			rep.Erased = &r
+			if err != nil {
+				return rep, err
+			}
+		case TaskOptimize:
+			r, err := Compact(ctx, t, CompactOptions{TargetSize: p.TargetSize, Now: nowf})
+			rep.Compacted = &r
+			if err != nil {
+				return rep, err
+			}
+		case TaskCheckpoint:
+			r, err := CheckpointTable(ctx, t)
+			rep.Checkpoint = &r
+			if err != nil {
+				return rep, err
+			}
+		case TaskVacuum:
+			// Always the table's own retention: maintain never forces.
+			vr, cl, err := VacuumTable(ctx, t, delta.VacuumOptions{Now: nowf()})
+			rep.Vacuumed = &VacuumReport{Deleted: len(vr.Deleted), Bytes: vr.Bytes}
+			n := len(cl.Deleted)
+			rep.LogCleaned = &n
+			if err != nil {
+				return rep, err
+			}
+		case TaskCleanupLog:
+			if rep.LogCleaned != nil {
+				continue // vacuum already cleaned the log
+			}
+			cl, err := delta.CleanupLog(ctx, t.Store, nowf())
+			n := len(cl.Deleted)
+			rep.LogCleaned = &n
+			if err != nil {
+				return rep, err
+			}
+		}
+	}
+	return rep, nil
+}

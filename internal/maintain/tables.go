@@ -1,0 +1,93 @@
+package maintain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+)
+
+// Table is one tenant table and its store (rooted at the table).
+type Table struct {
+	Key   lakewriter.TableKey
+	Store store.Store
+}
+
+// Tenants lists every tenant id known to the database (the provider tenant
+// included: its chain has a bronze table), ordered by name.
+func Tenants(ctx context.Context, db *pgxpool.Pool) ([]uuid.UUID, error) {
+	rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY name`)
+	if err != nil {
+		return nil, fmt.Errorf("list tenants: %w", err)
+	}
+	defer rows.Close()
+	var ids []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("list tenants: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// Tables names the tables of tenants of the given kinds (nil: all kinds)
+// under the lake root, in tenant then kind order. It does not check that
+// they exist (see Exists).
+func Tables(lake store.Store, tenants []uuid.UUID, kinds []lakewriter.Kind) ([]Table, error) {
+	if kinds == nil {
+		kinds = lakewriter.Kinds
+	}
+	var out []Table
+	for _, tn := range tenants {
+		for _, k := range kinds {
+			key := lakewriter.TableKey{Tenant: tn, Kind: k}
+			st, err := store.Sub(lake, key.Path())
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, Table{Key: key, Store: st})
+		}
+	}
+	return out, nil
+}
+
+// ParseKind accepts bronze, silver or gold (or the outbox target names).
+func ParseKind(s string) (lakewriter.Kind, error) {
+	switch s {
+	case "bronze", string(lakewriter.Bronze):
+		return lakewriter.Bronze, nil
+	case "silver", string(lakewriter.Silver):
+		return lakewriter.Silver, nil
+	case "gold", string(lakewriter.Gold):
+		return lakewriter.Gold, nil
+	}
+	return "", fmt.Errorf("unknown table %q: use bronze, silver or gold", s)
+}
+
+// SortKey is the column order maintenance sorts a table's rows by when it
+// rewrites them: silver by (artifact_id, version), so the lake writer's
+// MERGE, which prunes files by artifact_id min/max, reads fewer files;
+// bronze by seq and gold by journal_seq, the order readers scan them in.
+func SortKey(k lakewriter.Kind) []string {
+	switch k {
+	case lakewriter.Silver:
+		return []string{"artifact_id", "version"}
+	case lakewriter.Bronze:
+		return []string{"seq"}
+	case lakewriter.Gold:
+		return []string{"journal_seq"}
+	}
+	return nil
+}
+
+// notFound reports a table that was never created (a tenant with no
+// events of that kind yet): nothing to maintain, not an error.
+func notFound(err error) bool { return errors.Is(err, delta.ErrTableNotFound) }

@@ -181,7 +181,10 @@ func NewWriter(w io.Writer, s *Schema, opts Options) (*Writer, error) {
 		// Random bytes (hashes, signatures, ciphertext) never repeat: a
 		// dictionary only costs CPU before the writer falls back to plain.
 		if n.leaf.kind == KindBinary {
-			props = append(props, parquet.WithDictionaryPath(psch.Column(i).ColumnPath(), false))
+			// Footer min/max of random bytes prune nothing and cost a
+			// comparison per value plus up to 8 KiB of footer per row group.
+			props = append(props, parquet.WithDictionaryPath(psch.Column(i).ColumnPath(), false),
+				parquet.WithStatsPath(psch.Column(i).ColumnPath(), false))
 		} else {
 			// Columns of unique values (sequence numbers, timestamps,
 			// payloads) drop the dictionary at the first page instead of

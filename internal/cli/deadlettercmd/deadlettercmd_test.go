@@ -242,3 +242,39 @@ func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
 	code, out, stderr = e.run(t, "chain", "verify")
 	require.Equal(t, cliutil.ExitOK, code, stderr+out)
 }
+
+// TestReenqueueAll_ConfirmsOnATerminal: --all without --yes asks on a
+// terminal; "n" re-enqueues nothing (exit 1, said on stderr), "y" does.
+func TestReenqueueAll_ConfirmsOnATerminal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+	_, err := workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.9, Poison: 1, Seed: 42})
+	require.NoError(t, err)
+	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+
+	runTTY := func(answer string) (cliutil.ExitCode, string, string) {
+		io, in, out, errOut := iostreams.Test()
+		io.SetStdinTTY(true)
+		io.SetStdoutTTY(true)
+		in.WriteString(answer)
+		vars := map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
+		code := cli.Run(ctx, io, []string{"deadletter", "reenqueue", "--all", "--by", "tty-user"}, func(k string) string { return vars[k] })
+		return code, out.String(), errOut.String()
+	}
+	code, out, stderr := runTTY("n\n")
+	require.Equal(t, cliutil.ExitFindings, code)
+	require.Contains(t, stderr, "Re-enqueue 1 open dead letter(s) as tty-user? [y/N]")
+	require.Contains(t, stderr, "Nothing re-enqueued.")
+	require.Empty(t, out)
+	var open int
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
+	require.Equal(t, 1, open)
+
+	code, out, stderr = runTTY("y\n")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "Re-enqueued dead letter")
+	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
+	require.Zero(t, open)
+}

@@ -2,6 +2,8 @@ package maintain
 
 import (
 	"context"
+	"errors"
+	"io"
 	"fmt"
 	"sort"
 	"strings"
@@ -256,14 +258,12 @@ func scanForBodies(ctx context.Context, st store.Store, snap *delta.Snapshot, id
 			} else {
 				ref.RemovedAt = o.ModTime.UTC()
 			}
-			add = &delta.Add{Path: r.Path, PartitionValues: r.PartitionValues, Size: o.Size}
 		default:
 			// An orphan (a rewrite that lost its race, a crashed writer's
 			// file) or a tombstone that already expired from the log: vacuum
 			// goes by the file's age.
 			ref.Kind = "orphan"
 			ref.RemovedAt = o.ModTime.UTC()
-			add = &delta.Add{Path: delta.EncodePath(o.Key), PartitionValues: map[string]*string{}, Size: o.Size}
 		}
 		if !live {
 			ref.DeletableAt = ref.RemovedAt.Add(retention)
@@ -279,16 +279,11 @@ func scanForBodies(ctx context.Context, st store.Store, snap *delta.Snapshot, id
 			continue
 		}
 		hit := map[*ErasedClaim]bool{}
-		err := snap.Scan(ctx, st, delta.ScanOptions{Columns: []string{"artifact_id", "body"}, Files: []*delta.Add{add}},
-			func(_ *delta.Add, rows []pq.Row) error {
-				for _, r := range rows {
-					id, _ := r[0].(string)
-					if c := want[id]; c != nil && r[1] != nil {
-						hit[c] = true
-					}
-				}
-				return nil
-			})
+		err := readBodies(ctx, st, o.Key, func(id string, body []byte) {
+			if c := want[id]; c != nil && body != nil {
+				hit[c] = true
+			}
+		})
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", o.Key, err)
 		}
@@ -308,4 +303,48 @@ func hiddenPath(key string) bool {
 		}
 	}
 	return false
+}
+
+// readBodies reads the artifact_id and body columns of any silver data
+// file, live or not (delta's Scan reads only live files; a tombstoned or
+// orphaned file is read here straight from Parquet).
+func readBodies(ctx context.Context, st store.Store, key string, fn func(id string, body []byte)) error {
+	obj, err := st.Open(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer obj.Close()
+	f, err := pq.Open(obj, obj.Size())
+	if err != nil {
+		return err
+	}
+	str, err := delta.PQType(delta.Prim(delta.TypeString))
+	if err != nil {
+		return err
+	}
+	bin, err := delta.PQType(delta.Prim(delta.TypeBinary))
+	if err != nil {
+		return err
+	}
+	rows, err := f.RowsFor(pq.NewSchema(pq.Field{Name: "artifact_id", Type: str, Nullable: true}, pq.Field{Name: "body", Type: bin, Nullable: true}))
+	if err != nil {
+		return err
+	}
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		batch, err := rows.Next(4096)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, r := range batch {
+			id, _ := r[0].(string)
+			body, _ := r[1].([]byte)
+			fn(id, body)
+		}
+	}
 }

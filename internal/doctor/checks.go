@@ -369,7 +369,7 @@ func checkChain(ctx context.Context, r *run, res *Result) {
 		res.fail("%d chain(s) failed verification: run oml chain verify for the evidence", len(rep.Findings))
 		return
 	}
-	res.Summary = fmt.Sprintf("%d chain(s) intact; %d new event(s) verified since the last verified heads", len(rep.Chains), rep.Events)
+	res.Summary = fmt.Sprintf("%d chain(s) intact; %d event(s) verified this run (what was appended since the last verified heads, and the provider chain in full)", len(rep.Chains), rep.Events)
 }
 
 // ---- Delta tables ----

@@ -280,7 +280,10 @@ func Run(ctx context.Context, opts Options) Report {
 	}
 	wg.Wait()
 
-	for _, res := range results {
+	for i, res := range results {
+		if res.CheckedAt.IsZero() { // skipped: "checked" now, so its age reads right
+			results[i].CheckedAt = started
+		}
 		rep.Counts[res.Status]++
 		if res.Status.rank() > rep.Status.rank() {
 			rep.Status = res.Status

@@ -104,10 +104,10 @@ func retryable(err error) bool {
 //  1. digests every payload (before taking the lock, to keep it short);
 //  2. pipelines, in one round trip: the transaction-local oml.tenant_id
 //     setting (for row-level security; restored to the caller's value at
-//     the end), pg_advisory_xact_lock on the tenant
-//     as a statement of its own, THEN the head read and the fold-state reads
-//     as later statements, each with a snapshot taken after the lock was
-//     granted (lock and read in one statement would read a stale head);
+//     the end), pg_advisory_xact_lock on the tenant as a statement of its
+//     own, THEN the head read and the fold-state reads as later statements,
+//     each with a snapshot taken after the lock was granted (lock and read
+//     in one statement would read a stale head);
 //  3. assigns seq = head+1.., links prev_hash, stamps recorded_at (the
 //     clock, clamped so it never goes below the head's), hashes and signs;
 //  4. folds the events over the loaded state (rejecting illegal

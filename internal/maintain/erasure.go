@@ -3,8 +3,8 @@ package maintain
 import (
 	"context"
 	"errors"
-	"io"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"

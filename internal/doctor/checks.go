@@ -194,13 +194,17 @@ func checkLag(ctx context.Context, r *run, res *Result) {
 	res.Data["lag_seconds"] = st.LagSeconds
 	res.Status = grade(lag, r.th.LagWarn, r.th.LagFail)
 	res.raise(grade(st.BacklogRows, r.th.BacklogWarn, r.th.BacklogFail))
+	if st.BacklogRows > 0 { // a gap of rolled-back seqs alone is not lag
+		res.raise(grade(st.BacklogSeqGap, r.th.SeqGapWarn, r.th.SeqGapFail))
+	}
 	if st.BacklogRows == 0 {
 		res.Summary = fmt.Sprintf("caught up: frontier %d, nothing waiting", st.Frontier)
 	} else {
 		res.Summary = fmt.Sprintf("%d row(s) behind (seq gap %d), oldest waiting %s", st.BacklogRows, st.BacklogSeqGap, lag.Round(time.Millisecond))
 	}
 	res.detail("frontier %d (updated %s), outbox last seq %d, stable seq %d", st.Frontier, stamp(st.FrontierAt), st.LastSeq, st.StableSeq)
-	res.detail("thresholds: lag warn %s / fail %s; backlog warn %d / fail %d rows", r.th.LagWarn, r.th.LagFail, r.th.BacklogWarn, r.th.BacklogFail)
+	res.detail("thresholds: lag warn %s / fail %s; backlog warn %d / fail %d rows; seq gap warn %d / fail %d",
+		r.th.LagWarn, r.th.LagFail, r.th.BacklogWarn, r.th.BacklogFail, r.th.SeqGapWarn, r.th.SeqGapFail)
 	if st.HorizonHeld {
 		res.detail("an open transaction holds the snapshot horizon: see the horizon check")
 	}

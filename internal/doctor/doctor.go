@@ -101,6 +101,10 @@ type Thresholds struct {
 	LagWarn, LagFail time.Duration
 	// BacklogWarn/BacklogFail: outbox rows above the frontier.
 	BacklogWarn, BacklogFail int64
+	// SeqGapWarn/SeqGapFail: outbox seqs above the frontier (rows plus the
+	// seqs of rolled-back transactions: what the writer has to scan), graded
+	// only while rows wait.
+	SeqGapWarn, SeqGapFail int64
 	// WriterDownWarn/WriterDownFail: how long rows may wait with no live
 	// lake writer (no lease, or an expired one).
 	WriterDownWarn, WriterDownFail time.Duration
@@ -126,6 +130,7 @@ func DefaultThresholds() Thresholds {
 	return Thresholds{
 		LagWarn: time.Minute, LagFail: 10 * time.Minute,
 		BacklogWarn: 10_000, BacklogFail: 100_000,
+		SeqGapWarn: 20_000, SeqGapFail: 200_000,
 		WriterDownWarn: 2 * time.Minute, WriterDownFail: 15 * time.Minute,
 		HorizonWarn: time.Minute, HorizonFail: 10 * time.Minute,
 		DeadLettersFail: 100,
@@ -145,6 +150,7 @@ func (t Thresholds) Validate() error {
 	for _, p := range []pair{
 		{"--lag-warn/--lag-fail", int64(t.LagWarn), int64(t.LagFail)},
 		{"--backlog-warn/--backlog-fail", t.BacklogWarn, t.BacklogFail},
+		{"--seq-gap-warn/--seq-gap-fail", t.SeqGapWarn, t.SeqGapFail},
 		{"--writer-down-warn/--writer-down-fail", int64(t.WriterDownWarn), int64(t.WriterDownFail)},
 		{"--horizon-warn/--horizon-fail", int64(t.HorizonWarn), int64(t.HorizonFail)},
 		{"--checkpoint-warn/--checkpoint-fail", t.CheckpointWarn, t.CheckpointFail},

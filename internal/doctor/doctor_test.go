@@ -222,6 +222,10 @@ func TestDoctor_DrainStopped_LagAndLeaseGradeAgainstThresholds(t *testing.T) {
 	// Rows: the backlog reaches the fail threshold.
 	rep = b.doctor(t, func(th *doctor.Thresholds) { th.BacklogWarn, th.BacklogFail = 1, rows })
 	requireStatus(t, rep, doctor.IDLag, doctor.StatusFail)
+	// Seq: the gap reaches the warn threshold.
+	gap := lag.Data["backlog_seq_gap"].(int64)
+	rep = b.doctor(t, func(th *doctor.Thresholds) { th.SeqGapWarn = gap })
+	requireStatus(t, rep, doctor.IDLag, doctor.StatusWarn)
 
 	// No writer while rows wait: the lease check grades how long.
 	rep = b.doctor(t, func(th *doctor.Thresholds) { th.WriterDownWarn = time.Nanosecond })
@@ -233,7 +237,7 @@ func TestDoctor_DrainStopped_LagAndLeaseGradeAgainstThresholds(t *testing.T) {
 	// Drained: all quiet again, even at the strictest thresholds.
 	b.drain(t, nil)
 	rep = b.doctor(t, func(th *doctor.Thresholds) {
-		th.LagWarn, th.BacklogWarn, th.WriterDownWarn = time.Nanosecond, 1, time.Nanosecond
+		th.LagWarn, th.BacklogWarn, th.SeqGapWarn, th.WriterDownWarn = time.Nanosecond, 1, 1, time.Nanosecond
 	})
 	requireStatus(t, rep, doctor.IDLag, doctor.StatusOK)
 	requireStatus(t, rep, doctor.IDLease, doctor.StatusOK)

@@ -89,6 +89,8 @@ re-runs now, +/- change the interval, q quits. See docs/doctor.md.`,
 	fl.DurationVar(&th.LagFail, "lag-fail", th.LagFail, "lag: fail when the oldest unapplied outbox row is this old")
 	fl.Int64Var(&th.BacklogWarn, "backlog-warn", th.BacklogWarn, "lag: warn at this many outbox rows above the frontier")
 	fl.Int64Var(&th.BacklogFail, "backlog-fail", th.BacklogFail, "lag: fail at this many outbox rows above the frontier")
+	fl.Int64Var(&th.SeqGapWarn, "seq-gap-warn", th.SeqGapWarn, "lag: warn at this many outbox seqs above the frontier (while rows wait)")
+	fl.Int64Var(&th.SeqGapFail, "seq-gap-fail", th.SeqGapFail, "lag: fail at this many outbox seqs above the frontier (while rows wait)")
 	fl.DurationVar(&th.WriterDownWarn, "writer-down-warn", th.WriterDownWarn, "lease: warn when rows have waited this long with no live lake writer")
 	fl.DurationVar(&th.WriterDownFail, "writer-down-fail", th.WriterDownFail, "lease: fail when rows have waited this long with no live lake writer")
 	fl.DurationVar(&th.HorizonWarn, "horizon-warn", th.HorizonWarn, "horizon: warn when a transaction has held the horizon this long")

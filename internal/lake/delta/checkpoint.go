@@ -228,7 +228,7 @@ func WriteCheckpoint(ctx context.Context, st store.Store, snap *Snapshot, now ti
 }
 
 func writeCheckpointRows(w io.Writer, snap *Snapshot, cutoff int64, res *CheckpointResult) (pq.FileMeta, error) {
-	pw, err := pq.NewWriter(w, checkpointSchema, pq.Options{RowGroupRows: 64 << 10, RowGroupBytes: 16 << 20})
+	pw, err := pq.NewWriter(w, checkpointSchema, pq.Options{RowGroupRows: 32 << 10, RowGroupBytes: 8 << 20})
 	if err != nil {
 		return pq.FileMeta{}, err
 	}

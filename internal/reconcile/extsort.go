@@ -26,16 +26,21 @@ import (
 // attribution only, never bodies).
 //
 // A record is [uvarint keyLen][key][value]; records compare by key bytes,
-// then by the whole record (a deterministic order for duplicates).
+// then by the whole record (a deterministic order for duplicates). Records
+// live back to back in one reused arena (no per-record allocation, so the
+// buffer's size is the memory bound, not a guess at allocator overhead).
 type extSort struct {
 	dir      string
 	runBytes int
 
-	buf   [][]byte
-	size  int
+	// The run buffer: records back to back in arena, spans[i] = [start,
+	// end) of record i. One arena reused for every run, so a run makes no
+	// garbage and the buffer never holds more than about runBytes.
+	arena []byte
+	spans [][2]uint32
 	runs  []string
 	total int64
-	peak  int // largest in-memory buffer seen, bytes
+	peak  int // largest in-memory buffer seen, bytes (arena + spans)
 }
 
 func newExtSort(dir string, runBytes int) *extSort {
@@ -43,13 +48,6 @@ func newExtSort(dir string, runBytes int) *extSort {
 		runBytes = 32 << 20
 	}
 	return &extSort{dir: dir, runBytes: runBytes}
-}
-
-func makeRecord(key, value []byte) []byte {
-	rec := make([]byte, 0, binary.MaxVarintLen32+len(key)+len(value))
-	rec = binary.AppendUvarint(rec, uint64(len(key)))
-	rec = append(rec, key...)
-	return append(rec, value...)
 }
 
 func splitRecord(rec []byte) (key, value []byte) {
@@ -66,22 +64,46 @@ func cmpRecords(a, b []byte) int {
 	return bytes.Compare(a, b)
 }
 
-func (s *extSort) add(rec []byte) error {
-	s.buf = append(s.buf, rec)
-	s.size += len(rec) + 24 // the slice header
-	s.total++
-	if s.size >= s.runBytes {
-		return s.spill()
+func (s *extSort) bufBytes() int { return len(s.arena) + 8*len(s.spans) }
+
+// add appends the record [uvarint len(key)][key][value].
+func (s *extSort) add(key, value []byte) error {
+	size := binary.MaxVarintLen32 + len(key) + len(value)
+	if len(s.spans) > 0 && s.bufBytes()+size+8 > s.runBytes {
+		if err := s.spill(); err != nil {
+			return err
+		}
 	}
+	if need := len(s.arena) + size; need > cap(s.arena) {
+		// Grow by doubling but never past runBytes (append's own growth
+		// would overshoot the bound by up to 25%).
+		grown := make([]byte, len(s.arena), max(need, min(max(2*cap(s.arena), 64<<10), s.runBytes)))
+		copy(grown, s.arena)
+		s.arena = grown
+	}
+	start := len(s.arena)
+	s.arena = binary.AppendUvarint(s.arena, uint64(len(key)))
+	s.arena = append(s.arena, key...)
+	s.arena = append(s.arena, value...)
+	s.spans = append(s.spans, [2]uint32{uint32(start), uint32(len(s.arena))})
+	s.total++
 	return nil
 }
 
+func (s *extSort) rec(i int) []byte { return s.arena[s.spans[i][0]:s.spans[i][1]] }
+
+func (s *extSort) sortBuf() {
+	s.peak = max(s.peak, cap(s.arena)+8*cap(s.spans))
+	slices.SortFunc(s.spans, func(a, b [2]uint32) int {
+		return cmpRecords(s.arena[a[0]:a[1]], s.arena[b[0]:b[1]])
+	})
+}
+
 func (s *extSort) spill() error {
-	if len(s.buf) == 0 {
+	if len(s.spans) == 0 {
 		return nil
 	}
-	s.peak = max(s.peak, s.size)
-	slices.SortFunc(s.buf, cmpRecords)
+	s.sortBuf()
 	f, err := os.CreateTemp(s.dir, "oml-reconcile-run-*")
 	if err != nil {
 		return fmt.Errorf("reconcile: create a sort run (set TMPDIR to a directory with room): %w", err)
@@ -89,7 +111,8 @@ func (s *extSort) spill() error {
 	s.runs = append(s.runs, f.Name())
 	w := bufio.NewWriterSize(f, 256<<10)
 	var hdr [binary.MaxVarintLen64]byte
-	for _, r := range s.buf {
+	for i := range s.spans {
+		r := s.rec(i)
 		n := binary.PutUvarint(hdr[:], uint64(len(r)))
 		if _, err := w.Write(hdr[:n]); err != nil {
 			_ = f.Close()
@@ -107,18 +130,17 @@ func (s *extSort) spill() error {
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("reconcile: write a sort run: %w", err)
 	}
-	clear(s.buf)
-	s.buf, s.size = s.buf[:0], 0
+	s.arena, s.spans = s.arena[:0], s.spans[:0]
 	return nil
 }
 
-// close removes the run files.
+// close removes the run files and drops the buffer.
 func (s *extSort) close() {
 	for _, r := range s.runs {
 		_ = os.Remove(r)
 	}
 	s.runs = nil
-	s.buf = nil
+	s.arena, s.spans = nil, nil
 }
 
 // iterator yields the records in order.
@@ -132,9 +154,8 @@ type iterator interface {
 // sorted returns the merged stream. Call close on the sorter afterwards.
 func (s *extSort) sorted() (iterator, error) {
 	if len(s.runs) == 0 {
-		s.peak = max(s.peak, s.size)
-		slices.SortFunc(s.buf, cmpRecords)
-		return &memIter{recs: s.buf}, nil
+		s.sortBuf()
+		return &memIter{s: s}, nil
 	}
 	if err := s.spill(); err != nil {
 		return nil, err
@@ -147,6 +168,7 @@ func (s *extSort) sorted() (iterator, error) {
 			return nil, fmt.Errorf("reconcile: reopen a sort run: %w", err)
 		}
 		r := &runReader{f: f, r: bufio.NewReaderSize(f, 64<<10)}
+		s.peak += 64 << 10
 		if err := r.advance(); err != nil {
 			_ = f.Close()
 			m.close()
@@ -163,24 +185,28 @@ func (s *extSort) sorted() (iterator, error) {
 }
 
 type memIter struct {
-	recs [][]byte
-	i    int
+	s *extSort
+	i int
 }
 
 func (m *memIter) next() ([]byte, error) {
-	if m.i >= len(m.recs) {
+	if m.i >= len(m.s.spans) {
 		return nil, nil
 	}
 	m.i++
-	return m.recs[m.i-1], nil
+	return m.s.rec(m.i - 1), nil
 }
 
 func (m *memIter) close() {}
 
+// runReader reads one run. Two buffers alternate, so the record handed
+// out by the merge stays valid while the reader moves to the next one.
 type runReader struct {
-	f   *os.File
-	r   *bufio.Reader
-	cur []byte
+	f    *os.File
+	r    *bufio.Reader
+	cur  []byte
+	bufs [2][]byte
+	flip int
 }
 
 func (r *runReader) advance() error {
@@ -192,7 +218,11 @@ func (r *runReader) advance() error {
 	if err != nil {
 		return fmt.Errorf("reconcile: read a sort run: %w", err)
 	}
-	rec := make([]byte, n)
+	r.flip ^= 1
+	if cap(r.bufs[r.flip]) < int(n) {
+		r.bufs[r.flip] = make([]byte, n, max(int(n), 512))
+	}
+	rec := r.bufs[r.flip][:n]
 	if _, err := io.ReadFull(r.r, rec); err != nil {
 		return fmt.Errorf("reconcile: read a sort run: %w", err)
 	}

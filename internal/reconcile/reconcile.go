@@ -518,11 +518,13 @@ var bronzeCols = []string{"tenant_id", "seq", "event_type", "hash", "payload", "
 func bronzeKey(seq int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(seq)) }
 
 func (r *runner) sortBronze(ctx context.Context, tenant uuid.UUID, t *table, s *extSort) error {
+	var kbuf, vbuf []byte
 	return r.scan(ctx, tenant, t, bronzeCols, func(row pq.Row) error {
 		payload := asString(row[4])
 		sum := sha256.Sum256([]byte(payload))
-		v := enc(nil).int(asInt64(row[5])).str(asString(row[2])).bytes(asBytes(row[3])).bytes(sum[:]).str(asString(row[0]))
-		return s.add(makeRecord(bronzeKey(asInt64(row[1])), v))
+		vbuf = enc(vbuf[:0]).int(asInt64(row[5])).str(asString(row[2])).bytes(asBytes(row[3])).bytes(sum[:]).str(asString(row[0]))
+		kbuf = binary.BigEndian.AppendUint64(kbuf[:0], uint64(asInt64(row[1])))
+		return s.add(kbuf, vbuf)
 	})
 }
 
@@ -731,7 +733,10 @@ var silverCols = []string{"artifact_id", "version", "tenant_id", "workarea_id", 
 // version: bytes of the id, a NUL (which text cannot contain, so a shorter
 // id sorts first), then the version big-endian.
 func silverKey(artifact string, version int32) []byte {
-	k := make([]byte, 0, len(artifact)+5)
+	return appendSilverKey(make([]byte, 0, len(artifact)+5), artifact, version)
+}
+
+func appendSilverKey(k []byte, artifact string, version int32) []byte {
 	k = append(k, artifact...)
 	k = append(k, 0)
 	return binary.BigEndian.AppendUint32(k, uint32(version))
@@ -759,8 +764,9 @@ func (r *runner) sortSilver(ctx context.Context, tenant uuid.UUID, t *table, s *
 	if r.opts.SkipBodies {
 		cols = cols[:len(cols)-1]
 	}
+	var kbuf, vbuf []byte
 	return r.scan(ctx, tenant, t, cols, func(row pq.Row) error {
-		v := enc(nil).int(asInt64(row[13])).str(asString(row[2])).str(asString(row[3])).str(asString(row[4])).
+		v := enc(vbuf[:0]).int(asInt64(row[13])).str(asString(row[2])).str(asString(row[3])).str(asString(row[4])).
 			str(asString(row[5])).str(asString(row[6])).str(asString(row[7])).str(asString(row[8])).str(asString(row[9])).
 			str(asString(row[10])).int(asInt64(row[11])).int(asInt64(row[12]))
 		if r.opts.SkipBodies {
@@ -770,7 +776,9 @@ func (r *runner) sortSilver(ctx context.Context, tenant uuid.UUID, t *table, s *
 			sum := sha256.Sum256(body)
 			v = v.bool(true).bool(row[14] == nil).bytes(sum[:])
 		}
-		return s.add(makeRecord(silverKey(asString(row[0]), asInt32(row[1])), v))
+		vbuf = v
+		kbuf = appendSilverKey(kbuf[:0], asString(row[0]), asInt32(row[1]))
+		return s.add(kbuf, vbuf)
 	})
 }
 

@@ -175,3 +175,43 @@ func TestParsePartitionValue(t *testing.T) {
 	_, err = ParsePartitionValue(s("x"), Prim(TypeLong))
 	require.ErrorIs(t, err, ErrCorruptLog)
 }
+
+func TestParseInterval(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]time.Duration{
+		"interval 7 days":         7 * 24 * time.Hour,
+		"interval 1 weeks":        7 * 24 * time.Hour,
+		"INTERVAL 1 WEEK":         7 * 24 * time.Hour,
+		"168 hours":               168 * time.Hour,
+		"interval 2 days 4 hours": 52 * time.Hour,
+		"interval 30 seconds":     30 * time.Second,
+	} {
+		got, err := ParseInterval(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", "interval", "7", "interval x days", "interval 1 fortnight", "interval -1 days"} {
+		_, err := ParseInterval(bad)
+		require.Error(t, err, bad)
+	}
+}
+
+func TestPartitionValueRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		v   any
+		typ DataType
+	}{
+		{int64(-42), Prim(TypeLong)}, {int32(7), Prim(TypeInteger)}, {int16(-3), Prim(TypeShort)}, {int8(1), Prim(TypeByte)},
+		{true, Prim(TypeBoolean)}, {float32(1.5), Prim(TypeFloat)}, {2.25, Prim(TypeDouble)}, {"null", Prim(TypeString)},
+		{pq.DateOf(2026, 3, 4), Prim(TypeDate)}, {time.Date(2026, 3, 4, 5, 6, 7, 123456000, time.UTC), Prim(TypeTimestamp)},
+		{pq.NewDecimal(-12345, 3), Decimal(10, 3)}, {[]byte("raw"), Prim(TypeBinary)},
+	} {
+		s := FormatPartitionValue(tc.v)
+		got, err := ParsePartitionValue(s, tc.typ)
+		require.NoError(t, err, *s)
+		require.Equal(t, tc.v, got, *s)
+	}
+	require.Nil(t, FormatPartitionValue(nil))
+	require.Equal(t, "a%2Fb%3Dc%25 d", hiveEscape("a/b=c% d"))
+}

@@ -1,0 +1,265 @@
+package lakecmd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+)
+
+func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdMaintain(f, nil) }) }
+
+// tableSelection is the --tenant/--table pair the maintenance commands share.
+type tableSelection struct {
+	Tenant string
+	Table  string
+}
+
+func (s *tableSelection) addFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&s.Tenant, "tenant", "", "only this tenant (name or id; an id needs no database)")
+	cmd.Flags().StringVar(&s.Table, "table", "", "only this table: bronze, silver or gold")
+}
+
+// validate checks the flags before anything is opened.
+func (s *tableSelection) validate() error {
+	if s.Table != "" {
+		if _, err := maintain.ParseKind(s.Table); err != nil {
+			return cliutil.FlagErrorf("--table: %v", err)
+		}
+	}
+	return nil
+}
+
+// selectTables resolves the selection to tables under the lake root. A
+// tenant given by id needs no database; otherwise the tenants come from
+// oml.tenants.
+func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (store.Store, []maintain.Table, error) {
+	var kinds []lakewriter.Kind
+	if s.Table != "" {
+		k, err := maintain.ParseKind(s.Table)
+		if err != nil {
+			return nil, nil, cliutil.FlagErrorf("--table: %v", err)
+		}
+		kinds = []lakewriter.Kind{k}
+	}
+	lake, err := openLake(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ids []uuid.UUID
+	if id, err := uuid.Parse(s.Tenant); err == nil && f.DatabaseURL() == "" {
+		ids = []uuid.UUID{id}
+	} else {
+		pool, err := f.DB(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := schema.RequireCurrent(ctx, pool); err != nil {
+			return nil, nil, cliutil.AsConfigError(err)
+		}
+		if s.Tenant != "" {
+			tn, err := tenant.Resolve(ctx, pool, s.Tenant)
+			if err != nil {
+				return nil, nil, cliutil.FlagErrorf("--tenant: %v", err)
+			}
+			ids = []uuid.UUID{tn.ID}
+		} else if ids, err = maintain.Tenants(ctx, pool); err != nil {
+			return nil, nil, cliutil.AsConfigError(err)
+		}
+	}
+	tables, err := maintain.Tables(lake, ids, kinds)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lake, tables, nil
+}
+
+// MaintainOptions are the inputs of `oml lake maintain`.
+type MaintainOptions struct {
+	Factory *cliutil.Factory
+	tableSelection
+	DryRun             bool
+	MinSmallFiles      int
+	TargetSize         string
+	CheckpointInterval int64
+	VacuumFraction     float64
+	VacuumMinFiles     int
+	targetSize         int64
+}
+
+// NewCmdMaintain builds `oml lake maintain`.
+func NewCmdMaintain(f *cliutil.Factory, runF func(context.Context, *MaintainOptions) error) *cobra.Command {
+	opts := &MaintainOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "maintain",
+		Short: "Measure every Delta table and do only the maintenance that is due",
+		Long: `Measure every tenant table from its Delta log (commits since the last
+checkpoint, small files, tombstoned bytes past the retention, files that may
+still hold an erased claim's ciphertext, log entries past the log retention)
+and do only what the measurements say is due, in this order:
+
+  erase-bodies  a live silver file may hold an erased claim's body
+  optimize      at least --min-small-files files are below --target-size
+  checkpoint    --checkpoint-interval commits (else the table's
+                delta.checkpointInterval, else 100) since the last checkpoint
+  vacuum        tombstones past the table's retention hold an erased body,
+                or number --vacuum-min-files, or weigh --vacuum-fraction of
+                the live bytes (vacuum never goes below the table's retention)
+  cleanup-log   commits older than delta.logRetentionDuration lie behind a
+                retained checkpoint
+
+Safe from cron beside oml lake drain: every rewrite re-validates after a
+commit lands in between and never publishes over a file another commit
+removed. --dry-run shows the plan and does nothing. Exit code 1 if a table
+failed (the others are still done). See docs/maintenance.md.`,
+		Example: `  oml lake maintain --dry-run
+  oml lake maintain --tenant acme -o json
+  # cron, nightly:  15 3 * * *  oml lake maintain -o json >>/var/log/oml/maintain.jsonl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			n, err := cliutil.ParseBytes(opts.TargetSize)
+			if err != nil || n <= 0 {
+				return cliutil.FlagErrorf("--target-size %q is not a positive size (e.g. 128MiB)", opts.TargetSize)
+			}
+			opts.targetSize = n
+			if opts.VacuumFraction < 0 || opts.MinSmallFiles < 0 || opts.VacuumMinFiles < 0 || opts.CheckpointInterval < 0 {
+				return cliutil.FlagErrorf("thresholds cannot be negative")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return maintainRun(cmd.Context(), opts)
+		},
+	}
+	opts.addFlags(cmd)
+	fl := cmd.Flags()
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "measure and show the plan; change nothing")
+	fl.IntVar(&opts.MinSmallFiles, "min-small-files", 16, "optimize a table once it has this many small files")
+	fl.StringVar(&opts.TargetSize, "target-size", "128MiB", "files below this size are small; compaction aims for it")
+	fl.Int64Var(&opts.CheckpointInterval, "checkpoint-interval", 0, "commits since the last checkpoint that make one due (0: the table's, else 100)")
+	fl.Float64Var(&opts.VacuumFraction, "vacuum-fraction", 0.25, "vacuum when expired tombstoned bytes reach this share of the live bytes")
+	fl.IntVar(&opts.VacuumMinFiles, "vacuum-min-files", 100, "vacuum when this many tombstones have expired")
+	return cmd
+}
+
+func maintainRun(ctx context.Context, opts *MaintainOptions) error {
+	f := opts.Factory
+	format, _ := f.Format()
+	_, tables, err := selectTables(ctx, f, opts.tableSelection)
+	if err != nil {
+		return err
+	}
+	reps, runErr := maintain.Run(ctx, tables, maintain.RunOptions{
+		DryRun: opts.DryRun,
+		Policy: maintain.Policy{
+			CheckpointInterval: opts.CheckpointInterval, MinSmallFiles: opts.MinSmallFiles, TargetSize: opts.targetSize,
+			VacuumFraction: opts.VacuumFraction, VacuumMinFiles: opts.VacuumMinFiles,
+		},
+	})
+	if reps == nil {
+		reps = []maintain.Report{}
+	}
+	failed := 0
+	for _, r := range reps {
+		if r.Error != "" {
+			failed++
+		}
+	}
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, struct {
+			DryRun bool              `json:"dry_run"`
+			Tables []maintain.Report `json:"tables"`
+		}{opts.DryRun, reps}); err != nil {
+			return err
+		}
+	} else {
+		var rows [][]string
+		for _, r := range reps {
+			if !r.Exists && r.Error == "" {
+				continue
+			}
+			if len(r.Plan) == 0 && r.Error == "" {
+				rows = append(rows, []string{r.Table, "-", "nothing due", ""})
+			}
+			for _, s := range r.Plan {
+				rows = append(rows, []string{r.Table, string(s.Task), s.Reason, outcome(r, s.Task)})
+			}
+			if r.Error != "" {
+				rows = append(rows, []string{r.Table, "error", r.Error, "failed"})
+			}
+		}
+		if err := cliutil.Table(f.IO, []string{"TABLE", "TASK", "WHY", "DONE"}, rows); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if failed > 0 {
+		return cliutil.Findingsf("maintenance failed on %d table(s), first: %v; the others were done, rerun later (a rewrite that kept losing races to the lake writer is retried on the next run)", failed, runErr)
+	}
+	return nil
+}
+
+// outcome describes what a step did, for the table view.
+func outcome(r maintain.Report, t maintain.Task) string {
+	if r.DryRun {
+		return "dry run"
+	}
+	switch t {
+	case maintain.TaskEraseBodies:
+		if r.Erased != nil {
+			return fmt.Sprintf("%d bodies nulled in %d files", r.Erased.BodiesNulled, r.Erased.FilesRewritten)
+		}
+	case maintain.TaskOptimize:
+		if r.Compacted != nil {
+			return fmt.Sprintf("%d files -> %d", r.Compacted.FilesRemoved, r.Compacted.FilesAdded)
+		}
+	case maintain.TaskCheckpoint:
+		if r.Checkpoint != nil && r.Checkpoint.Version >= 0 {
+			return fmt.Sprintf("at v%d", r.Checkpoint.Version)
+		}
+	case maintain.TaskVacuum:
+		if r.Vacuumed != nil {
+			return fmt.Sprintf("%d files, %s deleted", r.Vacuumed.Deleted, maintain.HumanBytes(r.Vacuumed.Bytes))
+		}
+	case maintain.TaskCleanupLog:
+		if r.LogCleaned != nil {
+			return fmt.Sprintf("%d log files deleted", *r.LogCleaned)
+		}
+	}
+	if r.Error != "" {
+		return "not done"
+	}
+	return ""
+}
+
+// parseRetention accepts 7d, 36h, 90m or any Go duration.
+func parseRetention(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if d, ok := strings.CutSuffix(s, "d"); ok {
+		var n int64
+		if _, err := fmt.Sscan(d, &n); err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not a number of days", s)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration (e.g. 7d, 168h)", s)
+	}
+	return d, nil
+}

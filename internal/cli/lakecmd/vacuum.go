@@ -1,0 +1,177 @@
+package lakecmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/maintain"
+)
+
+func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdVacuum(f, nil) }) }
+
+// ackFlag is the explicit acknowledgement a retention below the table's
+// needs besides --force: it deletes files that readers pinned to recent
+// versions (and time travel) still need.
+const ackFlag = "i-understand-this-breaks-time-travel"
+
+// VacuumOptions are the inputs of `oml lake vacuum`.
+type VacuumOptions struct {
+	Factory *cliutil.Factory
+	tableSelection
+	Retain    string
+	DryRun    bool
+	Force     bool
+	Ack       bool
+	retention time.Duration
+}
+
+type vacuumRow struct {
+	Table         string        `json:"table"`
+	Exists        bool          `json:"exists"`
+	Retention     time.Duration `json:"retention_ns"`
+	Cutoff        time.Time     `json:"cutoff,omitzero"`
+	DryRun        bool          `json:"dry_run"`
+	Files         []string      `json:"files"`
+	Bytes         int64         `json:"bytes"`
+	LogDeleted    int           `json:"log_files_deleted"`
+	KeptCheckpoint int64         `json:"log_kept_checkpoint"`
+	Error         string        `json:"error,omitempty"`
+}
+
+// NewCmdVacuum builds `oml lake vacuum`.
+func NewCmdVacuum(f *cliutil.Factory, runF func(context.Context, *VacuumOptions) error) *cobra.Command {
+	opts := &VacuumOptions{Factory: f}
+	cmd := &cobra.Command{
+		Use:   "vacuum",
+		Short: "Delete data files no retained version references, then old log entries",
+		Long: `Delete the data files of each selected table that no version inside the
+retention window references (neither live nor removed less than --retain
+ago) and that are older than it (so files of a commit still being written
+are safe), then delete log entries older than delta.logRetentionDuration
+(default 30 days) behind a retained checkpoint. --dry-run lists the files
+and deletes nothing (and skips the log cleanup).
+
+--retain defaults to the table's delta.deletedFileRetentionDuration (7 days
+unless set). A shorter retention is refused unless you pass both --force and
+--` + ackFlag + `: it deletes files that a query pinned to a
+recent version is still reading, and shortens time travel to --retain. Never
+do it during an incident; see docs/maintenance.md and docs/erasure.md.`,
+		Example: `  oml lake vacuum --dry-run
+  oml lake vacuum --tenant acme --retain 14d
+  oml lake vacuum --tenant acme --table silver --retain 0s --force --` + ackFlag,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := opts.validate(); err != nil {
+				return err
+			}
+			if opts.Retain != "" {
+				d, err := parseRetention(opts.Retain)
+				if err != nil {
+					return cliutil.FlagErrorf("--retain: %v", err)
+				}
+				opts.retention = d
+				if d == 0 {
+					opts.retention = time.Nanosecond // 0 means "the table's" to delta.Vacuum
+				}
+			}
+			if opts.Force != opts.Ack {
+				return cliutil.FlagErrorf("--force and --%s go together: a retention below the table's deletes files readers of recent versions still need", ackFlag)
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return vacuumRun(cmd.Context(), opts)
+		},
+	}
+	opts.addFlags(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Retain, "retain", "", "keep files removed less than this long ago (7d, 168h; default: the table's delta.deletedFileRetentionDuration)")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "list the files vacuum would delete; delete nothing")
+	fl.BoolVar(&opts.Force, "force", false, "allow --retain below the table's retention (needs --"+ackFlag+")")
+	fl.BoolVar(&opts.Ack, ackFlag, false, "acknowledge that a short retention breaks readers pinned to recent versions and time travel")
+	return cmd
+}
+
+func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
+	f := opts.Factory
+	format, _ := f.Format()
+	_, tables, err := selectTables(ctx, f, opts.tableSelection)
+	if err != nil {
+		return err
+	}
+	out := []vacuumRow{}
+	failed := 0
+	var guard error
+	for _, t := range tables {
+		row := vacuumRow{Table: t.Key.Path(), DryRun: opts.DryRun, Files: []string{}, KeptCheckpoint: -1}
+		vr, cl, err := maintain.VacuumTable(ctx, t, delta.VacuumOptions{Retention: opts.retention, Force: opts.Force && opts.Ack, DryRun: opts.DryRun})
+		switch {
+		case errors.Is(err, delta.ErrTableNotFound):
+			err = nil
+		case errors.Is(err, delta.ErrRetentionTooShort):
+			if guard == nil {
+				guard = err
+			}
+			row.Exists = true
+		default:
+			row.Exists = true
+			row.Retention, row.Cutoff, row.Bytes = vr.Retention, vr.Cutoff, vr.Bytes
+			row.Files = append(row.Files, vr.Deleted...)
+			row.LogDeleted, row.KeptCheckpoint = len(cl.Deleted), cl.KeptCheckpoint
+		}
+		if err != nil {
+			row.Error = err.Error()
+			failed++
+		}
+		out = append(out, row)
+	}
+	if guard != nil && failed == len(out) {
+		// Every table refused the retention: a usage error, said once.
+		return cliutil.FlagErrorf("%v (--force --%s)", guard, ackFlag)
+	}
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, struct {
+			Tables []vacuumRow `json:"tables"`
+		}{out}); err != nil {
+			return err
+		}
+	} else if opts.DryRun {
+		var rows [][]string
+		for _, r := range out {
+			for _, p := range r.Files {
+				rows = append(rows, []string{r.Table, p})
+			}
+			if r.Error != "" {
+				rows = append(rows, []string{r.Table, "error: " + r.Error})
+			}
+		}
+		if err := cliutil.Table(f.IO, []string{"TABLE", "WOULD DELETE"}, rows); err != nil {
+			return err
+		}
+	} else {
+		var rows [][]string
+		for _, r := range out {
+			if !r.Exists {
+				continue
+			}
+			res := fmt.Sprintf("%d files, %s", len(r.Files), maintain.HumanBytes(r.Bytes))
+			if r.Error != "" {
+				res = "error: " + r.Error
+			}
+			rows = append(rows, []string{r.Table, maintain.HumanDuration(r.Retention), res, fmt.Sprint(r.LogDeleted)})
+		}
+		if err := cliutil.Table(f.IO, []string{"TABLE", "RETENTION", "DELETED", "LOG FILES DELETED"}, rows); err != nil {
+			return err
+		}
+	}
+	if failed > 0 {
+		return cliutil.Findingsf("vacuum failed on %d table(s); see above", failed)
+	}
+	return nil
+}

@@ -47,9 +47,26 @@ func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, f
 			res.skipped = true
 			return res, nil
 		}
+		// The invariant "a table at txn version v holds every one of its
+		// rows ≤ v" must survive this commit, which sets the version to
+		// `to`. If the table is behind the batch start and has rows in
+		// between (it was held for a forked chain, or the lake was
+		// restored from an older copy), those rows go first.
+		batch := items
+		if applied < from {
+			gap, err := d.gapRows(ctx, key, applied, from)
+			if err != nil {
+				return res, err
+			}
+			if len(gap) > 0 {
+				d.log.Info("table is behind the batch; applying the rows it missed first",
+					"table", key.String(), "txn_version", applied, "batch_start", from, "rows", len(gap))
+				batch = append(gap, items...)
+			}
+		}
 		var todo []*item
 		res.poison = res.poison[:0]
-		for _, it := range items {
+		for _, it := range batch {
 			if it.seq <= applied {
 				continue // never re-apply a row the table already holds
 			}
@@ -118,6 +135,24 @@ func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, f
 			return res, fmt.Errorf("commit to %s: still losing commit races after %d attempts: %w", key, attempt+1, err)
 		}
 	}
+}
+
+// gapRows loads the table's own rows in (applied, from] that are not
+// dead-lettered (one indexed probe first; usually there are none).
+func (d *Drainer) gapRows(ctx context.Context, key TableKey, applied, from int64) ([]*item, error) {
+	var missed bool
+	err := d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox o
+WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3 AND o.seq <= $4
+  AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq))`,
+		key.Tenant, string(key.Kind), max(applied, 0), from).Scan(&missed)
+	if err != nil {
+		return nil, fmt.Errorf("look for rows %s missed before the batch: %w", key, err)
+	}
+	if !missed {
+		return nil, nil
+	}
+	scope := key
+	return loadBatch(ctx, d.db, max(applied, 0), from, &scope)
 }
 
 type commitStats struct {

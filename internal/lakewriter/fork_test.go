@@ -79,7 +79,32 @@ FROM oml.journal WHERE tenant_id = $1 AND seq >= $2 ORDER BY seq`, victim, witne
 	tamper(`UPDATE oml.chain_heads h SET seq = j.seq, hash = j.hash FROM oml.journal j
 WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = $2`, victim, witnessed-2)
 
-	d2, err := lakewriter.New(o)
+	// Two passes while the victim is held: up to the middle of its pending
+	// rows, then one batch for the rest. The newest batch in the lake — the
+	// one the next writer replays at start — then holds victim rows, and
+	// the victim missed rows before it too: the replay must not let the
+	// victim's tables jump over those.
+	var pending []int64
+	prow, err := b.pool.Query(ctx, `SELECT seq FROM oml.outbox WHERE tenant_id = $1 AND seq > $2 ORDER BY seq`, victim, d.Frontier())
+	require.NoError(t, err)
+	for prow.Next() {
+		var s int64
+		require.NoError(t, prow.Scan(&s))
+		pending = append(pending, s)
+	}
+	require.NoError(t, prow.Err())
+	require.Greater(t, len(pending), 4)
+	// And the other tenant writes last, so that batch commits somewhere.
+	b.load(t, workload.Config{Tenants: b.tenants[1:], Claims: 3, Seed: 23})
+	o2 := o
+	o2.Limits = lakewriterLimits(1_000_000)
+	o2.StopAt = pending[len(pending)/2]
+	d2a, err := lakewriter.New(o2)
+	require.NoError(t, err)
+	_, err = d2a.DrainOnce(ctx)
+	require.NoError(t, err)
+	o2.StopAt = 0
+	d2, err := lakewriter.New(o2)
 	require.NoError(t, err)
 	sum, err := d2.DrainOnce(ctx)
 	require.NoError(t, err)

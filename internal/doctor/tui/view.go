@@ -135,7 +135,10 @@ func (m Model) detailLines(w int) []string {
 	if len(c.Details) > 0 {
 		out = append(out, "", m.st.dim.Render("details"))
 		for _, d := range c.Details {
-			out = append(out, wrap("• "+d, 2)...)
+			// Hanging indent: continuation lines align with the text, not the bullet.
+			lines := wrap(d, 4)
+			lines[0] = "  • " + strings.TrimPrefix(lines[0], "    ")
+			out = append(out, lines...)
 		}
 	}
 	if len(c.Data) > 0 {

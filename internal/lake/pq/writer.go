@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	"strings"
+	"sync"
 	"time"
 	"unsafe"
 
@@ -289,6 +290,9 @@ func (w *Writer) flushRowGroup() error {
 	if err := rg.Close(); err != nil {
 		return fmt.Errorf("pq: cannot write a row group: %w", err)
 	}
+	for _, cb := range w.cols {
+		cb.releaseChunks()
+	}
 	w.rgRows, w.rgBytes = 0, 0
 	return nil
 }
@@ -457,7 +461,29 @@ type colBuf struct {
 	put func(v any) (int64, error)
 	st  colStats
 
-	arena []byte // current chunk for copies of []byte values
+	arena  []byte    // current chunk for copies of []byte values
+	chunks []*[]byte // arena chunks of the current row group, pooled after it is written
+}
+
+// chunkPool recycles arena chunks across row groups and writers: copying
+// 2 KiB ciphertext bodies into fresh memory for every file made the garbage
+// collector a large part of silver write CPU.
+var chunkPool = sync.Pool{New: func() any {
+	b := make([]byte, 0, arenaChunk)
+	return &b
+}}
+
+// releaseChunks returns the row group's arena chunks to the pool. Only call it
+// once the row group is closed: arrow-go has then copied every value into its
+// pages (and its statistics and dictionaries own their copies).
+func (cb *colBuf) releaseChunks() {
+	for _, c := range cb.chunks {
+		*c = (*c)[:0]
+		chunkPool.Put(c)
+	}
+	clear(cb.chunks)
+	cb.chunks = cb.chunks[:0]
+	cb.arena = nil
 }
 
 var emptyBytes = make([]byte, 0, 1)
@@ -470,7 +496,9 @@ func (cb *colBuf) copyBytes(b []byte) []byte {
 		return append(make([]byte, 0, len(b)), b...)
 	}
 	if cap(cb.arena)-len(cb.arena) < len(b) {
-		cb.arena = make([]byte, 0, arenaChunk)
+		c := chunkPool.Get().(*[]byte)
+		cb.chunks = append(cb.chunks, c)
+		cb.arena = (*c)[:0]
 	}
 	n := len(cb.arena)
 	cb.arena = append(cb.arena, b...)
@@ -532,7 +560,6 @@ func (cb *colBuf) writeTo(cw file.ColumnChunkWriter) error {
 	clear(cb.ba) // drop references to the caller's strings and byte slices
 	clear(cb.flba)
 	cb.ba, cb.flba = cb.ba[:0], cb.flba[:0]
-	cb.arena = nil // chunks already handed out stay with their (now dropped) values
 	return err
 }
 

@@ -47,6 +47,7 @@ type bundle struct {
 	tenants []uuid.UUID
 	lake    store.Store
 	lakeDir string
+	dbURL   string
 }
 
 // setup gives a migrated, initialised database with n tenants and an
@@ -54,12 +55,13 @@ type bundle struct {
 func setup(t *testing.T, n int) *bundle {
 	t.Helper()
 	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
+	db := testdb.New(t)
+	pool := db.Pool(t)
 	k, err := keys.Generate()
 	require.NoError(t, err)
 	_, err = tenant.Init(ctx, pool, k)
 	require.NoError(t, err)
-	b := &bundle{pool: pool, key: k, lakeDir: t.TempDir()}
+	b := &bundle{pool: pool, key: k, lakeDir: t.TempDir(), dbURL: db.URL}
 	b.lake, err = store.NewFile(b.lakeDir)
 	require.NoError(t, err)
 	for i := 0; i < n; i++ {

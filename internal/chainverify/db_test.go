@@ -298,6 +298,22 @@ func TestVerifyDB_WholeChainDeletedIsFound(t *testing.T) {
 	require.ErrorContains(t, err, "never created it")
 }
 
+func TestVerifyDB_ProviderChainDeletedBreaksEveryChain(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.tamper(t, func(tx pgx.Tx) {
+		mustExec(t, tx, `DELETE FROM oml.journal WHERE tenant_id = $1`, chainverify.ProviderTenant)
+		mustExec(t, tx, `DELETE FROM oml.chain_heads WHERE tenant_id = $1`, chainverify.ProviderTenant)
+	})
+	rep := verify(t, d, chainverify.DBOptions{})
+	require.Len(t, rep.Findings, 4)
+	require.Equal(t, chainverify.ProviderTenant, rep.Findings[0].Tenant)
+	for _, f := range rep.Findings {
+		require.Equal(t, chainverify.ReasonBadGenesis, f.Reason, "%v", f)
+		require.EqualValues(t, 1, f.Seq)
+	}
+}
+
 func TestVerifyDB_TailLostWithoutAnchorIsInvisible(t *testing.T) {
 	t.Parallel()
 	// The lost-failover case with no checkpoint and no witness: the chain

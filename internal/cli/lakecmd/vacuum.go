@@ -32,16 +32,16 @@ type VacuumOptions struct {
 }
 
 type vacuumRow struct {
-	Table         string        `json:"table"`
-	Exists        bool          `json:"exists"`
-	Retention     time.Duration `json:"retention_ns"`
-	Cutoff        time.Time     `json:"cutoff,omitzero"`
-	DryRun        bool          `json:"dry_run"`
-	Files         []string      `json:"files"`
-	Bytes         int64         `json:"bytes"`
-	LogDeleted    int           `json:"log_files_deleted"`
+	Table          string        `json:"table"`
+	Exists         bool          `json:"exists"`
+	Retention      time.Duration `json:"retention_ns"`
+	Cutoff         time.Time     `json:"cutoff,omitzero"`
+	DryRun         bool          `json:"dry_run"`
+	Files          []string      `json:"files"`
+	Bytes          int64         `json:"bytes"`
+	LogDeleted     int           `json:"log_files_deleted"`
 	KeptCheckpoint int64         `json:"log_kept_checkpoint"`
-	Error         string        `json:"error,omitempty"`
+	Error          string        `json:"error,omitempty"`
 }
 
 // NewCmdVacuum builds `oml lake vacuum`.

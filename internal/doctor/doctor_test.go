@@ -351,11 +351,12 @@ func TestDoctor_TamperedEventAfterTheLastVerifiedHead_FailsTheChainCheck(t *test
 func TestDoctor_DeltaTableFarPastItsCheckpointInterval(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
-	b.load(t, 12, 0, 7)
-	// Tiny batches and checkpoints switched off: every batch is a commit
-	// and none is ever checkpointed.
+	b.load(t, 20, 0, 7)
+	// One-row batches and checkpoints switched off: every batch is a commit
+	// and none is ever checkpointed (and a retract lands in a later batch
+	// than its promotion, so it rewrites a silver file: a tombstone).
 	b.drain(t, func(o *lakewriter.Options) {
-		o.Limits.Rows = 4
+		o.Limits.Rows = 1
 		o.CheckpointInterval = 1_000_000
 	})
 	requireStatus(t, b.doctor(t, nil), doctor.IDDelta, doctor.StatusOK)
@@ -371,6 +372,18 @@ func TestDoctor_DeltaTableFarPastItsCheckpointInterval(t *testing.T) {
 	rep = b.doctor(t, func(th *doctor.Thresholds) { th.SmallFilesWarn = 2 })
 	c = requireStatus(t, rep, doctor.IDDelta, doctor.StatusWarn)
 	require.Contains(t, strings.Join(c.Details, "\n"), "oml lake optimize")
+
+	// Retracts rewrote silver files; their removes are tombstones. Eight
+	// days later they are past the default 7-day retention: vacuum is due.
+	now := requireStatus(t, b.doctor(t, nil), doctor.IDDelta, doctor.StatusOK)
+	tomb := now.Data["tombstoned_bytes"].(int64)
+	require.Positive(t, tomb, "the workload's retracts should have removed files")
+	require.Zero(t, now.Data["vacuum_due_bytes"])
+	opts := b.options(func(th *doctor.Thresholds) { th.VacuumWarn = 1 })
+	opts.Now = func() time.Time { return time.Now().Add(8 * 24 * time.Hour) }
+	c = requireStatus(t, doctor.Run(context.Background(), opts), doctor.IDDelta, doctor.StatusWarn)
+	require.Equal(t, tomb, c.Data["vacuum_due_bytes"])
+	require.Contains(t, strings.Join(c.Details, "\n"), "oml lake vacuum")
 }
 
 func TestThresholds_Validate(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -115,6 +116,9 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 			require.Nil(t, r[9], "the live table holds no erased body")
 		}
 	}
+	rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{Tenant: &tn, StaleAfter: -1})
+	require.NoError(t, err)
+	require.Empty(t, rep.Findings, "reconcile accepts an erased claim's null body")
 
 	// Stage: only removed files hold it, deletable a retention after removal.
 	st = status(time.Now())

@@ -286,3 +286,27 @@ func TestVerify_CancelledContextStops(t *testing.T) {
 	_, err := Verify(ctx, f.events(), Options{})
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+func TestVerify_VerdictDoesNotDependOnBatchingOrWorkers(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 13, 4, 60)
+	f.chains[f.tenant(0)][33].Signature[7] ^= 2                                                  // bad-signature at 34
+	f.chains[f.tenant(1)][12].Payload[3] ^= 1                                                    // hash-mismatch at 13
+	f.chains[f.tenant(1)][5].Signature[0] ^= 1                                                   // ... but bad-signature at 6 comes first
+	f.chains[f.tenant(3)] = append(f.chains[f.tenant(3)][:40:40], f.chains[f.tenant(3)][41:]...) // seq-gap at 41
+	for _, w := range []struct {
+		workers, batch int
+		strict         bool
+	}{{1, 1, false}, {2, 7, false}, {3, 64, false}, {2, 256, false}, {2, 5, true}} {
+		r := run(t, f, Options{Workers: w.workers, BatchSize: w.batch, Strict: w.strict})
+		got := map[uuid.UUID]Finding{}
+		for _, fd := range r.sum.Findings {
+			got[fd.Tenant] = Finding{Seq: fd.Seq, Reason: fd.Reason}
+		}
+		require.Equal(t, map[uuid.UUID]Finding{
+			f.tenant(0): {Seq: 34, Reason: ReasonBadSignature},
+			f.tenant(1): {Seq: 6, Reason: ReasonBadSignature},
+			f.tenant(3): {Seq: 41, Reason: ReasonSeqGap},
+		}, got, "workers %d batch %d strict %v", w.workers, w.batch, w.strict)
+	}
+}

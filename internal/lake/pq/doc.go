@@ -16,6 +16,7 @@
 //	)
 //	w, err := pq.NewWriter(out, s, pq.Options{Compression: pq.Zstd}) // Snappy by default; zstd level 1 unless ZstdLevel
 //	err = w.Write([]pq.Row{{"t1", int64(1), time.Now(), []byte{1}, nil, []any{"a"}, []any{"p", int64(3)}}})
+//	// a row not fitting the schema: *pq.RowError{Index}, that row dropped, writer still usable
 //	w.WrittenBytes(); w.BufferedBytes() // roll files by size
 //	meta, err := w.Close() // meta.NumRows, meta.Size (bytes), meta.Columns[i] {Path, NullCount, Min, Max}; meta.Column("a", "b")
 //
@@ -67,6 +68,9 @@
 //
 //   - The writer emits only INT64 TIMESTAMP(MICROS) timestamps, never NANOS or
 //     INT96, so Spark and every Delta reader accept the files.
+//   - A row is written whole or not at all: a value that does not fit fails the
+//     Write with *RowError, the row's already-shredded columns are rolled back,
+//     and statistics are folded in per row group from what was kept.
 //   - FileMeta statistics are exact over every value written: true string and
 //     binary extremes (the Delta layer truncates), NaN excluded, nulls counted
 //     per leaf entry. For leaves below a list or map (ColumnStats.Repeated)

@@ -379,3 +379,40 @@ func TestWriterSurfacesSinkErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestBadRowIsDroppedWhole: a row failing in its last column, after its
+// earlier (nested) columns were already shredded, leaves no trace — not in the
+// data and not in the statistics — and the writer carries on.
+func TestBadRowIsDroppedWhole(t *testing.T) {
+	t.Parallel()
+	s := NewSchema(
+		Nullable("n", Int64), Nullable("s", String), Nullable("l", ListOf(StructOf(Nullable("a", Int32)), true)),
+		Nullable("m", MapOf(String, Int64, true)), Nullable("b", Binary), Required("last", Int8),
+	)
+	good := func(i int) Row {
+		return Row{int64(i), fmt.Sprint("v", i), []any{[]any{int32(i)}}, []MapEntry{{Key: "k", Value: int64(i)}}, []byte{byte(i)}, int8(i)}
+	}
+	bad := Row{int64(-1 << 60), "", []any{[]any{int32(-7)}, nil}, []MapEntry{{Key: "bad", Value: nil}}, []byte{}, 1000} // 1000 overflows int8
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, s, Options{})
+	require.NoError(t, err)
+	batch := []Row{good(1), good(2), bad, good(3)}
+	err = w.Write(batch)
+	var re *RowError
+	require.ErrorAs(t, err, &re)
+	require.Equal(t, 2, re.Index)
+	require.ErrorContains(t, err, "does not fit in a byte")
+	require.NoError(t, w.Write(batch[re.Index+1:]))
+	err = w.Write([]Row{{int64(4), "v4", nil, nil, nil}}) // wrong arity
+	require.ErrorAs(t, err, &re, "a short row is a RowError, not a poisoned writer")
+	meta, err := w.Close()
+	require.NoError(t, err)
+	require.Equal(t, int64(3), meta.NumRows)
+	_, got := readBytes(t, buf.Bytes())
+	require.Equal(t, []Row{good(1), good(2), good(3)}, got)
+	require.Equal(t, int64(1), meta.Column("n").Min)
+	require.Equal(t, "v1", meta.Column("s").Min)
+	require.Equal(t, int32(1), meta.Column("l", "element", "a").Min)
+	require.Equal(t, int64(0), meta.Column("m", "value").NullCount)
+	require.Equal(t, []byte{1}, meta.Column("b").Min)
+}

@@ -1,6 +1,7 @@
 package pq
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -125,6 +126,7 @@ type Writer struct {
 	rgBytes int64
 	rgRows  int64
 	rows    int64
+	marks   []colMark // per column, buffer lengths before the current row
 	err     error
 	closed  bool
 }
@@ -223,9 +225,22 @@ func (w *Writer) WrittenBytes() int64 { return w.sink.n }
 // row group not yet written.
 func (w *Writer) BufferedBytes() int64 { return w.rgBytes }
 
+// RowError reports a row that does not fit the schema. The writer dropped
+// that row (and did not look at the rows after it in the same call) and stays
+// usable: Write(rows[Index+1:]) carries on without it.
+type RowError struct {
+	Index int // position of the row in the Write call
+	Err   error
+}
+
+func (e *RowError) Error() string { return fmt.Sprintf("%v (row %d of the batch)", e.Err, e.Index) }
+
+func (e *RowError) Unwrap() error { return e.Err }
+
 // Write appends rows. Each row holds one value per schema field, in order (see
-// doc.go for the Go types). A row that does not match the schema fails the call
-// and poisons the writer: the file must be abandoned.
+// doc.go for the Go types). A row that does not fit the schema returns a
+// *RowError and is dropped whole; the rows before it are kept. Any other error
+// (the io.Writer failed) is final: the file must be abandoned.
 func (w *Writer) Write(rows []Row) (err error) {
 	if w.closed {
 		return errors.New("pq: write after Close")
@@ -237,17 +252,29 @@ func (w *Writer) Write(rows []Row) (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("pq: the Parquet writer failed: %v", r)
 		}
-		if err != nil {
+		var re *RowError
+		if err != nil && !errors.As(err, &re) {
 			w.err = err
 		}
 	}()
-	for _, row := range rows {
+	if len(w.marks) != len(w.cols) {
+		w.marks = make([]colMark, len(w.cols))
+	}
+	for ri, row := range rows {
 		if len(row) != len(w.tree.fields) {
-			return fmt.Errorf("pq: a row has %d values but the schema has %d columns", len(row), len(w.tree.fields))
+			return &RowError{Index: ri, Err: fmt.Errorf("pq: the row has %d values but the schema has %d columns", len(row), len(w.tree.fields))}
 		}
+		for c, cb := range w.cols {
+			w.marks[c] = cb.mark()
+		}
+		bytesBefore := w.rgBytes
 		for i, n := range w.tree.fields {
 			if err := w.shred(n, row[i], 0, 0); err != nil {
-				return err
+				for c, cb := range w.cols {
+					cb.rollback(w.marks[c])
+				}
+				w.rgBytes = bytesBefore
+				return &RowError{Index: ri, Err: err}
 			}
 		}
 		w.rows++
@@ -515,7 +542,6 @@ type colStats struct {
 }
 
 func (cb *colBuf) null(def, rep int16) {
-	cb.st.nulls++
 	cb.level(def, rep)
 }
 
@@ -529,6 +555,7 @@ func (cb *colBuf) level(def, rep int16) {
 }
 
 func (cb *colBuf) writeTo(cw file.ColumnChunkWriter) error {
+	cb.accumulate()
 	var err error
 	defs, reps := cb.defs, cb.reps
 	if cb.li.maxDef == 0 {
@@ -566,34 +593,6 @@ func (cb *colBuf) writeTo(cw file.ColumnChunkWriter) error {
 func newColBuf(n *node) (*colBuf, error) {
 	cb := &colBuf{li: n.leaf}
 	li := n.leaf
-	st := &cb.st
-	intStat := func(x int64) {
-		if !st.has {
-			st.minI, st.maxI, st.has = x, x, true
-			return
-		}
-		if x < st.minI {
-			st.minI = x
-		}
-		if x > st.maxI {
-			st.maxI = x
-		}
-	}
-	floatStat := func(x float64) {
-		if math.IsNaN(x) {
-			return
-		}
-		if !st.has {
-			st.minF, st.maxF, st.has = x, x, true
-			return
-		}
-		if x < st.minF {
-			st.minF = x
-		}
-		if x > st.maxF {
-			st.maxF = x
-		}
-	}
 	switch li.kind {
 	case KindBoolean:
 		cb.put = func(v any) (int64, error) {
@@ -602,11 +601,6 @@ func newColBuf(n *node) (*colBuf, error) {
 				return 0, typeErr(li, v)
 			}
 			cb.bools = append(cb.bools, b)
-			if b {
-				intStat(1)
-			} else {
-				intStat(0)
-			}
 			return 1, nil
 		}
 	case KindInt8, KindInt16, KindInt32, KindInt64:
@@ -619,7 +613,6 @@ func newColBuf(n *node) (*colBuf, error) {
 			if x < lo || x > hi {
 				return 0, fmt.Errorf("value %d does not fit in a %s", x, li.kind)
 			}
-			intStat(x)
 			if li.kind == KindInt64 {
 				cb.i64 = append(cb.i64, x)
 				return 8, nil
@@ -634,7 +627,6 @@ func newColBuf(n *node) (*colBuf, error) {
 				return 0, typeErr(li, v)
 			}
 			cb.f32 = append(cb.f32, x)
-			floatStat(float64(x))
 			return 4, nil
 		}
 	case KindDouble:
@@ -644,7 +636,6 @@ func newColBuf(n *node) (*colBuf, error) {
 				return 0, typeErr(li, v)
 			}
 			cb.f64 = append(cb.f64, x)
-			floatStat(x)
 			return 8, nil
 		}
 	case KindString:
@@ -662,13 +653,6 @@ func newColBuf(n *node) (*colBuf, error) {
 			} else {
 				cb.ba = append(cb.ba, unsafe.Slice(unsafe.StringData(s), len(s)))
 			}
-			if !st.has {
-				st.minS, st.maxS, st.has = s, s, true
-			} else if s < st.minS {
-				st.minS = s
-			} else if s > st.maxS {
-				st.maxS = s
-			}
 			return int64(len(s)) + 4, nil
 		}
 	case KindBinary:
@@ -680,15 +664,6 @@ func newColBuf(n *node) (*colBuf, error) {
 			// Copy: the values outlive this call until the row group is
 			// written, and the caller may reuse its buffers.
 			cb.ba = append(cb.ba, cb.copyBytes(b))
-			// string(b) in a comparison does not allocate; a copy is made
-			// only when the extreme changes (the caller may reuse b).
-			if !st.has {
-				st.minS, st.maxS, st.has = string(b), string(b), true
-			} else if string(b) < st.minS {
-				st.minS = string(b)
-			} else if string(b) > st.maxS {
-				st.maxS = string(b)
-			}
 			return int64(len(b)) + 4, nil
 		}
 	case KindDate:
@@ -703,7 +678,6 @@ func newColBuf(n *node) (*colBuf, error) {
 				return 0, typeErr(li, v)
 			}
 			cb.i32 = append(cb.i32, int32(d))
-			intStat(int64(d))
 			return 4, nil
 		}
 	case KindTimestamp, KindTimestampNTZ:
@@ -719,7 +693,6 @@ func newColBuf(n *node) (*colBuf, error) {
 			}
 			us := t.UnixMicro()
 			cb.i64 = append(cb.i64, us)
-			intStat(us)
 			return 8, nil
 		}
 	case KindDecimal:
@@ -744,13 +717,6 @@ func newColBuf(n *node) (*colBuf, error) {
 			}
 			if new(big.Int).Abs(u).Cmp(limit) >= 0 {
 				return 0, fmt.Errorf("decimal %s does not fit in decimal(%d,%d)", d, prec, scale)
-			}
-			if !st.has {
-				st.minD, st.maxD, st.has = u, u, true
-			} else if u.Cmp(st.minD) < 0 {
-				st.minD = u
-			} else if u.Cmp(st.maxD) > 0 {
-				st.maxD = u
 			}
 			switch li.phys {
 			case parquet.Types.Int32:
@@ -908,4 +874,211 @@ func fromTwosComplement(b []byte) *big.Int {
 		u.Sub(u, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
 	}
 	return u
+}
+
+// colMark is a colBuf's buffer lengths before a row, for dropping a row that
+// failed half-way through shredding.
+type colMark struct{ defs, reps, vals int }
+
+func (cb *colBuf) valLen() int {
+	switch cb.li.phys {
+	case parquet.Types.Boolean:
+		return len(cb.bools)
+	case parquet.Types.Int32:
+		return len(cb.i32)
+	case parquet.Types.Int64:
+		return len(cb.i64)
+	case parquet.Types.Float:
+		return len(cb.f32)
+	case parquet.Types.Double:
+		return len(cb.f64)
+	case parquet.Types.ByteArray:
+		return len(cb.ba)
+	}
+	return len(cb.flba)
+}
+
+func (cb *colBuf) mark() colMark { return colMark{len(cb.defs), len(cb.reps), cb.valLen()} }
+
+func (cb *colBuf) rollback(m colMark) {
+	cb.defs, cb.reps = cb.defs[:m.defs], cb.reps[:m.reps]
+	switch cb.li.phys {
+	case parquet.Types.Boolean:
+		cb.bools = cb.bools[:m.vals]
+	case parquet.Types.Int32:
+		cb.i32 = cb.i32[:m.vals]
+	case parquet.Types.Int64:
+		cb.i64 = cb.i64[:m.vals]
+	case parquet.Types.Float:
+		cb.f32 = cb.f32[:m.vals]
+	case parquet.Types.Double:
+		cb.f64 = cb.f64[:m.vals]
+	case parquet.Types.ByteArray:
+		clear(cb.ba[m.vals:])
+		cb.ba = cb.ba[:m.vals]
+	default:
+		cb.flba = cb.flba[:m.vals]
+	}
+}
+
+// accumulate folds the buffered row group into the column statistics. Doing
+// it here, in one typed loop per column, rather than value by value while
+// shredding keeps a rejected row out of the statistics without undo logic.
+func (cb *colBuf) accumulate() {
+	st, li := &cb.st, cb.li
+	if li.maxDef > 0 {
+		for _, d := range cb.defs {
+			if d < li.maxDef {
+				st.nulls++
+			}
+		}
+	}
+	ints := func(lo, hi int64, n int) {
+		if n == 0 {
+			return
+		}
+		if !st.has || lo < st.minI {
+			st.minI = lo
+		}
+		if !st.has || hi > st.maxI {
+			st.maxI = hi
+		}
+		st.has = true
+	}
+	switch li.kind {
+	case KindBoolean:
+		sawTrue, sawFalse := false, false
+		for _, b := range cb.bools {
+			if b {
+				sawTrue = true
+			} else {
+				sawFalse = true
+			}
+		}
+		lo, hi := int64(1), int64(0)
+		if sawFalse {
+			lo = 0
+		}
+		if sawTrue {
+			hi = 1
+		}
+		if !sawTrue {
+			hi = 0
+		}
+		if !sawFalse {
+			lo = 1
+		}
+		ints(lo, hi, len(cb.bools))
+	case KindInt8, KindInt16, KindInt32, KindDate:
+		if len(cb.i32) > 0 {
+			lo, hi := cb.i32[0], cb.i32[0]
+			for _, x := range cb.i32 {
+				lo, hi = min(lo, x), max(hi, x)
+			}
+			ints(int64(lo), int64(hi), len(cb.i32))
+		}
+	case KindInt64, KindTimestamp, KindTimestampNTZ:
+		if len(cb.i64) > 0 {
+			lo, hi := cb.i64[0], cb.i64[0]
+			for _, x := range cb.i64 {
+				lo, hi = min(lo, x), max(hi, x)
+			}
+			ints(lo, hi, len(cb.i64))
+		}
+	case KindFloat, KindDouble:
+		vals := cb.f64
+		if li.kind == KindFloat {
+			vals = make([]float64, len(cb.f32))
+			for i, x := range cb.f32 {
+				vals[i] = float64(x)
+			}
+		}
+		for _, x := range vals {
+			if math.IsNaN(x) {
+				continue // the Parquet spec keeps NaN out of min/max
+			}
+			if !st.has || x < st.minF {
+				st.minF = x
+			}
+			if !st.has || x > st.maxF {
+				st.maxF = x
+			}
+			st.has = true
+		}
+	case KindString, KindBinary:
+		if len(cb.ba) == 0 {
+			return
+		}
+		lo, hi := cb.ba[0], cb.ba[0]
+		for _, b := range cb.ba[1:] {
+			if bytes.Compare(b, lo) < 0 {
+				lo = b
+			} else if bytes.Compare(b, hi) > 0 {
+				hi = b
+			}
+		}
+		// string(...) copies: the bytes belong to the caller or to a pooled arena.
+		if !st.has || string(lo) < st.minS {
+			st.minS = string(lo)
+		}
+		if !st.has || string(hi) > st.maxS {
+			st.maxS = string(hi)
+		}
+		st.has = true
+	case KindDecimal:
+		var lo, hi *big.Int
+		switch li.phys {
+		case parquet.Types.Int32:
+			if len(cb.i32) > 0 {
+				a, b := cb.i32[0], cb.i32[0]
+				for _, x := range cb.i32 {
+					a, b = min(a, x), max(b, x)
+				}
+				lo, hi = big.NewInt(int64(a)), big.NewInt(int64(b))
+			}
+		case parquet.Types.Int64:
+			if len(cb.i64) > 0 {
+				a, b := cb.i64[0], cb.i64[0]
+				for _, x := range cb.i64 {
+					a, b = min(a, x), max(b, x)
+				}
+				lo, hi = big.NewInt(a), big.NewInt(b)
+			}
+		default:
+			if len(cb.flba) > 0 {
+				a, b := cb.flba[0], cb.flba[0]
+				for _, x := range cb.flba {
+					if cmpTwos(x, a) < 0 {
+						a = x
+					}
+					if cmpTwos(x, b) > 0 {
+						b = x
+					}
+				}
+				lo, hi = fromTwosComplement(a), fromTwosComplement(b)
+			}
+		}
+		if lo == nil {
+			return
+		}
+		if !st.has || lo.Cmp(st.minD) < 0 {
+			st.minD = lo
+		}
+		if !st.has || hi.Cmp(st.maxD) > 0 {
+			st.maxD = hi
+		}
+		st.has = true
+	}
+}
+
+// cmpTwos compares two big-endian two's-complement numbers of equal width.
+func cmpTwos(a, b []byte) int {
+	if len(a) > 0 && len(b) > 0 && (a[0]^b[0])&0x80 != 0 {
+		// Different signs: the negative one (top bit set) is smaller.
+		if a[0]&0x80 != 0 {
+			return -1
+		}
+		return 1
+	}
+	return bytes.Compare(a, b)
 }

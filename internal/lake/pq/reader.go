@@ -142,7 +142,7 @@ func project(fn *node, want *Type, path []string) (*node, error) {
 				fields = append(fields, Field{Name: wf.Name, Type: wf.Type, Nullable: true})
 				continue
 			}
-			pc, err := project(c, wf.Type, append(path, wf.Name))
+			pc, err := project(c, wf.Type, appendPath(path, wf.Name))
 			if err != nil {
 				return nil, err
 			}
@@ -165,7 +165,7 @@ func project(fn *node, want *Type, path []string) (*node, error) {
 		if fn.typ.Kind != KindList {
 			return nil, mismatch()
 		}
-		e, err := project(fn.children[0], want.Elem, append(path, "element"))
+		e, err := project(fn.children[0], want.Elem, appendPath(path, "element"))
 		if err != nil {
 			return nil, err
 		}
@@ -178,7 +178,7 @@ func project(fn *node, want *Type, path []string) (*node, error) {
 		if fn.typ.Kind != KindMap {
 			return nil, mismatch()
 		}
-		v, err := project(fn.children[1], want.Value, append(path, "value"))
+		v, err := project(fn.children[1], want.Value, appendPath(path, "value"))
 		if err != nil {
 			return nil, err
 		}
@@ -213,14 +213,14 @@ func (r *Rows) Schema() *Schema { return r.schema }
 // errAbort carries a decoding error up through the recursive assembly.
 type errAbort struct{ err error }
 
-// Next returns up to max rows (max <= 0 means 1024). At the end of the file it
-// returns no rows and io.EOF. Any other error is final.
-func (r *Rows) Next(max int) (rows []Row, err error) {
+// Next returns up to limit rows (limit <= 0 means 1024). At the end of the
+// file it returns no rows and io.EOF. Any other error is final.
+func (r *Rows) Next(limit int) (rows []Row, err error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	if max <= 0 {
-		max = 1024
+	if limit <= 0 {
+		limit = 1024
 	}
 	defer func() {
 		if p := recover(); p != nil {
@@ -233,7 +233,7 @@ func (r *Rows) Next(max int) (rows []Row, err error) {
 			r.err = err
 		}
 	}()
-	for len(rows) < max {
+	for len(rows) < limit {
 		if r.rgPos >= r.rgRows {
 			if !r.nextRowGroup() {
 				break
@@ -570,4 +570,9 @@ func int96ToTime(v parquet.Int96) time.Time {
 	day := int64(binary.LittleEndian.Uint32(v[8:12]))
 	us := (day-julianEpoch)*86_400_000_000 + floorDiv(nanos, 1000)
 	return time.UnixMicro(us).UTC()
+}
+
+// appendPath returns path+name without sharing path's backing array.
+func appendPath(path []string, name string) []string {
+	return append(append(make([]string, 0, len(path)+1), path...), name)
 }

@@ -36,6 +36,7 @@ import (
 var (
 	benchClaims   = flag.Int("reconcile.claims", 20000, "claims in BenchmarkReconcile (1000000 for the measured run)")
 	benchBodySize = flag.Int("reconcile.body", 256, "ciphertext bytes per claim in BenchmarkReconcile")
+	benchPerFile  = flag.Int("reconcile.perfile", 10000, "rows per generated data file (the lake writer's default batch is 10,000 rows)")
 )
 
 // BenchmarkReconcile measures oml reconcile on one tenant with
@@ -233,7 +234,7 @@ SELECT $1::uuid, s, t.target, t.op, t.artifact, t.version, '{}'::jsonb
 		}()))
 	require.NoError(b, err)
 
-	const perFile = 100000
+	perFile := *benchPerFile
 	write := func(kind lakewriter.Kind, fill func(emit func(pq.Row)) error) {
 		st, err := store.Sub(lake, lakewriter.TableKey{Tenant: tn.ID, Kind: kind}.Path())
 		require.NoError(b, err)

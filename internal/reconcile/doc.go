@@ -52,10 +52,10 @@
 //     the server, which spills to disk under work_mem), read row by row.
 //   - Lake: the live files are scanned one at a time reading only the needed
 //     columns (bodies are hashed as they stream by and dropped), and compact
-//     records (key, digests, attribution; about 250–350 bytes a claim) go
-//     through an external sort: a buffer of at most RunBytes (32 MiB) is
-//     sorted and spilled to a temporary file, and the runs are merged with a
-//     64 KiB read buffer each.
+//     records (key, digests, attribution; about 300 bytes a claim, 130 an
+//     event) go through an external sort: one reused arena of at most
+//     RunBytes (32 MiB) is filled, sorted and spilled to a temporary file,
+//     and the runs are merged with a 64 KiB read buffer each.
 //
 // The resident set is therefore about RunBytes + runs × 64 KiB + one Parquet
 // page set of one file + the Delta snapshot's file list + the open dead

@@ -116,6 +116,9 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 			require.Nil(t, r[9], "the live table holds no erased body")
 		}
 	}
+	again, err := maintain.EraseBodies(ctx, tabs[0], maintain.EraseOptions{})
+	require.NoError(t, err)
+	require.EqualValues(t, -1, again.Version, "a second erase-bodies pass has nothing to rewrite")
 	rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{Tenant: &tn, StaleAfter: -1})
 	require.NoError(t, err)
 	require.Empty(t, rep.Findings, "reconcile accepts an erased claim's null body")

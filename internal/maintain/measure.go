@@ -244,3 +244,15 @@ func mayHoldArtifact(stats string, id string) bool {
 	}
 	return true
 }
+
+// bodyNulls is the body null count a file's stats give (-1: unknown).
+func bodyNulls(stats string) int64 {
+	var fs fileStats
+	if stats == "" || json.Unmarshal([]byte(stats), &fs) != nil {
+		return -1
+	}
+	if nc, ok := fs.NullCount["body"].(float64); ok {
+		return int64(nc)
+	}
+	return -1
+}

@@ -170,6 +170,25 @@ func eraseOnce(ctx context.Context, w *delta.Writer) (version int64, scanned, fi
 			continue
 		}
 		scanned++
+		// Cheap check first: read only the state column. In oml only an
+		// erased row ever has a null body (the lake writer refuses a
+		// promotion without one; reconcile reports any other), so when the
+		// file's body null count covers its erased rows they are all done
+		// and the bodies need not be read.
+		erasedRows := int64(0)
+		if err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: []string{"state"}, Files: []*delta.Add{f}}, func(_ *delta.Add, b []pq.Row) error {
+			for _, r := range b {
+				if s, _ := r[0].(string); s == StateErased {
+					erasedRows++
+				}
+			}
+			return nil
+		}); err != nil {
+			return -1, scanned, 0, 0, err
+		}
+		if erasedRows == 0 || bodyNulls(f.Stats) >= erasedRows {
+			continue
+		}
 		var rows []pq.Row
 		if err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, b []pq.Row) error {
 			rows = append(rows, b...)

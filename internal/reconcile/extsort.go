@@ -134,6 +134,20 @@ func (s *extSort) spill() error {
 	return nil
 }
 
+// release spills the buffer and frees it when the sort already spilled
+// (the merge reads the buffer from a run either way), so a caller can fill
+// a second sorter while this one waits without holding two buffers.
+func (s *extSort) release() error {
+	if len(s.runs) == 0 {
+		return nil
+	}
+	if err := s.spill(); err != nil {
+		return err
+	}
+	s.arena, s.spans = nil, nil
+	return nil
+}
+
 // close removes the run files and drops the buffer.
 func (s *extSort) close() {
 	for _, r := range s.runs {
@@ -160,6 +174,7 @@ func (s *extSort) sorted() (iterator, error) {
 	if err := s.spill(); err != nil {
 		return nil, err
 	}
+	s.arena, s.spans = nil, nil
 	m := &mergeIter{}
 	for _, name := range s.runs {
 		f, err := os.Open(name)

@@ -396,6 +396,9 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	if err := r.sortBronze(ctx, id, bronze, bs); err != nil {
 		return err
 	}
+	if err := bs.release(); err != nil {
+		return err
+	}
 	ss := newExtSort(r.opts.TempDir, r.opts.RunBytes)
 	defer ss.close()
 	if err := r.sortSilver(ctx, id, silver, ss); err != nil {

@@ -120,6 +120,8 @@ func checkChain(t testing.TB, ctx context.Context, pool *pgxpool.Pool, k *keys.K
 		          FROM oml.outbox WHERE tenant_id = $1) o`, tn).Scan(&bad, &bronze))
 	require.Zero(t, bad, "tenant %s: outbox order differs from journal seq order", tn)
 	require.Equal(t, int(n), bronze, "tenant %s: one bronze.events row per event", tn)
+	// The claim state and the outbox are exactly what the chain implies.
+	require.NoError(t, journal.CheckFold(ctx, pool, tn))
 	return int(n)
 }
 

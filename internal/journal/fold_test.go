@@ -34,6 +34,11 @@ func setup(t *testing.T) *bundle {
 	require.NoError(t, err)
 	tn, _, err := tenant.Create(ctx, pool, k, "fold")
 	require.NoError(t, err)
+	// Whatever the test did, the claim state and the outbox must be what a
+	// replay of the chain implies.
+	t.Cleanup(func() {
+		require.NoError(t, journal.CheckFold(context.Background(), pool, tn.ID))
+	})
 	return &bundle{pool: pool, key: k, tn: tn.ID}
 }
 
@@ -265,4 +270,33 @@ func TestFold_WholeLifeInOneBatch(t *testing.T) {
 	var n int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claims WHERE tenant_id = $1 AND artifact_id = 'b'`, b.tn).Scan(&n))
 	require.Zero(t, n)
+}
+
+// CheckFold notices state that the chain does not imply.
+func TestCheckFold_DetectsDrift(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	k, _ := keys.Generate()
+	_, err := tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	tn, _, err := tenant.Create(ctx, pool, k, "drift")
+	require.NoError(t, err)
+	_, err = chain.Append(ctx, pool, k, tn.ID, submission(t, "a", 1, "alice", "human", nil),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}))
+	require.NoError(t, err)
+	require.NoError(t, journal.CheckFold(ctx, pool, tn.ID))
+
+	_, err = pool.Exec(ctx, `UPDATE oml.claims SET state = 'held' WHERE tenant_id = $1`, tn.ID)
+	require.NoError(t, err)
+	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn.ID), "state is held, the journal says promoted")
+	_, err = pool.Exec(ctx, `UPDATE oml.claims SET state = 'promoted' WHERE tenant_id = $1`, tn.ID)
+	require.NoError(t, err)
+
+	_, err = pool.Exec(ctx, `UPDATE oml.outbox SET payload = '{"state":"demoted"}' WHERE tenant_id = $1 AND op = 'materialize'`, tn.ID)
+	require.NoError(t, err)
+	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn.ID), "payload")
+	_, err = pool.Exec(ctx, `DELETE FROM oml.outbox WHERE tenant_id = $1 AND op = 'materialize'`, tn.ID)
+	require.NoError(t, err)
+	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn.ID), "lacks")
 }

@@ -273,3 +273,25 @@ func TestDoctor_LagPastThreshold_ExitsOne(t *testing.T) {
 	require.Contains(t, r.stdout, "runbook: docs/runbooks/lag.md")
 	require.Contains(t, r.stderr, "failed: lag")
 }
+
+// TestDoctor_Watch_RunsTheUIOnATerminalAndQuits drives `oml doctor --watch`
+// through the CLI with a terminal on stdout and "q" typed (the program
+// reads keys from stdin; the interaction flow is tested with teatest in
+// internal/doctor/tui).
+func TestDoctor_Watch_RunsTheUIOnATerminalAndQuits(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	io, in, out, errOut := iostreams.Test()
+	io.SetStdoutTTY(true)
+	in.WriteString("q")
+	env := d.env()
+	// A deadline only so a regression cannot hang the suite; the UI must
+	// end because of the "q", well before it.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	code := cli.Run(ctx, io, []string{"doctor", "--watch"}, func(k string) string { return env[k] })
+	require.NoError(t, ctx.Err(), "the UI did not quit on q")
+	require.Equal(t, cliutil.ExitOK, code, errOut.String())
+	require.Contains(t, out.String(), "oml doctor")
+	require.Contains(t, out.String(), "q quit")
+}

@@ -15,10 +15,16 @@ import (
 // view is for looking, not for scripting.
 func watch(ctx context.Context, o *Options, runChecks func(context.Context) doctor.Report) error {
 	f := o.Factory
-	m := tui.New(ctx, runChecks, o.Interval)
+	// Quitting cancels a run still in flight, so the pool closes at once
+	// instead of waiting for its checks.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := tui.New(runCtx, runChecks, o.Interval)
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx),
 		tea.WithInput(f.IO.In), tea.WithOutput(f.IO.Out))
-	if _, err := p.Run(); err != nil && ctx.Err() == nil {
+	_, err := p.Run()
+	cancel()
+	if err != nil && ctx.Err() == nil { // a signal ending the UI is not an error
 		return fmt.Errorf("the doctor UI stopped: %w", err)
 	}
 	return nil

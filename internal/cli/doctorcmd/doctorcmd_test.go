@@ -275,15 +275,15 @@ func TestDoctor_LagPastThreshold_ExitsOne(t *testing.T) {
 }
 
 // TestDoctor_Watch_RunsTheUIOnATerminalAndQuits drives `oml doctor --watch`
-// through the CLI with a terminal on stdout and "q" typed (the program
-// reads keys from stdin; the interaction flow is tested with teatest in
+// through the CLI with a terminal on stdout and "j", "q" typed (read in one
+// go, as fast typing arrives; the interaction flow is tested with teatest in
 // internal/doctor/tui).
 func TestDoctor_Watch_RunsTheUIOnATerminalAndQuits(t *testing.T) {
 	t.Parallel()
 	d := newDeployment(t)
 	io, in, out, errOut := iostreams.Test()
 	io.SetStdoutTTY(true)
-	in.WriteString("q")
+	in.WriteString("jq")
 	env := d.env()
 	// A deadline only so a regression cannot hang the suite; the UI must
 	// end because of the "q", well before it.

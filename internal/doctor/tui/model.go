@@ -158,6 +158,18 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, m.startRun()
 	case tea.KeyMsg:
+		if msg.Type == tea.KeyRunes && len(msg.Runes) > 1 && !msg.Paste {
+			// Keys typed faster than they are read arrive as one message
+			// ("jjq"): each is a key of its own.
+			var cmds []tea.Cmd
+			var cur tea.Model = m
+			for _, r := range msg.Runes {
+				var cmd tea.Cmd
+				cur, cmd = cur.(Model).handleKey(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune{r}})
+				cmds = append(cmds, cmd)
+			}
+			return cur, tea.Batch(cmds...)
+		}
 		return m.handleKey(msg)
 	}
 	return m, nil

@@ -241,3 +241,14 @@ func TestProgram_NavigateOpenRerunQuit(t *testing.T) {
 	require.False(t, final.InDetail())
 	require.Equal(t, 2, final.Cursor()) // database → lake → lease
 }
+
+func TestUpdate_KeysReadTogetherAreEachHandled(t *testing.T) {
+	t.Parallel()
+	m := model(t, 80, 24, 1, asciiRenderer())
+	tm, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("jjq")})
+	require.Equal(t, 2, tm.(Model).Cursor())
+	require.NotNil(t, cmd)
+	// j and j return no command, so the batch is q's tea.Quit itself.
+	_, quit := cmd().(tea.QuitMsg)
+	require.True(t, quit, "the q in the run must quit")
+}

@@ -245,7 +245,9 @@ func Run(ctx context.Context, opts Options) Report {
 		r.opts.Timeout = 10 * time.Second
 	}
 	started := r.now()
-	rep := Report{StartedAt: started, Counts: map[Status]int{}}
+	// Every status is a key of counts, zero or not, so monitoring can read
+	// counts.fail without guarding for its absence.
+	rep := Report{StartedAt: started, Counts: map[Status]int{StatusOK: 0, StatusWarn: 0, StatusFail: 0, StatusSkipped: 0}}
 	results := make([]Result, len(checkDefs))
 
 	// Phase 1: database (and schema) and, concurrently, open the lake.

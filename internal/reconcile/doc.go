@@ -57,10 +57,15 @@
 //     RunBytes (32 MiB) is filled, sorted and spilled to a temporary file,
 //     and the runs are merged with a 64 KiB read buffer each.
 //
-// The resident set is therefore about RunBytes + runs × 64 KiB + one Parquet
-// page set of one file + the Delta snapshot's file list + the open dead
-// letters of one tenant + the findings kept (MaxFindings per class; counts
-// are always complete). None of these grows with the number of claims
+// The live memory is therefore about RunBytes + runs × 64 KiB + the
+// projected column chunks of one Parquet row group (the reader loads a row
+// group's column chunks whole; the lake writer's row groups are one batch)
+// + the Delta snapshot's file list + the open dead letters of one tenant +
+// the findings kept (MaxFindings per class; counts are always complete).
+// The bronze buffer is spilled and freed before silver is read, so only one
+// buffer is live at a time once a tenant is large enough to spill. Measured
+// (BenchmarkReconcile, docs/reconcile.md): 111 MiB peak heap and 145 MiB
+// peak RSS for one tenant of 1,000,000 claims, the same as for 250,000. None of these grows with the number of claims
 // except the run count (one run per RunBytes of records: ~100 runs, 6.4 MiB
 // of buffers, for 10 million claims of one tenant) and the file list (per
 // file, not per row). Temporary disk use is about the size of the records,

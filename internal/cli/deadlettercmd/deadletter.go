@@ -438,10 +438,13 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	failed := 0
+	failed, done := 0, 0
 	for _, r := range res {
-		if r.Outcome == deadletter.OutcomeFailed || r.Outcome == deadletter.OutcomeNotFound {
+		switch r.Outcome {
+		case deadletter.OutcomeFailed, deadletter.OutcomeNotFound:
 			failed++
+		case deadletter.OutcomeReenqueued:
+			done++
 		}
 	}
 	if format == cliutil.FormatJSON {
@@ -466,7 +469,7 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 			}
 			fmt.Fprintln(f.IO.Out, line)
 		}
-		if failed < len(res) {
+		if done > 0 {
 			fmt.Fprintln(f.IO.Out, "Run oml lake drain to apply the re-enqueued rows.")
 		}
 	}

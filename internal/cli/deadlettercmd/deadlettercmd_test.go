@@ -213,6 +213,7 @@ func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	require.Contains(t, out, "was already re-enqueued")
 	require.Contains(t, out, "nothing to do")
+	require.NotContains(t, out, "Run oml lake drain", "nothing new to drain")
 	code, out, _ = e.run(t, "deadletter", "reenqueue", first, "--by", "oncall", "-o", "json")
 	require.Equal(t, cliutil.ExitOK, code)
 	var results []map[string]any

@@ -281,7 +281,7 @@ func WriteReport(w io.Writer, rep doctor.Report, colour bool) error {
 		if c.Status != doctor.StatusWarn && c.Status != doctor.StatusFail {
 			continue
 		}
-		fmt.Fprintf(&b, "\n%s %s: %s\n", paint(c.Status, string(c.Status)), c.ID, c.Title)
+		fmt.Fprintf(&b, "\n%s %s (%s): %s\n", paint(c.Status, string(c.Status)), c.ID, c.Title, c.Summary)
 		for _, d := range c.Details {
 			fmt.Fprintf(&b, "  %s\n", d)
 		}

@@ -34,7 +34,7 @@ import (
 )
 
 var (
-	benchClaims   = flag.Int("reconcile.claims", 20000, "claims in BenchmarkReconcile (1000000 for the measured run)")
+	benchClaims   = flag.Int("reconcile.claims", 5000, "claims in BenchmarkReconcile (1000000 for the measured run)")
 	benchBodySize = flag.Int("reconcile.body", 256, "ciphertext bytes per claim in BenchmarkReconcile")
 	benchPerFile  = flag.Int("reconcile.perfile", 10000, "rows per generated data file (the lake writer's default batch is 10,000 rows)")
 )

@@ -59,7 +59,10 @@ func Compact(ctx context.Context, t Table, opts CompactOptions) (CompactResult, 
 		r, err := delta.Optimize(ctx, w, delta.OptimizeOptions{
 			TargetSize: opts.TargetSize, MinFiles: opts.MinFiles, SortBy: SortKey(t.Key.Kind),
 		})
-		if errors.Is(err, delta.ErrOptimizeAbandoned) {
+		// Abandoned (a winner removed a file being replaced) or still losing
+		// races after delta.Optimize's own retries: start again from the
+		// table as it is now.
+		if errors.Is(err, delta.ErrOptimizeAbandoned) || errors.Is(err, delta.ErrConflict) {
 			if attempt >= opts.Restarts {
 				return res, fmt.Errorf("%w: compacting %s: %w", ErrGaveUp, t.Key, err)
 			}
@@ -118,7 +121,7 @@ func EraseBodies(ctx context.Context, t Table, opts EraseOptions) (EraseResult, 
 		}
 		v, scanned, files, nulled, err := eraseOnce(ctx, w)
 		res.FilesScanned += scanned
-		if errors.Is(err, errFilesChanged) {
+		if errors.Is(err, errFilesChanged) || errors.Is(err, delta.ErrConflict) {
 			if attempt >= opts.Restarts {
 				return res, fmt.Errorf("%w: erasing bodies in %s: %w", ErrGaveUp, t.Key, err)
 			}

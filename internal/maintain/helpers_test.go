@@ -21,6 +21,7 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
@@ -33,7 +34,7 @@ import (
 
 func TestMain(m *testing.M) {
 	testdb.Configure(testdb.WithTemplate(schema.Migrate))
-	code := m.Run()
+	code := s3test.Main(m)
 	if err := testdb.Shutdown(); err != nil && code == 0 {
 		fmt.Fprintln(os.Stderr, err)
 		code = 1
@@ -54,6 +55,13 @@ type bundle struct {
 // empty file lake.
 func setup(t *testing.T, n int) *bundle {
 	t.Helper()
+	return setupOn(t, n, nil)
+}
+
+// setupOn is setup with the lake in the given store (nil: a file lake in a
+// temporary directory).
+func setupOn(t *testing.T, n int, lake store.Store) *bundle {
+	t.Helper()
 	ctx := context.Background()
 	db := testdb.New(t)
 	pool := db.Pool(t)
@@ -62,8 +70,10 @@ func setup(t *testing.T, n int) *bundle {
 	_, err = tenant.Init(ctx, pool, k)
 	require.NoError(t, err)
 	b := &bundle{pool: pool, key: k, lakeDir: t.TempDir(), dbURL: db.URL}
-	b.lake, err = store.NewFile(b.lakeDir)
-	require.NoError(t, err)
+	if b.lake = lake; lake == nil {
+		b.lake, err = store.NewFile(b.lakeDir)
+		require.NoError(t, err)
+	}
 	for i := 0; i < n; i++ {
 		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("tenant-%d", i))
 		require.NoError(t, err)

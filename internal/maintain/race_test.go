@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -19,10 +20,20 @@ import (
 // file that is not live or re-add one.
 func TestCompact_RacingLiveDrain_LakeEqualsFoldExactlyOnce(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 2)
-	rounds := 8
+	t.Run("file lake", func(t *testing.T) {
+		t.Parallel()
+		raceLiveDrain(t, setup(t, 2), 8)
+	})
+	t.Run("S3 lake", func(t *testing.T) {
+		t.Parallel()
+		raceLiveDrain(t, setupOn(t, 2, s3test.NewBucket(t, nil).Store), 4)
+	})
+}
+
+func raceLiveDrain(t *testing.T, b *bundle, rounds int) {
+	t.Helper()
 	if testing.Short() {
-		rounds = 3
+		rounds = 2
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

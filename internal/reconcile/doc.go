@@ -12,17 +12,28 @@
 // version). The txn version V of a table means "every outbox row for this
 // table with seq ≤ V is in it" (lakewriter invariant 3); the frontier F
 // means every table touched by a batch ending at or below F committed it.
-// C maps to a per-tenant journal seq J = the largest journal_seq among the
-// tenant's outbox rows with seq ≤ C (a tenant's outbox rows are inserted in
-// journal order under its chain lock, so "outbox seq ≤ C" and "journal seq ≤
-// J" select the same rows). Then:
+// C maps to two per-tenant journal seqs. A tenant's outbox rows are
+// inserted in journal order under its chain lock, so for one target, seq
+// order is journal order (the copies of re-enqueued dead letters aside). J
+// is the last event all of whose rows for the table are at or below C; S ≥
+// J is the last event with any row for the table at or below C. One event
+// may have several rows for a table (a simulation ending several claims),
+// and a batch may end between them, so an event in (J, S] may be partly
+// applied: it is neither required nor refused. Then:
 //
 //   - bronze.events must hold exactly one row per journal event with seq ≤ J,
-//     with the journal's hash, event type and payload (compared by SHA-256);
+//     with the journal's hash, event type and payload (compared by SHA-256),
+//     and no row for an event beyond S;
 //   - silver.claims must hold exactly one row per claim promoted at journal
 //     seq ≤ J, with the journalled plaintext and ciphertext digests, a body
 //     that hashes to the ciphertext digest, the fold's attribution, and —
-//     when the claim's last change is at or below J — the fold's state.
+//     when the claim's last change is at or below J — the fold's state; a row
+//     of a claim promoted beyond S, or never promoted, is unexpected.
+//
+// The first version of this package used a single J (the largest journal
+// seq at or below C); TestReconcile_WhileTheWorkloadAndTheLakeWriterRun
+// caught it reporting a promoted claim missing when a batch had ended
+// between a promotion's bronze row and its materialize row.
 //
 // Rows above the cutoff are simply not drained yet and are not expected.
 //

@@ -98,10 +98,16 @@ type TableSummary struct {
 	Version    int64 `json:"version"`
 	TxnVersion int64 `json:"txn_version"`
 	// Cutoff is the outbox seq the table is compared at (max of the
-	// frontier and the txn version); JournalCutoff the tenant's journal seq
-	// that corresponds to it. Only rows at or below it are expected.
+	// frontier and the txn version). JournalCutoff is the last journal seq
+	// of the tenant all of whose rows for this table are at or below it:
+	// their effects must be in the table. JournalSeen is the largest journal
+	// seq with any row for this table at or below it: an event between the
+	// two may be partly applied (one event can have several rows, and a
+	// batch may end between them), so it is neither expected nor
+	// unexpected; anything beyond JournalSeen is unexpected.
 	Cutoff        int64 `json:"cutoff_outbox_seq"`
 	JournalCutoff int64 `json:"cutoff_journal_seq"`
+	JournalSeen   int64 `json:"seen_journal_seq"`
 	LakeRows      int64 `json:"lake_rows"`
 	FoldRows      int64 `json:"fold_rows"` // journal events (bronze) or claims (silver) compared
 	Files         int   `json:"files"`
@@ -412,9 +418,8 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
 	for _, t := range []*table{bronze, silver} {
-		if err := tx.QueryRow(ctx, `SELECT coalesce(max(journal_seq), 0) FROM oml.outbox WHERE tenant_id = $1 AND seq <= $2`,
-			id, t.sum.Cutoff).Scan(&t.sum.JournalCutoff); err != nil {
-			return fmt.Errorf("reconcile: map the cutoff of %s to a journal seq: %w", t.path, err)
+		if err := journalCutoffs(ctx, tx, id, t); err != nil {
+			return err
 		}
 	}
 	bronzeDL, silverDL, err := r.deadLetters(ctx, tx, id, bronze.sum.Cutoff, silver.sum.Cutoff)
@@ -449,6 +454,37 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	r.rep.Stats.LakeRows += bronze.sum.LakeRows + silver.sum.LakeRows
 	r.rep.Tenants = append(r.rep.Tenants, TenantSummary{Tenant: id, Name: name, Tables: []TableSummary{bronze.sum, silver.sum}})
 	return tx.Commit(ctx)
+}
+
+// journalCutoffs maps the table's outbox cutoff C to journal seqs. A
+// tenant's outbox rows are inserted in journal order under its chain lock,
+// so for the rows of one target, seq order is journal order — except the
+// copies re-enqueued dead letters insert (an old journal_seq at a new seq),
+// which are left out. The first such row above C is the first event not
+// fully in the table; the last one at or below C is the last event with
+// anything in it. Both are index probes on (tenant_id, target, seq).
+func journalCutoffs(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, t *table) error {
+	const notCopy = ` AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq)`
+	var head, firstAbove, lastAtOrBelow *int64
+	err := tx.QueryRow(ctx, `
+SELECT (SELECT max(seq) FROM oml.journal WHERE tenant_id = $1),
+       (SELECT o.journal_seq FROM oml.outbox o WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3`+notCopy+` ORDER BY o.seq LIMIT 1),
+       (SELECT o.journal_seq FROM oml.outbox o WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $3`+notCopy+` ORDER BY o.seq DESC LIMIT 1)`,
+		tenant, string(t.kind), t.sum.Cutoff).Scan(&head, &firstAbove, &lastAtOrBelow)
+	if err != nil {
+		return fmt.Errorf("reconcile: map the cutoff of %s to journal seqs: %w", t.path, err)
+	}
+	switch {
+	case firstAbove != nil:
+		t.sum.JournalCutoff = *firstAbove - 1
+	case head != nil:
+		t.sum.JournalCutoff = *head
+	}
+	if lastAtOrBelow != nil {
+		t.sum.JournalSeen = *lastAtOrBelow
+	}
+	t.sum.JournalSeen = max(t.sum.JournalSeen, t.sum.JournalCutoff)
+	return nil
 }
 
 func (r *runner) deadLetters(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, bronzeCut, silverCut int64) (map[int64][]deadLetter, map[string][]deadLetter, error) {
@@ -615,7 +651,7 @@ func seqList(s []int64) string {
 
 func (r *runner) mergeBronze(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, t *table, it iterator, dls map[int64][]deadLetter) error {
 	rows, err := tx.Query(ctx, `SELECT seq, event_type, hash, sha256(payload) FROM oml.journal
-WHERE tenant_id = $1 AND seq <= $2 ORDER BY seq`, tenant, t.sum.JournalCutoff)
+WHERE tenant_id = $1 AND seq <= $2 ORDER BY seq`, tenant, t.sum.JournalSeen)
 	if err != nil {
 		return fmt.Errorf("reconcile: read the journal of tenant %s: %w", tenant, err)
 	}
@@ -634,8 +670,8 @@ WHERE tenant_id = $1 AND seq <= $2 ORDER BY seq`, tenant, t.sum.JournalCutoff)
 		}
 		seq := int64(binary.BigEndian.Uint64(lg.key))
 		r.add(Finding{Class: UnexpectedInLake, Tenant: tenant, Table: table, Seq: seq, OutboxSeq: b.outboxSeq,
-			Detail:   fmt.Sprintf("bronze row for journal seq %d (%s) has no journal event at or below the cutoff (journal seq %d)", seq, b.eventType, t.sum.JournalCutoff),
-			Evidence: map[string]string{"lake_outbox_seqs": seqList(lg.seqs), "cutoff_journal_seq": fmt.Sprint(t.sum.JournalCutoff)}})
+			Detail:   fmt.Sprintf("bronze row for journal seq %d (%s) has no journal event at or below the cutoff (journal seq %d)", seq, b.eventType, t.sum.JournalSeen),
+			Evidence: map[string]string{"lake_outbox_seqs": seqList(lg.seqs), "seen_journal_seq": fmt.Sprint(t.sum.JournalSeen)}})
 		return nil
 	}
 	for rows.Next() {
@@ -658,8 +694,8 @@ WHERE tenant_id = $1 AND seq <= $2 ORDER BY seq`, tenant, t.sum.JournalCutoff)
 			}
 		}
 		if lake == nil || string(lake.key) != string(key) {
-			if _, ok := anySuppress(dls[seq]); ok {
-				continue // reported as dead-lettered, or pending a drain after re-enqueue
+			if _, ok := anySuppress(dls[seq]); ok || seq > t.sum.JournalCutoff {
+				continue // dead-lettered (reported as such), pending a drain after re-enqueue, or not due yet
 			}
 			r.add(Finding{Class: MissingInLake, Tenant: tenant, Table: table, Seq: seq,
 				Detail:   fmt.Sprintf("journal event %d (%s) is at or below the cutoff but not in bronze.events", seq, evType),
@@ -905,9 +941,9 @@ func (r *runner) compareClaim(tenant uuid.UUID, t *table, c foldClaim, s silverL
 			c.artifact, c.version, c.state), map[string]string{"submitted_seq": fmt.Sprint(c.submittedSeq), "lake_outbox_seqs": seqList(lake.seqs)})
 		return
 	}
-	if *c.promotedSeq > t.sum.JournalCutoff {
-		with(UnexpectedInLake, fmt.Sprintf("silver holds %s v%d, promoted at journal seq %d, after the table's cutoff (journal seq %d): not written by the lake writer's protocol",
-			c.artifact, c.version, *c.promotedSeq, t.sum.JournalCutoff), map[string]string{"lake_outbox_seqs": seqList(lake.seqs)})
+	if *c.promotedSeq > t.sum.JournalSeen {
+		with(UnexpectedInLake, fmt.Sprintf("silver holds %s v%d, promoted at journal seq %d, after anything the table's txn version covers (journal seq %d): not written by the lake writer's protocol",
+			c.artifact, c.version, *c.promotedSeq, t.sum.JournalSeen), map[string]string{"lake_outbox_seqs": seqList(lake.seqs)})
 		return
 	}
 	if lake.count > 1 {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/omlhq/oml/internal/doctor"
 	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/testdb"
@@ -125,6 +126,28 @@ func ids(rep doctor.Report) []string {
 		out = append(out, c.ID)
 	}
 	return out
+}
+
+func TestDoctor_OnARealS3Server_HealthyThenWithoutPutIfAbsent(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 2)
+	b.lake = s3test.NewBucket(t, nil).Store
+	b.load(t, 10, 0, 9)
+	b.drain(t, nil)
+	b.witnessAll(t)
+	rep := b.doctor(t, nil)
+	for _, c := range rep.Checks {
+		if c.ID != doctor.IDReconcile {
+			require.Equalf(t, doctor.StatusOK, c.Status, "%s: %s %v", c.ID, c.Summary, c.Details)
+		}
+	}
+	require.Contains(t, check(t, rep, doctor.IDLake).Summary, "s3://")
+	require.Positive(t, check(t, rep, doctor.IDDelta).Data["tables"])
+
+	// The same bucket behind a gateway that ignores If-None-Match.
+	b.lake = notConditional{b.lake}
+	c := requireStatus(t, b.doctor(t, nil), doctor.IDLake, doctor.StatusFail)
+	require.Contains(t, c.Summary, "does not honor put-if-absent")
 }
 
 func TestDoctor_DatabaseUnreachable_FailsItAndSkipsItsDependents(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/omlhq/oml/internal/doctor"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
@@ -24,8 +25,16 @@ import (
 	"github.com/omlhq/oml/internal/workload"
 )
 
+// TestMain gives the package a throwaway PostgreSQL cluster and, for the S3
+// test, a real S3 server; both are removed at the end.
 func TestMain(m *testing.M) {
-	os.Exit(testdb.Run(m, testdb.WithTemplate(schema.Migrate)))
+	testdb.Configure(testdb.WithTemplate(schema.Migrate))
+	code := s3test.Main(m)
+	if err := testdb.Shutdown(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
 }
 
 // bundle is one deployment: a migrated, initialised database with tenants

@@ -82,10 +82,14 @@ type Options struct {
 }
 
 // Progress counts the journal events and claims compared so far, out of
-// Total (known after the run starts).
+// Total (known after the run starts), the lake rows read (each tenant's
+// tables are read and sorted before its comparison starts), and tenants.
 type Progress struct {
-	Done  atomic.Int64
-	Total atomic.Int64
+	Done        atomic.Int64
+	Total       atomic.Int64
+	LakeRows    atomic.Int64
+	Tenants     atomic.Int64
+	TenantsDone atomic.Int64
 }
 
 // TableSummary says what was compared for one table.
@@ -226,6 +230,7 @@ SELECT (SELECT coalesce(sum(seq), 0) FROM oml.chain_heads WHERE $1::uuid IS NULL
 		return nil, fmt.Errorf("reconcile: count the work: %w", err)
 	}
 	opts.Progress.Total.Store(events + claims)
+	opts.Progress.Tenants.Store(int64(len(tenants)))
 
 	if opts.StaleAfter > 0 {
 		if err := r.staleFrontier(ctx); err != nil {
@@ -244,6 +249,7 @@ SELECT (SELECT coalesce(sum(seq), 0) FROM oml.chain_heads WHERE $1::uuid IS NULL
 		if err := r.tenant(ctx, t.id, t.name); err != nil {
 			return nil, err
 		}
+		opts.Progress.TenantsDone.Add(1)
 	}
 	if err := pool.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&rep.Frontier); err != nil {
 		return nil, fmt.Errorf("reconcile: read the frontier: %w", err)
@@ -347,6 +353,7 @@ func (r *runner) scan(ctx context.Context, tenant uuid.UUID, t *table, cols []st
 	for _, f := range files {
 		err := t.snap.Scan(ctx, t.st, delta.ScanOptions{Columns: cols, Files: []*delta.Add{f}, BatchRows: 1024},
 			func(_ *delta.Add, rows []pq.Row) error {
+				r.opts.Progress.LakeRows.Add(int64(len(rows)))
 				for _, row := range rows {
 					t.sum.LakeRows++
 					if err := fn(row); err != nil {

@@ -208,20 +208,21 @@ func startProgress(w io.Writer, p *reconcile.Progress) (stop func()) {
 				fmt.Fprint(w, "\r\x1b[K")
 				return
 			case <-t.C:
-				fmt.Fprint(w, "\r\x1b[K"+progressLine(p.Done.Load(), p.Total.Load(), time.Since(start)))
+				fmt.Fprint(w, "\r\x1b[K"+progressLine(p, time.Since(start)))
 			}
 		}
 	}()
 	return func() { close(done); wg.Wait() }
 }
 
-func progressLine(n, total int64, elapsed time.Duration) string {
-	rate := float64(n) / max(elapsed.Seconds(), 1e-3)
+func progressLine(p *reconcile.Progress, elapsed time.Duration) string {
+	n, total := p.Done.Load(), p.Total.Load()
+	head := fmt.Sprintf("reconciling tenant %d/%d, %d lake rows read", min(p.TenantsDone.Load()+1, max(p.Tenants.Load(), 1)), p.Tenants.Load(), p.LakeRows.Load())
 	if total <= 0 || n > total {
-		return fmt.Sprintf("reconciling %d rows, %.0f/s", n, rate)
+		return fmt.Sprintf("%s, %d journal events and claims compared", head, n)
 	}
 	const width = 30
 	filled := int(float64(width) * float64(n) / float64(total))
 	bar := strings.Repeat("=", filled) + strings.Repeat(" ", width-filled)
-	return fmt.Sprintf("reconciling [%s] %3d%% %d/%d journal events and claims, %.0f/s", bar, 100*n/total, n, total, rate)
+	return fmt.Sprintf("%s [%s] %3d%% %d/%d journal events and claims compared, %s", head, bar, 100*n/total, n, total, elapsed.Round(time.Second))
 }

@@ -221,6 +221,9 @@ func outcome(r maintain.Report, t maintain.Task) string {
 	}
 	switch t {
 	case maintain.TaskEraseBodies:
+		if r.Erased != nil && r.Erased.FilesRewritten == 0 {
+			return fmt.Sprintf("checked %d file(s): no erased body left", r.Erased.FilesScanned)
+		}
 		if r.Erased != nil {
 			return fmt.Sprintf("%d bodies nulled in %d files", r.Erased.BodiesNulled, r.Erased.FilesRewritten)
 		}

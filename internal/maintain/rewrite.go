@@ -136,6 +136,11 @@ func EraseBodies(ctx context.Context, t Table, opts EraseOptions) (EraseResult, 
 	}
 }
 
+// beforeEraseCommit, set only by tests, runs between an erase-bodies
+// rewrite's read and its first commit attempt (to land a competing commit
+// there deterministically).
+var beforeEraseCommit func()
+
 var errFilesChanged = errors.New("a file being rewritten was removed by a concurrent commit")
 
 // conflictRetries bounds how often one prepared rewrite is re-validated
@@ -243,6 +248,9 @@ func eraseOnce(ctx context.Context, w *delta.Writer) (version int64, scanned, fi
 		"numUpdatedRows": fmt.Sprint(nulled), "numRemovedFiles": fmt.Sprint(files), "numAddedFiles": fmt.Sprint(files),
 	}
 	c.Extra = map[string]any{"omlMaintenance": "erase-bodies"}
+	if beforeEraseCommit != nil {
+		beforeEraseCommit()
+	}
 	for attempt := 0; ; attempt++ {
 		v, err := w.Commit(ctx, c)
 		if err == nil {

@@ -52,10 +52,10 @@ func readAll(t *testing.T, st store.Store) (*delta.Snapshot, []pq.Row) {
 	return snap, rows
 }
 
-// rewriteSilver replaces every live file of the table with one file holding
+// rewriteTable replaces every live file of the table with one file holding
 // edit(rows), in one commit without a txn action (a hand-made change, as an
 // operator or a foreign engine would make it).
-func rewriteSilver(t *testing.T, st store.Store, edit func([]pq.Row) []pq.Row) {
+func rewriteTable(t *testing.T, st store.Store, edit func([]pq.Row) []pq.Row) {
 	t.Helper()
 	ctx := context.Background()
 	_, rows := readAll(t, st)
@@ -141,7 +141,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 	require.NoError(t, err)
 	require.Len(t, heldRow, silverColumns)
 
-	rewriteSilver(t, tableStore(t, b, t0, lakewriter.Silver), func(rs []pq.Row) []pq.Row {
+	rewriteTable(t, tableStore(t, b, t0, lakewriter.Silver), func(rs []pq.Row) []pq.Row {
 		var promoted []int
 		for i, r := range rs {
 			if r[colState] == "promoted" {

@@ -2,13 +2,19 @@ package reconcile_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"sort"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -144,4 +150,77 @@ SELECT count(*) FILTER (WHERE event_type = 'materialize.skipped'), count(*) FILT
 FROM oml.journal`).Scan(&skipped, &reenq))
 	require.Equal(t, 3, skipped)
 	require.Equal(t, 3, reenq)
+}
+
+// TestRepairStory_DeadLetteredPromotionThenItsRetract: a promotion whose
+// held body is missing is dead-lettered; the claim is then demoted, and the
+// retract of a row that never reached silver is dead-lettered too. Reconcile
+// reports exactly the two dead letters (not a missing row, not a state
+// mismatch). Restoring the body and re-enqueueing both (--all goes in id
+// order: the promotion first) ends with the claim demoted in silver and a
+// clean reconcile.
+func TestRepairStory_DeadLetteredPromotionThenItsRetract(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	tn := b.tenants[0]
+	body := []byte("ciphertext of a claim whose held body will go missing")
+	sum := sha256.Sum256(body)
+	sub, err := journal.NewClaimSubmitted(journal.ClaimSubmitted{ArtifactID: "a", Version: 1, WorkareaID: "wa", Writer: "alice",
+		Principal: "p", Provenance: "human", PlaintextDigest: hex.EncodeToString(sum[:]), CiphertextDigest: hex.EncodeToString(sum[:])},
+		body, make([]byte, 32))
+	require.NoError(t, err)
+	_, err = chain.Append(ctx, b.pool, b.key, tn, sub, journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}))
+	require.NoError(t, err)
+	b.exec(t, `DELETE FROM oml.claim_bodies WHERE tenant_id = $1`, tn)
+	require.Len(t, b.drain(t), 1)
+
+	_, err = chain.Append(ctx, b.pool, b.key, tn, journal.MustNew(journal.ClaimDemoted{ArtifactID: "a", Version: 1, By: "carol", Reason: "wrong"}))
+	require.NoError(t, err)
+	require.Len(t, b.drain(t), 1, "the retract of a row that is not in silver is dead-lettered too")
+
+	rep := b.reconcile(t, reconcile.Options{})
+	require.EqualValues(t, 2, rep.Counts[reconcile.DeadLettered])
+	require.EqualValues(t, 2, rep.Total(), "%v", rep.Counts)
+
+	b.exec(t, `INSERT INTO oml.claim_bodies (tenant_id, artifact_id, version, ciphertext) VALUES ($1, 'a', 1, $2)`, tn, body)
+	ids, err := deadletter.OpenIDs(ctx, b.pool, nil)
+	require.NoError(t, err)
+	require.Len(t, ids, 2)
+	res, err := deadletter.Reenqueue(ctx, b.pool, b.key, ids, deadletter.Options{By: "oncall"})
+	require.NoError(t, err)
+	require.Less(t, res[0].NewOutboxSeq, res[1].NewOutboxSeq, "the promotion is re-applied before its retract")
+	require.Empty(t, b.drain(t))
+	requireClean(t, b.reconcile(t, reconcile.Options{}))
+
+	_, rows := readAll(t, tableStore(t, b, tn, lakewriter.Silver))
+	require.Len(t, rows, 1)
+	require.Equal(t, "demoted", rows[0][colState])
+}
+
+// TestReconcile_BronzeRowsChangedOrDuplicated: the provider tenant's
+// bronze table is rewritten with one event's hash changed and another event
+// written twice: digest-mismatch and duplicate-in-lake, each naming the seq.
+func TestReconcile_BronzeRowsChangedOrDuplicated(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	require.Empty(t, b.drain(t))
+	requireClean(t, b.reconcile(t, reconcile.Options{}))
+
+	rewriteTable(t, tableStore(t, b, journal.ProviderTenant, lakewriter.Bronze), func(rs []pq.Row) []pq.Row {
+		require.GreaterOrEqual(t, len(rs), 2)
+		h := append([]byte(nil), rs[0][5].([]byte)...)
+		h[0] ^= 0xff
+		rs[0][5] = h
+		return append(rs, append(pq.Row(nil), rs[1]...))
+	})
+	rep := b.reconcile(t, reconcile.Options{})
+	got := byClass(rep)
+	require.EqualValues(t, 2, rep.Total(), "%v", rep.Counts)
+	require.Len(t, got[reconcile.DigestMismatch], 1)
+	require.EqualValues(t, 1, got[reconcile.DigestMismatch][0].Seq)
+	require.Contains(t, got[reconcile.DigestMismatch][0].Detail, "hash: lake")
+	require.Len(t, got[reconcile.DuplicateInLake], 1)
+	require.EqualValues(t, 2, got[reconcile.DuplicateInLake][0].Seq)
+	require.Equal(t, string(lakewriter.Bronze), got[reconcile.DuplicateInLake][0].Table)
 }

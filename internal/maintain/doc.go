@@ -23,7 +23,16 @@
 //     commit with operation UPDATE, not a compaction; the removed files
 //     become tombstones and vacuum deletes them after the retention. It
 //     rewrites a file whatever its size: erasure does not wait for a file
-//     to be small. The same race rules as Compact apply.
+//     to be small. Files are ruled out by stats, then by their state column
+//     alone when their body null count covers their erased rows (in oml only
+//     an erased row ever has a null body). The same race rules as Compact
+//     apply.
+//
+// ErasureStatus answers, per erased claim, which stage it has reached
+// (key destroyed, merged into silver, in live files, only in removed
+// files, gone) and when its bytes can be gone; it reads tombstoned and
+// orphaned files straight from Parquet, since Delta's Scan reads only live
+// ones. See docs/maintenance.md and docs/erasure.md.
 //
 // # Invariants
 //

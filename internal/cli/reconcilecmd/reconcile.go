@@ -69,7 +69,7 @@ Exit status: 0 no findings; 1 findings; 2 usage, configuration or connection err
 		},
 	}
 	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "audit only this tenant (name or id)")
-	cmd.Flags().DurationVar(&opts.StaleAfter, "stale-after", 5*time.Minute, "report stale-frontier when the oldest row not in the lake is older than this (negative: never)")
+	cmd.Flags().DurationVar(&opts.StaleAfter, "stale-after", 5*time.Minute, "report stale-frontier when the oldest row not in the lake is older than this (0 or negative: never)")
 	cmd.Flags().BoolVar(&opts.SkipBodies, "skip-bodies", false, "do not read and hash silver bodies (digest columns are still compared)")
 	cmd.Flags().IntVar(&opts.MaxFindings, "max-findings", 0, "findings listed per class (default 1000; counts are always complete)")
 	return cmd

@@ -214,11 +214,18 @@ func (p KeyIssued) Validate() error {
 	return need("role", p.Role)
 }
 
+// TenantNameRE is the tenant naming rule: 1-63 characters of a-z, 0-9,
+// '.', '_' or '-', starting with a letter or digit (so never "_provider").
+var TenantNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
 func (p TenantCreated) Validate() error {
 	if _, err := uuid.Parse(p.TenantID); err != nil {
 		return fmt.Errorf("tenant_id %q is not a UUID", p.TenantID)
 	}
-	return need("name", p.Name)
+	if !TenantNameRE.MatchString(p.Name) {
+		return fmt.Errorf("tenant name %q breaks the naming rule (1-63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit)", p.Name)
+	}
+	return nil
 }
 
 func (p TenantGenesis) Validate() error {

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,7 +21,7 @@ import (
 // Provider is the reserved provider tenant id.
 var Provider = journal.ProviderTenant
 
-var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+var nameRE = journal.TenantNameRE
 
 var (
 	// ErrNotInitialized: no provider chain yet.

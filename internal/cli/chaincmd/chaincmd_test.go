@@ -260,3 +260,18 @@ func TestChainHead_ShowsAFailoverSinceTheWitness(t *testing.T) {
 	require.Equal(t, "ok", rows[0]["status"])
 	require.Contains(t, rows[0]["failover"], "timeline 00000009")
 }
+
+func TestChainVerify_ProgressBarOnlyOnAStderrTerminal(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	vars := map[string]string{"OML_DATABASE_URL": e.url}
+	for _, tty := range []bool{false, true} {
+		io, _, _, errOut := iostreams.Test()
+		io.SetStderrTTY(tty)
+		code := cli.Run(context.Background(), io, []string{"chain", "verify", "--no-checkpoint"}, func(k string) string { return vars[k] })
+		require.Equal(t, cliutil.ExitOK, code, errOut.String())
+		// The bar is erased when done ("\r\x1b[K"), then the summary follows.
+		require.Equal(t, tty, strings.Contains(errOut.String(), "\r\x1b[K"), "%q", errOut.String())
+		require.Contains(t, errOut.String(), "verified 3 chains")
+	}
+}

@@ -29,6 +29,7 @@ import (
 func BenchmarkAppend(b *testing.B) {
 	// Reference: one writer, one tenant, one event per commit (latency-bound).
 	b.Run("tenants=1/writers=1/batch=1", func(b *testing.B) { benchAppend(b, 1, 1, 1) })
+	b.Run("tenants=1/writers=1/batch=100", func(b *testing.B) { benchAppend(b, 1, 1, 100) })
 	for _, tenants := range []int{1, 16} {
 		for _, batch := range []int{1, 100} {
 			b.Run(fmt.Sprintf("tenants=%d/writers=8/batch=%d", tenants, batch), func(b *testing.B) {

@@ -234,7 +234,7 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 			fmt.Fprintf(f.IO.ErrOut, "oml: refused to materialize tenant %s: %s at seq %d: %s%s\n",
 				r.Tenant, r.Reason, r.Seq, r.Detail, evidence(r.Evidence))
 		}
-		return cliutil.Findingsf("%d tenant(s) not materialized because their chain disagrees with its witnessed head; other tenants were drained. Run `oml chain verify` and see docs/runbooks/fork-check.md", len(sum.Refused))
+		return cliutil.Findingsf("%d tenant(s) not materialized because their chain disagrees with its witnessed head; other tenants were drained. Run `oml chain verify` and see docs/runbooks/fork.md", len(sum.Refused))
 	}
 	if len(sum.DeadLettered) > 0 && opts.FailOnDeadLetter {
 		return cliutil.Findingsf("%d outbox row(s) were dead-lettered: see `oml deadletter list`", len(sum.DeadLettered))

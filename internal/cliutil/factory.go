@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -79,9 +80,25 @@ func (f *Factory) DB(ctx context.Context) (*pgxpool.Pool, error) {
 	return f.pool, f.poolErr
 }
 
-// Close releases what the factory opened.
+// closeWait bounds how long Close waits for connections still in use.
+const closeWait = 5 * time.Second
+
+// Close releases what the factory opened. pgxpool's Close waits until every
+// acquired connection is returned; a goroutine still holding one (a check
+// abandoned at quit, say) must not keep the process from exiting, so Close
+// gives up waiting after a few seconds (the process exit then closes the
+// sockets).
 func (f *Factory) Close() {
-	if f.pool != nil {
+	if f.pool == nil {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
 		f.pool.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeWait):
 	}
 }

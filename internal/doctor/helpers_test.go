@@ -3,8 +3,6 @@ package doctor_test
 import (
 	"bytes"
 	"context"
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -15,27 +13,14 @@ import (
 
 	"github.com/omlhq/oml/internal/doctor"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
-	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
-// TestMain gives the package a throwaway PostgreSQL cluster and, for the S3
-// test, a real S3 server; both are removed at the end.
-func TestMain(m *testing.M) {
-	testdb.Configure(testdb.WithTemplate(schema.Migrate))
-	code := s3test.Main(m)
-	if err := testdb.Shutdown(); err != nil && code == 0 {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 // bundle is one deployment: a migrated, initialised database with tenants
 // and a file lake.
@@ -49,19 +34,9 @@ type bundle struct {
 
 func setup(t testing.TB, tenants int) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	db := testdb.New(t)
-	pool := db.Pool(t)
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
-	b := &bundle{pool: pool, key: k, dbURL: db.URL}
-	for i := range tenants {
-		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("tenant-%02d", i))
-		require.NoError(t, err)
-		b.tenants = append(b.tenants, tn.ID)
-	}
+	d := testkit.NewDeployment(t, tenants)
+	b := &bundle{pool: d.Pool, key: d.Key, tenants: d.Tenants, dbURL: d.DB.URL}
+	var err error
 	b.lake, err = store.NewFile(t.TempDir())
 	require.NoError(t, err)
 	return b

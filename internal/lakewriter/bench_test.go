@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"flag"
-	"fmt"
 	"runtime"
 	"sort"
 	"sync"
@@ -15,14 +14,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
-	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -39,19 +37,10 @@ var (
 func benchSetup(b *testing.B, promote, retract float64) (*bundle, int64) {
 	b.Helper()
 	ctx := context.Background()
-	db := testdb.New(b)
-	pool := db.Pool(b)
-	k, err := keys.Generate()
-	require.NoError(b, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(b, err)
-	bb := &bundle{pool: pool, key: k}
-	for i := 0; i < *benchTenants; i++ {
-		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("bench-%03d", i))
-		require.NoError(b, err)
-		bb.tenants = append(bb.tenants, tn.ID)
-	}
-	_, err = workload.Run(ctx, pool, k, workload.Config{Tenants: bb.tenants, Claims: *benchClaims, Seed: 99,
+	d := testkit.NewDeployment(b, *benchTenants)
+	bb := &bundle{Deployment: d, pool: d.Pool, key: d.Key, tenants: d.Tenants}
+	pool, k := d.Pool, d.Key
+	_, err := workload.Run(ctx, pool, k, workload.Config{Tenants: bb.tenants, Claims: *benchClaims, Seed: 99,
 		PromoteRatio: promote, RetractRatio: retract, Batch: 20, Concurrency: 8})
 	require.NoError(b, err)
 	var rows int64

@@ -6,11 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
 	"sort"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -20,28 +17,17 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
-	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
-// TestMain gives the package a throwaway PostgreSQL cluster and, for the S3
-// tests, a real S3 server; both are removed at the end.
-func TestMain(m *testing.M) {
-	testdb.Configure(testdb.WithTemplate(schema.Migrate))
-	code := s3test.Main(m)
-	if err := testdb.Shutdown(); err != nil && code == 0 {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 type bundle struct {
+	*testkit.Deployment
 	pool    *pgxpool.Pool
 	key     *keys.Key
 	tenants []uuid.UUID
@@ -55,19 +41,8 @@ func setup(t *testing.T, n int) *bundle {
 
 func setupOn(t *testing.T, db *testdb.DB, n int) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	pool := db.Pool(t)
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
-	b := &bundle{pool: pool, key: k}
-	for i := 0; i < n; i++ {
-		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("tenant-%d", i))
-		require.NoError(t, err)
-		b.tenants = append(b.tenants, tn.ID)
-	}
-	return b
+	d := testkit.NewDeploymentOn(t, db, n)
+	return &bundle{Deployment: d, pool: d.Pool, key: d.Key, tenants: d.Tenants}
 }
 
 func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
@@ -87,41 +62,19 @@ func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
 }
 
 func (b *bundle) opts(lake store.Store) lakewriter.Options {
-	return lakewriter.Options{
-		DB: b.pool, Lake: lake, Signer: b.key,
-		NoLease: true, PoisonBudget: 3,
-		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond,
-		Poll: 5 * time.Millisecond, HorizonTimeout: 20 * time.Second,
-		Limits: limitsSmall,
-	}
+	o := b.DrainOptions(lake)
+	o.Limits = limitsSmall
+	return o
 }
 
 var limitsSmall = lakewriterLimits(50)
 
-func (b *bundle) lastSeq(t testing.TB) int64 {
-	t.Helper()
-	var s int64
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
-	return s
-}
+func (b *bundle) lastSeq(t testing.TB) int64 { return b.LastSeq(t) }
 
 // drainAll runs DrainOnce until the lake holds the whole outbox.
 func (b *bundle) drainAll(t *testing.T, d *lakewriter.Drainer) lakewriter.Summary {
 	t.Helper()
-	var total lakewriter.Summary
-	for i := 0; i < 20; i++ {
-		sum, err := d.DrainOnce(context.Background())
-		require.NoError(t, err)
-		total.Batches += sum.Batches
-		total.Rows += sum.Rows
-		total.DeadLettered = append(total.DeadLettered, sum.DeadLettered...)
-		if d.Frontier() >= b.lastSeq(t) {
-			return total
-		}
-	}
-	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", d.Frontier(), b.lastSeq(t))
-	return total
+	return b.DrainAll(t, d)
 }
 
 type lakeRow struct {

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -21,26 +20,15 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
-	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/outbox"
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
-	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
-func TestMain(m *testing.M) {
-	testdb.Configure(testdb.WithTemplate(schema.Migrate))
-	code := s3test.Main(m)
-	if err := testdb.Shutdown(); err != nil && code == 0 {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 type bundle struct {
 	pool    *pgxpool.Pool
@@ -62,22 +50,12 @@ func setup(t *testing.T, n int) *bundle {
 // temporary directory).
 func setupOn(t *testing.T, n int, lake store.Store) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	db := testdb.New(t)
-	pool := db.Pool(t)
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
-	b := &bundle{pool: pool, key: k, lakeDir: t.TempDir(), dbURL: db.URL}
+	d := testkit.NewDeployment(t, n)
+	b := &bundle{pool: d.Pool, key: d.Key, tenants: d.Tenants, lakeDir: t.TempDir(), dbURL: d.DB.URL}
 	if b.lake = lake; lake == nil {
+		var err error
 		b.lake, err = store.NewFile(b.lakeDir)
 		require.NoError(t, err)
-	}
-	for i := 0; i < n; i++ {
-		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("tenant-%d", i))
-		require.NoError(t, err)
-		b.tenants = append(b.tenants, tn.ID)
 	}
 	return b
 }

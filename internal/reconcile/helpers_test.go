@@ -2,7 +2,6 @@ package reconcile_test
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -15,13 +14,11 @@ import (
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/reconcile"
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
-	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+func TestMain(m *testing.M) { testkit.Main(m) }
 
 type bundle struct {
 	pool    *pgxpool.Pool
@@ -34,21 +31,10 @@ type bundle struct {
 // lake on the file store.
 func setup(t *testing.T, n int) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
+	d := testkit.NewDeployment(t, n)
 	lake, err := store.NewFile(t.TempDir())
 	require.NoError(t, err)
-	b := &bundle{pool: pool, key: k, lake: lake}
-	for i := 0; i < n; i++ {
-		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("tenant-%d", i))
-		require.NoError(t, err)
-		b.tenants = append(b.tenants, tn.ID)
-	}
-	return b
+	return &bundle{pool: d.Pool, key: d.Key, lake: lake, tenants: d.Tenants}
 }
 
 func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {

@@ -1,0 +1,115 @@
+// Package testkit is what the database-and-lake tests of several packages
+// share (lakewriter, maintain, doctor, reconcile): the TestMain that gives a
+// test binary its throwaway PostgreSQL cluster and real S3 server, a
+// deployment (migrated, initialised database with tenants), and the lake
+// writer options and drain loop tests use. It is imported only by tests.
+package testkit
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/s3test"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
+)
+
+// Main is a TestMain: a throwaway PostgreSQL cluster whose databases are
+// cloned from a migrated template, and (when a test asks for one) a real S3
+// server; both are removed at the end.
+func Main(m *testing.M) {
+	testdb.Configure(testdb.WithTemplate(schema.Migrate))
+	code := s3test.Main(m)
+	if err := testdb.Shutdown(); err != nil && code == 0 {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// Deployment is a migrated database with the deployment genesis done
+// (`oml init`) and some tenants.
+type Deployment struct {
+	DB      *testdb.DB
+	Pool    *pgxpool.Pool
+	Key     *keys.Key
+	Tenants []uuid.UUID
+}
+
+// NameFormat names the tenants NewDeployment creates (one %d verb).
+const NameFormat = "tenant-%02d"
+
+// NewDeployment creates a fresh database with n tenants.
+func NewDeployment(t testing.TB, n int) *Deployment {
+	t.Helper()
+	return NewDeploymentOn(t, testdb.New(t), n)
+}
+
+// NewDeploymentOn is NewDeployment on a database the test already has.
+func NewDeploymentOn(t testing.TB, db *testdb.DB, n int) *Deployment {
+	t.Helper()
+	ctx := context.Background()
+	pool := db.Pool(t)
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	d := &Deployment{DB: db, Pool: pool, Key: k}
+	for i := 0; i < n; i++ {
+		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf(NameFormat, i))
+		require.NoError(t, err)
+		d.Tenants = append(d.Tenants, tn.ID)
+	}
+	return d
+}
+
+// LastSeq is the outbox sequence's last value (0 if none was drawn).
+func (d *Deployment) LastSeq(t testing.TB) int64 {
+	t.Helper()
+	var s int64
+	require.NoError(t, d.Pool.QueryRow(context.Background(),
+		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
+	return s
+}
+
+// DrainOptions are lake writer options for tests: no lease, millisecond
+// backoffs and polls, a small poison budget.
+func (d *Deployment) DrainOptions(lake store.Store) lakewriter.Options {
+	return lakewriter.Options{
+		DB: d.Pool, Lake: lake, Signer: d.Key,
+		NoLease: true, PoisonBudget: 3,
+		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond,
+		Poll: 5 * time.Millisecond, HorizonTimeout: 20 * time.Second,
+	}
+}
+
+// DrainAll runs DrainOnce until the lake holds the whole outbox and returns
+// what the passes did together.
+func (d *Deployment) DrainAll(t testing.TB, w *lakewriter.Drainer) lakewriter.Summary {
+	t.Helper()
+	var total lakewriter.Summary
+	for i := 0; i < 50; i++ {
+		sum, err := w.DrainOnce(context.Background())
+		require.NoError(t, err)
+		total.Batches += sum.Batches
+		total.Rows += sum.Rows
+		total.TableCommits += sum.TableCommits
+		total.DeadLettered = append(total.DeadLettered, sum.DeadLettered...)
+		if w.Frontier() >= d.LastSeq(t) {
+			return total
+		}
+	}
+	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", w.Frontier(), d.LastSeq(t))
+	return total
+}

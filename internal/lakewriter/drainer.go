@@ -105,16 +105,20 @@ type BatchResult struct {
 
 // Summary is what a DrainOnce run did.
 type Summary struct {
-	StartFrontier int64            `json:"start_frontier"`
-	EndFrontier   int64            `json:"end_frontier"`
-	Target        int64            `json:"target"` // the stable prefix drained to
-	Batches       int              `json:"batches"`
-	Rows          int              `json:"rows"`
-	TableCommits  int              `json:"table_commits"`
-	DeadLettered  []int64          `json:"dead_lettered"`
-	Duration      time.Duration    `json:"duration_ns"`
-	HorizonHeld   bool             `json:"horizon_held"` // the horizon did not pass the fence in time
-	Blockers      []outbox.Blocker `json:"blockers,omitempty"`
+	StartFrontier int64         `json:"start_frontier"`
+	EndFrontier   int64         `json:"end_frontier"`
+	Target        int64         `json:"target"` // the stable prefix drained to
+	Batches       int           `json:"batches"`
+	Rows          int           `json:"rows"`
+	TableCommits  int           `json:"table_commits"`
+	DeadLettered  []int64       `json:"dead_lettered"`
+	Duration      time.Duration `json:"duration_ns"`
+	// RecoverDuration is the part of Duration spent before the first new
+	// batch: the fork check, reading every table's log, replaying the
+	// newest batch and catching tables up.
+	RecoverDuration time.Duration    `json:"recover_duration_ns"`
+	HorizonHeld     bool             `json:"horizon_held"` // the horizon did not pass the fence in time
+	Blockers        []outbox.Blocker `json:"blockers,omitempty"`
 	// Refused lists tenants not materialized because their chain is forked
 	// or lost its tail (the fork check against the witnessed heads).
 	Refused []chainverify.Finding `json:"refused"`

@@ -24,9 +24,11 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		return sum, err
 	}
 	defer release()
+	recoverStart := time.Now()
 	if err := d.retry(ctx, "recover", d.recover); err != nil {
 		return sum, err
 	}
+	sum.RecoverDuration = time.Since(recoverStart)
 	if r := d.replayed; r != nil {
 		// What the replay of an interrupted batch did counts for this run.
 		sum.Batches++

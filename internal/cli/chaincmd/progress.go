@@ -3,34 +3,18 @@ package chaincmd
 import (
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
 	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/cliutil"
 )
 
 // startProgress draws a one-line progress bar on w (a terminal) until the
 // returned stop is called, which erases it. total may be 0 (unknown).
 func startProgress(w io.Writer, p *chainverify.Progress, total func() int64) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				fmt.Fprint(w, "\r\x1b[K")
-				return
-			case <-t.C:
-				fmt.Fprint(w, "\r\x1b[K"+progressLine(p.Events.Load(), total(), time.Since(start)))
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	return cliutil.LiveLine(w, func(elapsed time.Duration) string {
+		return progressLine(p.Events.Load(), total(), elapsed)
+	})
 }
 
 // progressLine renders "verifying [=====>    ]  42% 1234/2900 events, 51234/s, ETA 3s".

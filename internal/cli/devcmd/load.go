@@ -129,26 +129,14 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 	}
 	stop := func() {}
 	if f.IO.IsStderrTTY() {
-		done := make(chan struct{})
-		started := time.Now()
-		go func() {
-			t := time.NewTicker(200 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-done:
-					fmt.Fprint(f.IO.ErrOut, "\r\x1b[K")
-					return
-				case <-t.C:
-					if s := last.Load(); s != nil {
-						el := time.Since(started)
-						fmt.Fprintf(f.IO.ErrOut, "\r\x1b[Kloading: %d events, %d claims, %d promoted, %.0f events/s, %s",
-							s.Events, s.Claims, s.Promoted, float64(s.Events)/max(el.Seconds(), 1e-3), el.Round(time.Second))
-					}
-				}
+		stop = cliutil.LiveLine(f.IO.ErrOut, func(el time.Duration) string {
+			s := last.Load()
+			if s == nil {
+				return "loading..."
 			}
-		}()
-		stop = func() { close(done); time.Sleep(10 * time.Millisecond) }
+			return fmt.Sprintf("loading: %d events, %d claims, %d promoted, %.0f events/s, %s",
+				s.Events, s.Claims, s.Promoted, float64(s.Events)/max(el.Seconds(), 1e-3), el.Round(time.Second))
+		})
 	}
 	res, err := workload.Run(ctx, pool, k, cfg)
 	stop()

@@ -9,7 +9,6 @@ import (
 	"io"
 	"sort"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -194,25 +193,7 @@ func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
 
 // startProgress draws a one-line progress bar on w until stop is called.
 func startProgress(w io.Writer, p *reconcile.Progress) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		start := time.Now()
-		t := time.NewTicker(200 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				fmt.Fprint(w, "\r\x1b[K")
-				return
-			case <-t.C:
-				fmt.Fprint(w, "\r\x1b[K"+progressLine(p, time.Since(start)))
-			}
-		}
-	}()
-	return func() { close(done); wg.Wait() }
+	return cliutil.LiveLine(w, func(elapsed time.Duration) string { return progressLine(p, elapsed) })
 }
 
 func progressLine(p *reconcile.Progress, elapsed time.Duration) string {

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,8 +23,8 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit/clitest"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -73,6 +72,7 @@ func TestNewCmdVerify_Flags(t *testing.T) {
 }
 
 type env struct {
+	c                  *clitest.Env
 	url, lake, keyFile string
 	pool               *pgxpool.Pool
 	key                *keys.Key
@@ -82,33 +82,22 @@ type env struct {
 func setup(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
-	db := testdb.New(t)
-	e := &env{url: db.URL, pool: db.Pool(t), lake: "file://" + t.TempDir()}
-	var err error
-	e.key, err = keys.Generate()
-	require.NoError(t, err)
-	e.keyFile = filepath.Join(t.TempDir(), "deploy.key")
-	require.NoError(t, keys.WriteFile(e.keyFile, e.key, false))
-	_, err = tenant.Init(ctx, e.pool, e.key)
-	require.NoError(t, err)
+	c := clitest.New(t, "acme", "globex")
+	e := &env{c: c, url: c.URL, lake: c.Lake, keyFile: c.KeyFile, pool: c.Pool, key: c.Key, acme: c.Tenants["acme"]}
 	for _, name := range []string{"acme", "globex"} {
-		tn, _, err := tenant.Create(ctx, e.pool, e.key, name)
-		require.NoError(t, err)
-		if name == "acme" {
-			e.acme = tn.ID
-		}
 		evs := make([]journal.Event, 9)
 		for i := range evs {
 			body := make([]byte, 32)
 			_, _ = rand.Read(body)
 			d := sha256.Sum256(body)
+			var err error
 			evs[i], err = journal.NewClaimSubmitted(journal.ClaimSubmitted{
 				ArtifactID: uuid.NewString(), Version: 1, WorkareaID: "wa", Writer: "w", Principal: "p",
 				Provenance: "human", PlaintextDigest: hex.EncodeToString(d[:]), CiphertextDigest: hex.EncodeToString(d[:]),
 			}, body, make([]byte, 32))
 			require.NoError(t, err)
 		}
-		_, err = chain.Append(ctx, e.pool, e.key, tn.ID, evs...)
+		_, err := chain.Append(ctx, e.pool, e.key, c.Tenants[name], evs...)
 		require.NoError(t, err)
 	}
 	return e
@@ -116,10 +105,7 @@ func setup(t *testing.T) *env {
 
 func (e *env) run(t *testing.T, args ...string) (cliutil.ExitCode, string, string) {
 	t.Helper()
-	io, _, out, errOut := iostreams.Test()
-	vars := map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
-	code := cli.Run(context.Background(), io, args, func(k string) string { return vars[k] })
-	return code, out.String(), errOut.String()
+	return e.c.Run(t, nil, args...)
 }
 
 func (e *env) exec(t *testing.T, sql string, args ...any) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -18,8 +17,8 @@ import (
 	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit/clitest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -79,6 +78,7 @@ func TestNewCmdReenqueue_ByDefaultsToTheOSUser(t *testing.T) {
 }
 
 type env struct {
+	c                  *clitest.Env
 	url, lake, keyFile string
 	pool               *pgxpool.Pool
 	key                *keys.Key
@@ -87,28 +87,13 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	db := testdb.New(t)
-	e := &env{url: db.URL, pool: db.Pool(t), lake: "file://" + t.TempDir()}
-	var err error
-	e.key, err = keys.Generate()
-	require.NoError(t, err)
-	e.keyFile = filepath.Join(t.TempDir(), "deploy.key")
-	require.NoError(t, keys.WriteFile(e.keyFile, e.key, false))
-	_, err = tenant.Init(ctx, e.pool, e.key)
-	require.NoError(t, err)
-	tn, _, err := tenant.Create(ctx, e.pool, e.key, "acme")
-	require.NoError(t, err)
-	e.acme = tn.ID
-	return e
+	c := clitest.New(t, "acme")
+	return &env{c: c, url: c.URL, lake: c.Lake, keyFile: c.KeyFile, pool: c.Pool, key: c.Key, acme: c.Tenants["acme"]}
 }
 
 func (e *env) run(t *testing.T, args ...string) (cliutil.ExitCode, string, string) {
 	t.Helper()
-	io, _, out, errOut := iostreams.Test()
-	vars := map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
-	code := cli.Run(context.Background(), io, args, func(k string) string { return vars[k] })
-	return code, out.String(), errOut.String()
+	return e.c.Run(t, nil, args...)
 }
 
 // TestDeadletterCommands_RepairEndToEnd drives the repair through the

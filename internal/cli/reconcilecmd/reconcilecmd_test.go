@@ -3,7 +3,6 @@ package reconcilecmd_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,14 +10,13 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/cli"
 	"github.com/omlhq/oml/internal/cli/reconcilecmd"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit/clitest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -62,6 +60,7 @@ func TestNewCmd_Flags(t *testing.T) {
 }
 
 type env struct {
+	c                  *clitest.Env
 	url, lake, keyFile string
 	pool               *pgxpool.Pool
 	key                *keys.Key
@@ -70,32 +69,16 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	db := testdb.New(t)
-	e := &env{url: db.URL, pool: db.Pool(t), lake: "file://" + t.TempDir()}
-	var err error
-	e.key, err = keys.Generate()
-	require.NoError(t, err)
-	e.keyFile = filepath.Join(t.TempDir(), "deploy.key")
-	require.NoError(t, keys.WriteFile(e.keyFile, e.key, false))
-	_, err = tenant.Init(ctx, e.pool, e.key)
-	require.NoError(t, err)
-	tn, _, err := tenant.Create(ctx, e.pool, e.key, "acme")
-	require.NoError(t, err)
-	e.acme = tn.ID
-	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
+	c := clitest.New(t, "acme")
+	e := &env{c: c, url: c.URL, lake: c.Lake, keyFile: c.KeyFile, pool: c.Pool, key: c.Key, acme: c.Tenants["acme"]}
+	_, err := workload.Run(context.Background(), e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
 	require.NoError(t, err)
 	return e
 }
 
 func (e *env) run(t *testing.T, vars map[string]string, args ...string) (cliutil.ExitCode, string, string) {
 	t.Helper()
-	io, _, out, errOut := iostreams.Test()
-	if vars == nil {
-		vars = map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
-	}
-	code := cli.Run(context.Background(), io, args, func(k string) string { return vars[k] })
-	return code, out.String(), errOut.String()
+	return e.c.Run(t, vars, args...)
 }
 
 // TestReconcile_ExitCodesAndJSON: 0 and "No findings" on a healthy lake,

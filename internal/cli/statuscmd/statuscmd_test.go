@@ -3,7 +3,6 @@ package statuscmd_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +11,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/cli"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit/clitest"
 	"github.com/omlhq/oml/internal/witness"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -27,6 +24,7 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
 
 type env struct {
+	c                  *clitest.Env
 	url, lake, keyFile string
 	pool               *pgxpool.Pool
 	key                *keys.Key
@@ -35,32 +33,16 @@ type env struct {
 
 func setup(t *testing.T) *env {
 	t.Helper()
-	ctx := context.Background()
-	db := testdb.New(t)
-	e := &env{url: db.URL, pool: db.Pool(t), lake: "file://" + t.TempDir()}
-	var err error
-	e.key, err = keys.Generate()
-	require.NoError(t, err)
-	e.keyFile = filepath.Join(t.TempDir(), "deploy.key")
-	require.NoError(t, keys.WriteFile(e.keyFile, e.key, false))
-	_, err = tenant.Init(ctx, e.pool, e.key)
-	require.NoError(t, err)
-	tn, _, err := tenant.Create(ctx, e.pool, e.key, "acme")
-	require.NoError(t, err)
-	e.acme = tn.ID
-	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.8, Poison: 1, Seed: 61})
+	c := clitest.New(t, "acme")
+	e := &env{c: c, url: c.URL, lake: c.Lake, keyFile: c.KeyFile, pool: c.Pool, key: c.Key, acme: c.Tenants["acme"]}
+	_, err := workload.Run(context.Background(), e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.8, Poison: 1, Seed: 61})
 	require.NoError(t, err)
 	return e
 }
 
 func (e *env) run(t *testing.T, vars map[string]string, args ...string) (cliutil.ExitCode, string, string) {
 	t.Helper()
-	io, _, out, errOut := iostreams.Test()
-	if vars == nil {
-		vars = map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
-	}
-	code := cli.Run(context.Background(), io, args, func(k string) string { return vars[k] })
-	return code, out.String(), errOut.String()
+	return e.c.Run(t, vars, args...)
 }
 
 // TestStatus_OneScreenAndJSON: before and after a drain with a dead letter;

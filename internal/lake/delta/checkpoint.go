@@ -204,7 +204,7 @@ func WriteCheckpoint(ctx context.Context, st store.Store, snap *Snapshot, now ti
 	var meta pq.FileMeta
 	err = putStream(ctx, st, CheckpointKey(snap.version), func(w io.Writer) error {
 		var werr error
-		meta, werr = writeCheckpointRows(w, snap, cutoff, &res)
+		meta, werr = writeCheckpointRows(ctx, st, w, snap, cutoff, &res)
 		return werr
 	})
 	if err != nil {
@@ -227,7 +227,7 @@ func WriteCheckpoint(ctx context.Context, st store.Store, snap *Snapshot, now ti
 	return res, nil
 }
 
-func writeCheckpointRows(w io.Writer, snap *Snapshot, cutoff int64, res *CheckpointResult) (pq.FileMeta, error) {
+func writeCheckpointRows(ctx context.Context, st store.Store, w io.Writer, snap *Snapshot, cutoff int64, res *CheckpointResult) (pq.FileMeta, error) {
 	pw, err := pq.NewWriter(w, checkpointSchema, pq.Options{RowGroupRows: 32 << 10, RowGroupBytes: 8 << 20})
 	if err != nil {
 		return pq.FileMeta{}, err
@@ -273,33 +273,79 @@ func writeCheckpointRows(w io.Writer, snap *Snapshot, cutoff int64, res *Checkpo
 		}
 		res.Txns++
 	}
-	for _, a := range snap.files {
+	emitAdd := func(a *Add) error {
 		var tags any
 		if a.Tags != nil {
 			tags = pvEntries(a.Tags)
 		}
 		if err := emit(pq.Row{nil, []any{a.Path, pvEntries(orEmptyPV(a.PartitionValues)), a.Size, a.ModificationTime, a.DataChange, emptyStrNil(a.Stats), tags}, nil, nil, nil}); err != nil {
-			return pq.FileMeta{}, err
+			return err
 		}
 		res.AddFiles++
+		return nil
 	}
-	for _, r := range snap.tombstones {
+	emitRemove := func(r *Remove) error {
 		var ts int64
 		if r.DeletionTimestamp != nil {
 			ts = *r.DeletionTimestamp
 		}
 		if ts <= cutoff {
 			res.ExpiredFiles++
-			continue
+			return nil
 		}
 		var pv any
 		if r.PartitionValues != nil {
 			pv = pvEntries(r.PartitionValues)
 		}
 		if err := emit(pq.Row{nil, nil, []any{r.Path, optInt(r.DeletionTimestamp), r.DataChange, optBool(r.ExtendedFileMetadata), pv, optInt(r.Size)}, nil, nil}); err != nil {
-			return pq.FileMeta{}, err
+			return err
 		}
 		res.Tombstones++
+		return nil
+	}
+	if snap.lean && snap.leanBase != nil {
+		// Stream the base checkpoint's files and tombstones through what
+		// changed since: a base file removed or re-added since, or a base
+		// tombstone superseded since, is left to the in-memory maps.
+		err := readCheckpoint(ctx, st, snap.leanBase, func(a *Action) error {
+			switch {
+			case a.Add != nil:
+				key, err := DecodePath(a.Add.Path)
+				if err != nil {
+					return err
+				}
+				if _, again := snap.files[key]; again || snap.leanRemoved[key] {
+					return nil
+				}
+				return emitAdd(a.Add)
+			case a.Remove != nil:
+				key, err := DecodePath(a.Remove.Path)
+				if err != nil {
+					return err
+				}
+				if _, again := snap.files[key]; again {
+					return nil
+				}
+				if _, newer := snap.tombstones[key]; newer {
+					return nil
+				}
+				return emitRemove(a.Remove)
+			}
+			return nil
+		})
+		if err != nil {
+			return pq.FileMeta{}, fmt.Errorf("streaming the base checkpoint of version %d: %w", snap.leanBase.version, err)
+		}
+	}
+	for _, a := range snap.files {
+		if err := emitAdd(a); err != nil {
+			return pq.FileMeta{}, err
+		}
+	}
+	for _, r := range snap.tombstones {
+		if err := emitRemove(r); err != nil {
+			return pq.FileMeta{}, err
+		}
 	}
 	if err := flush(); err != nil {
 		return pq.FileMeta{}, err
@@ -371,6 +417,9 @@ func (w *Writer) Checkpoint(ctx context.Context) (CheckpointResult, error) {
 	if err == nil || errors.Is(err, errHintOnly) {
 		w.snap.checkpointVersion = w.snap.version
 		w.snap.dropExpiredTombstones(now)
+		if w.snap.lean {
+			w.snap.rebaseLean(res.AddFiles)
+		}
 	}
 	return res, err
 }

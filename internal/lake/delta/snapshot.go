@@ -38,6 +38,19 @@ type Snapshot struct {
 
 	checkpointVersion int64 // -1: replayed from version 0
 	sawDeletionVector bool
+
+	// Lean snapshots (Options.Lean, for an append-only writer) do not hold
+	// the live files and tombstones of the checkpoint they stand on
+	// (leanBase): files and tombstones then hold only what changed since,
+	// leanRemoved the paths removed since (which may be base files), and a
+	// checkpoint streams the base checkpoint's rows through those changes.
+	// Memory then grows with the commits since the last checkpoint, not
+	// with the table's file count.
+	lean          bool
+	inBase        bool // reading leanBase's actions (Load)
+	leanBase      *checkpointRef
+	leanBaseFiles int64
+	leanRemoved   map[string]bool
 }
 
 func newSnapshot(table string) *Snapshot {
@@ -45,6 +58,27 @@ func newSnapshot(table string) *Snapshot {
 		table: table, version: -1, checkpointVersion: -1,
 		files: map[string]*Add{}, tombstones: map[string]*Remove{}, txns: map[string]Txn{},
 	}
+}
+
+func (s *Snapshot) setLean(lean bool) {
+	s.lean = lean
+	if lean {
+		s.leanRemoved = map[string]bool{}
+	}
+}
+
+// Lean reports whether the snapshot is lean: Files, File and NumFiles then
+// cover only the files added since its base checkpoint.
+func (s *Snapshot) Lean() bool { return s.lean }
+
+// rebaseLean makes the checkpoint just written at the snapshot's version
+// the lean base and forgets what it now holds.
+func (s *Snapshot) rebaseLean(addFiles int64) {
+	s.leanBase = &checkpointRef{version: s.version, keys: []string{CheckpointKey(s.version)}}
+	s.leanBaseFiles = addFiles
+	s.files = map[string]*Add{}
+	s.tombstones = map[string]*Remove{}
+	s.leanRemoved = map[string]bool{}
 }
 
 // Table describes the table's location (for messages).
@@ -188,6 +222,10 @@ func (s *Snapshot) apply(a *Action, v int64) error {
 		if a.Add.DeletionVector != nil {
 			s.sawDeletionVector = true
 		}
+		if s.inBase {
+			s.leanBaseFiles++
+			return nil
+		}
 		s.files[key] = a.Add
 		delete(s.tombstones, key)
 	case a.Remove != nil:
@@ -195,8 +233,14 @@ func (s *Snapshot) apply(a *Action, v int64) error {
 		if err != nil {
 			return err
 		}
+		if s.inBase {
+			return nil
+		}
 		delete(s.files, key)
 		s.tombstones[key] = a.Remove
+		if s.lean {
+			s.leanRemoved[key] = true
+		}
 	case a.Txn != nil:
 		s.txns[a.Txn.AppID] = *a.Txn
 	case isSet(a.Sidecar), isSet(a.CheckpointMetadata):
@@ -246,6 +290,8 @@ type LoadOptions struct {
 	Version *int64
 	// ignoreCheckpoints replays JSON commits only (tests compare the two).
 	ignoreCheckpoints bool
+	// lean loads a lean snapshot (see Snapshot; Options.Lean).
+	lean bool
 }
 
 // AtVersion is a LoadOptions for time travel.
@@ -258,9 +304,10 @@ func AtVersion(v int64) LoadOptions { return LoadOptions{Version: &v} }
 // is an error.
 func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, error) {
 	target := int64(-1)
-	ignoreCheckpoints := false
+	ignoreCheckpoints, lean := false, false
 	for _, o := range opts {
 		ignoreCheckpoints = ignoreCheckpoints || o.ignoreCheckpoints
+		lean = lean || o.lean
 		if o.Version != nil {
 			if *o.Version < 0 {
 				return nil, fmt.Errorf("%w: version %d is negative", ErrVersionNotFound, *o.Version)
@@ -308,14 +355,14 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 		return nil, &UnsupportedError{Table: table, Op: "read", Feature: "v2Checkpoint",
 			Detail: fmt.Sprintf("the newest checkpoint (version %d) is a UUID-named v2 checkpoint", cp.version)}
 	}
-	snap, err := buildSnapshot(ctx, st, listing, cp, latest)
+	snap, err := buildSnapshot(ctx, st, listing, cp, latest, lean)
 	var cpErr *checkpointError
 	if errors.As(err, &cpErr) {
 		// A checkpoint that cannot be decoded (e.g. left torn by an engine
 		// whose store is not atomic): like Spark, fall back to an older
 		// complete checkpoint, or to version 0, and replay from there. The
 		// result is the same snapshot, never a partial one.
-		snap, err = loadFallback(ctx, st, cp.version, latest, cpErr)
+		snap, err = loadFallback(ctx, st, cp.version, latest, cpErr, lean)
 	}
 	if err != nil {
 		return nil, err
@@ -340,12 +387,19 @@ func (e *checkpointError) Unwrap() error { return e.err }
 
 // buildSnapshot reads checkpoint cp (nil: none) and replays the commits
 // after it up to latest.
-func buildSnapshot(ctx context.Context, st store.Store, listing *logListing, cp *checkpointRef, latest int64) (*Snapshot, error) {
+func buildSnapshot(ctx context.Context, st store.Store, listing *logListing, cp *checkpointRef, latest int64, lean bool) (*Snapshot, error) {
 	table := st.String()
 	snap := newSnapshot(table)
+	snap.setLean(lean)
 	start := int64(0)
 	if cp != nil {
-		if err := readCheckpoint(ctx, st, cp, func(a *Action) error { return snap.apply(a, cp.version) }); err != nil {
+		snap.inBase = lean
+		err := readCheckpoint(ctx, st, cp, func(a *Action) error { return snap.apply(a, cp.version) })
+		snap.inBase = false
+		if lean {
+			snap.leanBase = cp
+		}
+		if err != nil {
 			if errors.Is(err, ErrCorruptLog) {
 				return nil, fmt.Errorf("table %s: %w", table, &checkpointError{version: cp.version, err: err})
 			}
@@ -367,7 +421,7 @@ func buildSnapshot(ctx context.Context, st store.Store, listing *logListing, cp 
 // loadFallback retries with every older classic checkpoint, newest first,
 // then with a replay from version 0; if none gives a snapshot it returns
 // the error of the checkpoint that failed first (the root cause).
-func loadFallback(ctx context.Context, st store.Store, failed, latest int64, first error) (*Snapshot, error) {
+func loadFallback(ctx context.Context, st store.Store, failed, latest int64, first error, lean bool) (*Snapshot, error) {
 	full, err := listLog(ctx, st, 0)
 	if err != nil {
 		return nil, err
@@ -380,12 +434,12 @@ func loadFallback(ctx context.Context, st store.Store, failed, latest int64, fir
 	}
 	sort.Slice(older, func(i, j int) bool { return older[i].version > older[j].version })
 	for _, c := range older {
-		if snap, err := buildSnapshot(ctx, st, full, c, latest); err == nil {
+		if snap, err := buildSnapshot(ctx, st, full, c, latest, lean); err == nil {
 			return snap, nil
 		}
 	}
 	if _, ok := full.commits[0]; ok {
-		if snap, err := buildSnapshot(ctx, st, full, nil, latest); err == nil {
+		if snap, err := buildSnapshot(ctx, st, full, nil, latest, lean); err == nil {
 			return snap, nil
 		}
 	}

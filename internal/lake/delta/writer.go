@@ -117,6 +117,12 @@ type Options struct {
 	// ReadBackAttempts bounds how often an ambiguous commit is read back
 	// (and, if absent, re-put at the same version). 0 means 5.
 	ReadBackAttempts int
+	// Lean keeps the writer's snapshot without the files and tombstones of
+	// its last checkpoint (see Snapshot): memory stays flat however many
+	// files the table has, checkpoints stream the previous one. For
+	// append-only writers (the lake writer's bronze and gold tables): a
+	// lean writer refuses commits that remove files.
+	Lean bool
 }
 
 // Writer commits to one table. It keeps the table's snapshot in memory and
@@ -147,7 +153,7 @@ func (o Options) now() time.Time {
 
 // OpenWriter loads the latest snapshot and runs the writer gate.
 func OpenWriter(ctx context.Context, st store.Store, opts Options) (*Writer, error) {
-	snap, err := Load(ctx, st)
+	snap, err := Load(ctx, st, LoadOptions{lean: opts.Lean})
 	if err != nil {
 		return nil, err
 	}
@@ -213,6 +219,7 @@ func CreateTable(ctx context.Context, st store.Store, spec TableSpec, opts Optio
 	proto := &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}
 	table := st.String()
 	snap := newSnapshot(table)
+	snap.setLean(opts.Lean)
 	w := &Writer{st: st, table: table, opts: opts, snap: snap}
 	if w.gateErr = checkWrite(table, *proto, md, spec.Schema); w.gateErr != nil {
 		return nil, w.gateErr
@@ -320,6 +327,9 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 		return -1, errors.New("delta: a commit needs an operation name")
 	}
 	s := w.snap
+	if s.lean && len(c.Removes) > 0 {
+		return -1, fmt.Errorf("delta: the writer of table %s is lean (append-only) and cannot commit removes; open it without Options.Lean", w.table)
+	}
 	if md == nil && appendOnly(&s.metadata) {
 		for _, r := range c.Removes {
 			if r.DataChange {

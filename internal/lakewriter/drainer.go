@@ -197,7 +197,7 @@ func New(opts Options) (*Drainer, error) {
 		opts:   opts,
 		db:     opts.DB,
 		log:    opts.Log,
-		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}),
+		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}, true),
 	}
 	if !opts.NoLease {
 		d.lease = newLease(opts.DB, opts.Holder, opts.LeaseTTL)

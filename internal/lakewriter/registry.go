@@ -16,13 +16,18 @@ import (
 type registry struct {
 	lake store.Store
 	opts delta.Options
+	// lean opens the append-only tables (bronze, gold) with lean Delta
+	// writers: the lake writer only appends to them and needs their txn
+	// version, not their file list, so memory does not grow with their
+	// file count. Silver keeps its list: MERGE prunes files by stats.
+	lean bool
 
 	mu      sync.Mutex
 	writers map[TableKey]*delta.Writer
 }
 
-func newRegistry(lake store.Store, opts delta.Options) *registry {
-	return &registry{lake: lake, opts: opts, writers: map[TableKey]*delta.Writer{}}
+func newRegistry(lake store.Store, opts delta.Options, lean bool) *registry {
+	return &registry{lake: lake, opts: opts, lean: lean, writers: map[TableKey]*delta.Writer{}}
 }
 
 // writer returns the table's writer, opening it (and creating the table
@@ -39,15 +44,17 @@ func (r *registry) writer(ctx context.Context, key TableKey, create bool) (*delt
 	if err != nil {
 		return nil, err
 	}
-	w, err = delta.OpenWriter(ctx, st, r.opts)
+	opts := r.opts
+	opts.Lean = r.lean && key.Kind != Silver
+	w, err = delta.OpenWriter(ctx, st, opts)
 	if errors.Is(err, delta.ErrTableNotFound) {
 		if !create {
 			return nil, nil
 		}
-		w, err = delta.CreateTable(ctx, st, specFor(key), r.opts)
+		w, err = delta.CreateTable(ctx, st, specFor(key), opts)
 		if errors.Is(err, delta.ErrConflict) {
 			// Another writer created it first: open what it created.
-			w, err = delta.OpenWriter(ctx, st, r.opts)
+			w, err = delta.OpenWriter(ctx, st, opts)
 		}
 	}
 	if err != nil {

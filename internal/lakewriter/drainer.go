@@ -278,7 +278,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 	}
 	if start >= 0 && start < maxEnd {
 		d.log.Info("replaying the newest recorded batch with its recorded bounds", "start", start, "end", maxEnd)
-		r, err := d.processBatch(ctx, start, maxEnd, 0)
+		r, err := d.processBatch(ctx, start, maxEnd)
 		d.replayed = &r
 		if err != nil {
 			return fmt.Errorf("replay batch (%d, %d]: %w", start, maxEnd, err)
@@ -336,8 +336,8 @@ func (d *Drainer) tenants(ctx context.Context) ([]uuid.UUID, error) {
 var errPoisonRetry = errors.New("poison rows inside their retry budget")
 
 // processBatch applies (from, to] to every table it touches, then advances
-// the frontier cache. attempt counts retries of this batch (for logs).
-func (d *Drainer) processBatch(ctx context.Context, from, to int64, attempt int) (BatchResult, error) {
+// the frontier cache.
+func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult, error) {
 	res, err := d.applyRange(ctx, from, to, nil)
 	if err != nil {
 		return res, err

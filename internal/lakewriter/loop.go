@@ -210,7 +210,7 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 	var res BatchResult
 	var dead []int64
 	for attempt := 0; ; attempt++ {
-		r, err := d.processBatch(ctx, from, end, attempt)
+		r, err := d.processBatch(ctx, from, end)
 		dead = append(dead, r.DeadLettered...)
 		if err == nil {
 			r.DeadLettered = dead

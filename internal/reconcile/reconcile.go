@@ -604,6 +604,21 @@ type grouper struct {
 	outbox  func(value []byte) int64
 }
 
+// rest hands lake and every group after it to lakeOnly: once the journal
+// side of a merge is exhausted, what is left in the lake has no match.
+func (g *grouper) rest(lake *group, lakeOnly func(*group) error) error {
+	for lake != nil {
+		if err := lakeOnly(lake); err != nil {
+			return err
+		}
+		var err error
+		if lake, err = g.next(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (g *grouper) next() (*group, error) {
 	if g.done {
 		return nil, nil
@@ -747,15 +762,7 @@ WHERE tenant_id = $1 AND seq <= $2 ORDER BY seq`, tenant, t.sum.JournalSeen)
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("reconcile: read the journal: %w", err)
 	}
-	for lake != nil {
-		if err := lakeOnly(lake); err != nil {
-			return err
-		}
-		if lake, err = g.next(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return g.rest(lake, lakeOnly)
 }
 
 func join(ss []string) string {
@@ -919,15 +926,7 @@ SELECT artifact_id, version, state, workarea_id, writer, principal, provenance, 
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("reconcile: read the claims: %w", err)
 	}
-	for lake != nil {
-		if err := lakeOnly(lake); err != nil {
-			return err
-		}
-		if lake, err = g.next(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return g.rest(lake, lakeOnly)
 }
 
 func (r *runner) compareClaim(tenant uuid.UUID, t *table, c foldClaim, s silverLake, lake *group, suppressed bool) {

@@ -184,6 +184,6 @@ func repairHint(p workload.Poison) string {
 	case workload.PoisonMissingBody:
 		return "repair by re-inserting the held body into oml.claim_bodies, then oml deadletter reenqueue"
 	default:
-		return "repair by restoring the outbox payload, then oml deadletter reenqueue"
+		return "nothing to restore: oml deadletter reenqueue re-derives the payload from the journal"
 	}
 }

@@ -12,10 +12,11 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z_/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## install what the build and tests need (Go modules, PostgreSQL, versitygw)
+deps: ## install what the build and tests need (Go modules, PostgreSQL, versitygw, promtool)
 	$(GO) mod download
 	scripts/ensure-postgres.sh
 	scripts/ensure-versitygw.sh >/dev/null
+	scripts/ensure-promtool.sh
 
 .PHONY: build
 build: ## build bin/oml

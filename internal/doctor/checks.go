@@ -192,6 +192,15 @@ func checkLag(ctx context.Context, r *run, res *Result) {
 	res.Data["backlog_rows"] = st.BacklogRows
 	res.Data["backlog_seq_gap"] = st.BacklogSeqGap
 	res.Data["lag_seconds"] = st.LagSeconds
+	// The outbox's size on disk (table, indexes, TOAST) and the planner's
+	// row estimate: cheap at any size, for the outbox-growth alert.
+	var outboxBytes int64
+	var outboxRows float64
+	if err := r.pool.QueryRow(ctx, `SELECT pg_total_relation_size('oml.outbox'), greatest(reltuples, 0)::float8
+  FROM pg_class WHERE oid = 'oml.outbox'::regclass`).Scan(&outboxBytes, &outboxRows); err == nil {
+		res.Data["outbox_bytes"] = outboxBytes
+		res.Data["outbox_rows_estimate"] = int64(outboxRows)
+	}
 	res.Status = grade(lag, r.th.LagWarn, r.th.LagFail)
 	res.raise(grade(st.BacklogRows, r.th.BacklogWarn, r.th.BacklogFail))
 	if st.BacklogRows > 0 { // a gap of rolled-back seqs alone is not lag
@@ -331,6 +340,15 @@ func checkFork(ctx context.Context, r *run, res *Result) {
 		res.detail("untrusted witness ignored: %v", e)
 	}
 	res.Data["tenants_witnessed"] = len(fc.Witnessed)
+	var newest time.Time
+	for _, w := range fc.Witnessed {
+		if w.Time.After(newest) {
+			newest = w.Time
+		}
+	}
+	if !newest.IsZero() { // the witness publisher's liveness, for the witness-age alert
+		res.Data["newest_witness_at"] = newest
+	}
 	res.Data["findings"] = forked
 	res.Data["untrusted_witnesses"] = untrusted
 	switch {

@@ -217,7 +217,9 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
 			}
 			if err != nil {
 				d.log.Warn("could not publish a witnessed head; will try after a later batch", "tenant", h.Tenant.String(), "error", err)
+				return
 			}
+			d.opts.Metrics.witnessed()
 		}(h)
 	}
 	wg.Wait()

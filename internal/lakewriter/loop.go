@@ -286,12 +286,14 @@ func (d *Drainer) waitFinal(ctx context.Context, f outbox.Fence, timeout time.Du
 // hold takes the lease (unless disabled) and keeps it alive in the
 // background; the returned context is cancelled if the lease is lost.
 func (d *Drainer) hold(ctx context.Context) (release func(), _ context.Context, _ error) {
-	if d.lease == nil {
-		return func() {}, ctx, nil
+	if d.lease == nil { // no lease (tests, a single-writer deployment): this writer drains
+		d.opts.Metrics.leaseHeld(true)
+		return func() { d.opts.Metrics.leaseHeld(false) }, ctx, nil
 	}
 	if err := d.lease.acquire(ctx); err != nil {
 		return nil, ctx, err
 	}
+	d.opts.Metrics.leaseHeld(true)
 	lctx, cancel := context.WithCancelCause(ctx)
 	done := make(chan struct{})
 	go func() {
@@ -306,6 +308,7 @@ func (d *Drainer) hold(ctx context.Context) (release func(), _ context.Context, 
 				err := d.lease.acquire(lctx)
 				var nl *NotLeaderError
 				if errors.As(err, &nl) {
+					d.opts.Metrics.leaseHeld(false)
 					cancel(errLeaseLost)
 					return
 				}
@@ -319,6 +322,7 @@ func (d *Drainer) hold(ctx context.Context) (release func(), _ context.Context, 
 		cancel(nil)
 		<-done
 		d.lease.release(context.WithoutCancel(ctx))
+		d.opts.Metrics.leaseHeld(false)
 	}, lctx, nil
 }
 
@@ -332,6 +336,7 @@ func (d *Drainer) reportLag(ctx context.Context, blocked bool) {
        coalesce((SELECT extract(epoch FROM now() - created_at) FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1), 0)`,
 		d.frontier.Load()).Scan(&last, &age)
 	d.opts.Metrics.lag(max(0, last-d.frontier.Load()), age, blocked)
+	d.opts.Metrics.heldTenants(len(d.Refused()))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -31,4 +31,6 @@ func TestMetrics_CountBatchesRowsDeadLettersAndFrontier(t *testing.T) {
 	require.Positive(t, testutil.ToFloat64(m.Retries.WithLabelValues("poison")))
 	require.Equal(t, float64(d.Frontier()), testutil.ToFloat64(m.Frontier))
 	require.Positive(t, testutil.CollectAndCount(m.CommitLatency))
+	require.Positive(t, testutil.ToFloat64(m.LastBatch), "the last-batch timestamp feeds the writer-stalled alert")
+	require.Zero(t, testutil.ToFloat64(m.HeldTenants))
 }

@@ -28,6 +28,9 @@ type Options struct {
 	Deep       bool
 	Timeout    time.Duration
 	Thresholds doctor.Thresholds
+	// MetricsFile, when set, receives the report in the Prometheus text
+	// format (node_exporter's textfile collector), written atomically.
+	MetricsFile string
 
 	smallFileSize, vacuumWarn string
 }
@@ -66,7 +69,8 @@ re-runs now, +/- change the interval, q quits. See docs/doctor.md.`,
 		Example: `  oml doctor
   oml doctor -o json
   oml doctor --strict --lag-warn 30s --lag-fail 5m
-  oml doctor --watch --interval 5s`,
+  oml doctor --watch --interval 5s
+  oml doctor --metrics-file /var/lib/node_exporter/textfile/oml_doctor.prom`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := opts.finish(); err != nil {
@@ -85,6 +89,7 @@ re-runs now, +/- change the interval, q quits. See docs/doctor.md.`,
 	fl.BoolVar(&opts.Strict, "strict", false, "exit 1 on warnings too")
 	fl.BoolVar(&opts.Deep, "deep", false, "also run the slow checks (reconcile)")
 	fl.DurationVar(&opts.Timeout, "timeout", 10*time.Second, "time limit for each check")
+	fl.StringVar(&opts.MetricsFile, "metrics-file", "", "also write the report to `FILE` in the Prometheus text format (for node_exporter's textfile collector; see docs/monitoring/)")
 	fl.DurationVar(&th.LagWarn, "lag-warn", th.LagWarn, "lag: warn when the oldest unapplied outbox row is this old")
 	fl.DurationVar(&th.LagFail, "lag-fail", th.LagFail, "lag: fail when the oldest unapplied outbox row is this old")
 	fl.Int64Var(&th.BacklogWarn, "backlog-warn", th.BacklogWarn, "lag: warn at this many outbox rows above the frontier")
@@ -121,6 +126,9 @@ func (o *Options) finish() error {
 	}
 	if o.Interval < 500*time.Millisecond {
 		return cliutil.FlagErrorf("--interval must be at least 500ms")
+	}
+	if o.Watch && o.MetricsFile != "" {
+		return cliutil.FlagErrorf("--metrics-file is for one-shot runs on a schedule; drop --watch")
 	}
 	return nil
 }
@@ -210,6 +218,11 @@ func run(ctx context.Context, o *Options) error {
 		}
 	} else if err := WriteReport(f.IO.Out, rep, f.IO.IsStdoutTTY()); err != nil {
 		return err
+	}
+	if o.MetricsFile != "" {
+		if err := doctor.WriteMetricsFile(o.MetricsFile, &rep); err != nil {
+			return cliutil.AsConfigError(err)
+		}
 	}
 	return verdict(rep, o.Strict, format == cliutil.FormatJSON)
 }

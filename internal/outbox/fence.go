@@ -30,6 +30,13 @@ type Fence struct {
 // or can never commit, given the current snapshot horizon (xmin).
 func (f Fence) Final(horizon uint64) bool { return horizon > f.Xid }
 
+// betweenFenceStatements, when set, runs between TakeFence's two
+// statements (after the sequence is read, before the xid is taken). It is a
+// test seam only: the fence tests use it to start a transaction exactly in
+// that window, which is where swapping the two statements would lose a row.
+// It is nil in every non-test build.
+var betweenFenceStatements func()
+
 // TakeFence reads the outbox sequence's last value and then takes a fresh
 // transaction id, in that order, in a transaction of its own.
 //
@@ -47,6 +54,9 @@ func TakeFence(ctx context.Context, db Beginner) (Fence, error) {
 	if err := tx.QueryRow(ctx,
 		`SELECT pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass)`).Scan(&last); err != nil {
 		return f, fmt.Errorf("outbox fence: read the outbox sequence: %w", err)
+	}
+	if betweenFenceStatements != nil {
+		betweenFenceStatements()
 	}
 	// A separate statement, so the xid is assigned strictly after the read.
 	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&f.Xid); err != nil {

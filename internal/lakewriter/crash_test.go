@@ -38,14 +38,20 @@ func seeds(t *testing.T) []uint64 {
 }
 
 // crashAfter returns a crash hook that fires at the k-th time point p is
-// reached (k ≥ 1), and reports whether it fired.
+// reached (k ≥ 1), and reports whether it fired. Once it has fired the
+// process is dead: every later crash point fails too, so no other table of
+// the batch starts writing after the crash (tables already past their data
+// files may still commit, as in a real crash with commits in flight).
 func crashAfter(p lakewriter.CrashPoint, k int) (func(lakewriter.CrashPoint, lakewriter.TableKey) error, func() bool) {
 	var mu sync.Mutex
 	n, fired := 0, false
 	return func(got lakewriter.CrashPoint, _ lakewriter.TableKey) error {
 			mu.Lock()
 			defer mu.Unlock()
-			if got != p || fired {
+			if fired {
+				return errors.New("the process is already dead")
+			}
+			if got != p {
 				return nil
 			}
 			n++
@@ -83,6 +89,10 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 				b.load(t, workload.Config{Claims: 15 + rng.IntN(25), Seed: seed, Poison: 1 + rng.IntN(3),
 					RetractRatio: 0.4})
 				lake := store.NewMem()
+				last := b.lastSeq(t)
+				// The last rounds aim at the final batch (x, last]: nothing
+				// after it would repair what a crash there leaves behind.
+				x := b.finalBatchStart(t, 2, rng.IntN(10))
 				crashes := 0
 				for round := 0; round < 3; round++ {
 					// The first round crashes at the first occurrence, so the
@@ -96,6 +106,7 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 					o.Limits = lakewriterLimits(5 + rng.IntN(60))
 					o.CheckpointInterval = 2 + rng.IntN(4)
 					o.Crash = hook
+					o.StopAt = x
 					d, err := lakewriter.New(o)
 					require.NoError(t, err)
 					_, err = d.DrainOnce(context.Background())
@@ -106,7 +117,38 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 						require.NoError(t, err)
 					}
 				}
-				d, err := lakewriter.New(b.opts(lake))
+				// Up to the final batch without a crash (finishing whatever
+				// the last round interrupted), then crash in the final batch,
+				// one table at a time so the crash leaves it partly committed.
+				o := b.opts(lake)
+				o.StopAt = x
+				d, err := lakewriter.New(o)
+				require.NoError(t, err)
+				_, err = d.DrainOnce(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, x, d.Frontier())
+				hook, fired := crashAfter(p, 1)
+				o = b.opts(lake)
+				o.Limits = lakewriterLimits(1_000_000)
+				o.Parallel = 1
+				o.Crash = hook
+				d, err = lakewriter.New(o)
+				require.NoError(t, err)
+				_, err = d.DrainOnce(context.Background())
+				if fired() {
+					require.ErrorIs(t, err, lakewriter.ErrCrashed)
+					crashes++
+				} else {
+					require.NoError(t, err)
+				}
+				if p == lakewriter.AfterTableCommit {
+					touched := b.tablesIn(t, x, last)
+					require.GreaterOrEqual(t, len(touched), 2)
+					require.Len(t, committedThrough(t, lake, touched, last), 1,
+						"the crash after one table's commit leaves the final batch partly committed")
+				}
+
+				d, err = lakewriter.New(b.opts(lake))
 				require.NoError(t, err)
 				b.drainAll(t, d)
 				b.verifyLake(t, lake)

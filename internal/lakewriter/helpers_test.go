@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"sort"
+	"sync"
 	"testing"
 
 	"github.com/google/uuid"
@@ -31,6 +32,24 @@ type bundle struct {
 	pool    *pgxpool.Pool
 	key     *keys.Key
 	tenants []uuid.UUID
+	// poison is every row a test planted as poison (b.load records the
+	// workload's; expectDead adds others): verifyLake requires the
+	// dead-lettered rows to be exactly these.
+	poisonMu sync.Mutex
+	poison   map[int64]bool
+}
+
+// expectDead records outbox rows the test made poison by other means than
+// the workload, so verifyLake expects them dead-lettered.
+func (b *bundle) expectDead(seqs ...int64) {
+	b.poisonMu.Lock()
+	defer b.poisonMu.Unlock()
+	if b.poison == nil {
+		b.poison = map[int64]bool{}
+	}
+	for _, s := range seqs {
+		b.poison[s] = true
+	}
 }
 
 // setup gives a migrated, initialised database with n tenants.
@@ -58,6 +77,9 @@ func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
 	}
 	res, err := workload.Run(context.Background(), b.pool, b.key, cfg)
 	require.NoError(t, err)
+	for _, p := range res.Poison {
+		b.expectDead(p.OutboxSeq)
+	}
 	return res
 }
 
@@ -116,10 +138,32 @@ func readTable(t *testing.T, lake store.Store, path string) []pq.Row {
 //     materialize row is not dead-lettered, in the state that replaying the
 //     applied (not dead-lettered) silver outbox rows gives, which is the
 //     fold's state for every claim no dead letter touched; bodies hash to
-//     the journalled ciphertext digest.
+//     the journalled ciphertext digest;
+//   - dead letters: exactly the rows the test planted as poison (a valid
+//     row dead-lettered, e.g. for an outage taken for its own fault, would
+//     otherwise pass the silver check, which leaves dead-lettered claims
+//     out).
 func (b *bundle) verifyLake(t *testing.T, lake store.Store) {
 	t.Helper()
 	ctx := context.Background()
+
+	// dead letters
+	var deadSeqs []int64
+	dl, err := b.pool.Query(ctx, `SELECT outbox_seq FROM oml.dead_letter WHERE reenqueued_at IS NULL ORDER BY outbox_seq`)
+	require.NoError(t, err)
+	for dl.Next() {
+		var s int64
+		require.NoError(t, dl.Scan(&s))
+		deadSeqs = append(deadSeqs, s)
+	}
+	require.NoError(t, dl.Err())
+	b.poisonMu.Lock()
+	planted := make([]int64, 0, len(b.poison))
+	for s := range b.poison {
+		planted = append(planted, s)
+	}
+	b.poisonMu.Unlock()
+	require.Equal(t, sortedInt64(planted), sortedInt64(deadSeqs), "the dead-lettered rows must be exactly the planted poison")
 	tenants := append([]uuid.UUID{journal.ProviderTenant}, b.tenants...)
 
 	// bronze

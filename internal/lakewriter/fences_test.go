@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
@@ -304,4 +305,17 @@ func TestCrash_FinalBatchPartlyCommitted_RestartFinishesIt(t *testing.T) {
 	b.drainAll(t, d)
 	require.ElementsMatch(t, touched, committedThrough(t, lake, touched, last), "every table of the final batch holds it")
 	b.verifyLake(t, lake)
+}
+
+// maxTxn is the newest lake-writer txn version over every table of the
+// deployment (-1: none).
+func (b *bundle) maxTxn(t *testing.T, lake store.Store) int64 {
+	t.Helper()
+	out := int64(-1)
+	for _, tn := range append([]uuid.UUID{journal.ProviderTenant}, b.tenants...) {
+		for _, k := range lakewriter.Kinds {
+			out = max(out, txnVersion(t, lake, lakewriter.TableKey{Tenant: tn, Kind: k}))
+		}
+	}
+	return out
 }

@@ -104,6 +104,18 @@ func (d *Drainer) Run(ctx context.Context) error {
 			}
 			continue
 		}
+		var ce *ContinuityError
+		if errors.As(err, &ce) {
+			// Keep refusing, visibly: the error was logged and the gauge set
+			// by the check; look again later (an operator may have repaired
+			// the lake or pointed the writer at the right database).
+			d.log.Error("lake writer refuses to write; checking continuity again later", "error", err, "retry_in", d.opts.ContinuityRecheck)
+			d.recovered = false
+			if sleep(ctx, d.opts.ContinuityRecheck) != nil {
+				return nil
+			}
+			continue
+		}
 		if errors.Is(err, errLeaseLost) {
 			d.log.Warn("lost the lake writer lease; stopped writing and waiting to take it again")
 			d.recovered = false
@@ -217,7 +229,7 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 			return r, nil
 		}
 		res = r
-		if errors.Is(err, ErrCrashed) || errors.Is(err, ErrNoSigner) || ctx.Err() != nil {
+		if errors.Is(err, ErrCrashed) || errors.Is(err, ErrNoSigner) || isContinuity(err) || ctx.Err() != nil {
 			res.DeadLettered = dead
 			return res, err
 		}
@@ -239,7 +251,7 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 func (d *Drainer) retry(ctx context.Context, what string, fn func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || errors.Is(err, ErrCrashed) || ctx.Err() != nil {
+		if err == nil || errors.Is(err, ErrCrashed) || isContinuity(err) || ctx.Err() != nil {
 			return err
 		}
 		if werr := d.outage(ctx, what, err, attempt); werr != nil {
@@ -348,4 +360,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// isContinuity reports a refusal of the continuity check: not an outage,
+// so never retried as one.
+func isContinuity(err error) bool {
+	var ce *ContinuityError
+	return errors.As(err, &ce)
 }

@@ -1,0 +1,665 @@
+package lakewriter
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// Continuity: the lake knows which database history it was drained from,
+// and the writer checks that the database still holds it before writing.
+// See doc.go, invariant 6.
+
+// Anchor recognises the last outbox row of a batch: its position and a
+// digest of its content, including the hash of the journal event it cites
+// (which, through prev_hash, stands for the tenant's whole chain up to it).
+type Anchor struct {
+	Seq        int64     `json:"seq"`
+	Tenant     uuid.UUID `json:"tenant"`
+	JournalSeq int64     `json:"journalSeq"`
+	EventHash  string    `json:"eventHash"` // hex of oml.journal.hash
+	Digest     string    `json:"digest"`    // hex sha256, see anchorDigest
+}
+
+// anchorDigest is part of the lake format: changing it makes every recorded
+// anchor unrecognisable. v1 covers every column of the outbox row that
+// says what the row is, and the journal event hash.
+func anchorDigest(seq int64, tenant uuid.UUID, journalSeq int64, target, op, artifact string, version int32, eventHash []byte) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "oml-anchor-v1\x00%d\x00%s\x00%d\x00%s\x00%s\x00%s\x00%d\x00", seq, tenant, journalSeq, target, op, artifact, version)
+	h.Write(eventHash)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Identity is where a database's history stands: its system identifier
+// (kept by standbys, promotions and restores of a base backup), its
+// timeline (one more after every promotion or point-in-time restore) and
+// the outbox sequence's last value.
+type Identity struct {
+	SystemIdentifier string `json:"system_identifier"`
+	Timeline         int64  `json:"timeline"`
+	LastSeq          int64  `json:"last_seq"`
+}
+
+// identitySQL reads Identity. The timeline is that of the current WAL
+// insert position (pg_walfile_name's first 8 hex digits): right after a
+// promotion it is already the new one, where pg_control_checkpoint() still
+// shows the old until the next checkpoint.
+const identitySQL = `SELECT (SELECT system_identifier::text FROM pg_control_system()) AS system_identifier,
+       CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())::bigint
+            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END AS tli,
+       coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0) AS last_seq`
+
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// ReadIdentity reads the database's Identity.
+func ReadIdentity(ctx context.Context, db rowQuerier) (Identity, error) {
+	var id Identity
+	if err := db.QueryRow(ctx, identitySQL).Scan(&id.SystemIdentifier, &id.Timeline, &id.LastSeq); err != nil {
+		return id, fmt.Errorf("read the database's system identifier, timeline and outbox sequence: %w", err)
+	}
+	return id, nil
+}
+
+// batchRecordSQL computes, in one round trip, what a commit of batch
+// ($1, $2] records — the database's identity, the batch's row count and its
+// anchor (the row with the greatest seq: one index range count and one
+// primary-key probe) — and reads the row at $3, the previous batch's
+// anchor, for the check before the batch.
+const batchRecordSQL = `
+WITH r AS (SELECT count(*) AS n, max(seq) AS last FROM oml.outbox WHERE seq > $1 AND seq <= $2)
+SELECT i.*, r.n,
+       o.seq, o.tenant_id, o.journal_seq, o.target, o.op, coalesce(o.artifact_id, ''), coalesce(o.version, 0), j.hash,
+       p.seq, p.tenant_id, p.journal_seq, p.target, p.op, coalesce(p.artifact_id, ''), coalesce(p.version, 0), pj.hash
+FROM r CROSS JOIN (` + identitySQL + `) i
+LEFT JOIN oml.outbox o ON o.seq = r.last
+LEFT JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
+LEFT JOIN oml.outbox p ON p.seq = $3
+LEFT JOIN oml.journal pj ON pj.tenant_id = p.tenant_id AND pj.seq = p.journal_seq`
+
+// anchorRowSQL reads the row at one seq, for checking a recorded anchor.
+const anchorRowSQL = `
+SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, coalesce(o.artifact_id, ''), coalesce(o.version, 0), j.hash
+FROM oml.outbox o LEFT JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
+WHERE o.seq = $1`
+
+// anchorCols receives one anchor's columns (all NULL when there is no row).
+type anchorCols struct {
+	seq, jseq       *int64
+	tenant          *uuid.UUID
+	target, op, art *string
+	version         *int32
+	eventHash       []byte
+}
+
+func (a *anchorCols) dest() []any {
+	return []any{&a.seq, &a.tenant, &a.jseq, &a.target, &a.op, &a.art, &a.version, &a.eventHash}
+}
+
+func (a *anchorCols) anchor() *Anchor {
+	if a.seq == nil {
+		return nil
+	}
+	return &Anchor{
+		Seq: *a.seq, Tenant: *a.tenant, JournalSeq: *a.jseq, EventHash: hex.EncodeToString(a.eventHash),
+		Digest: anchorDigest(*a.seq, *a.tenant, *a.jseq, *a.target, *a.op, *a.art, *a.version, a.eventHash),
+	}
+}
+
+func scanAnchor(row pgx.Row) (*Anchor, error) {
+	var a anchorCols
+	if err := row.Scan(a.dest()...); err != nil {
+		return nil, err
+	}
+	return a.anchor(), nil
+}
+
+// readBatchRecord computes what a commit of batch (start, end] records,
+// the database's identity, and the row now at prev's seq (nil when prev is
+// nil or the row is gone).
+func readBatchRecord(ctx context.Context, db rowQuerier, start, end int64, prev *Anchor) (BatchBounds, Identity, *Anchor, error) {
+	b := BatchBounds{Start: start, End: end}
+	var id Identity
+	var n int64
+	var cur, old anchorCols
+	prevSeq := int64(-1)
+	if prev != nil {
+		prevSeq = prev.Seq
+	}
+	dest := append([]any{&id.SystemIdentifier, &id.Timeline, &id.LastSeq, &n}, cur.dest()...)
+	dest = append(dest, old.dest()...)
+	if err := db.QueryRow(ctx, batchRecordSQL, start, end, prevSeq).Scan(dest...); err != nil {
+		return b, id, nil, fmt.Errorf("read the continuity record of batch (%d, %d]: %w", start, end, err)
+	}
+	b.SystemIdentifier, b.Timeline = id.SystemIdentifier, id.Timeline
+	b.Rows, b.Anchor = &n, cur.anchor()
+	return b, id, old.anchor(), nil
+}
+
+// anchorVerdict is what the database says about a recorded anchor.
+type anchorVerdict int
+
+const (
+	anchorAgrees  anchorVerdict = iota
+	anchorMissing               // no such outbox row and no such journal event
+	anchorDiffers               // a row at that seq, with other content
+)
+
+// checkAnchor compares a recorded anchor with the database. An outbox row
+// that is gone (pruned) is recognised by its journal event instead: the
+// event and the row were committed in one transaction, so the event being
+// there with the same hash means the history is the same.
+func checkAnchor(ctx context.Context, db rowQuerier, a *Anchor) (anchorVerdict, error) {
+	got, err := scanAnchor(db.QueryRow(ctx, anchorRowSQL, a.Seq))
+	if errors.Is(err, pgx.ErrNoRows) {
+		got, err = nil, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("check the lake's record of outbox row %d: %w", a.Seq, err)
+	}
+	if got != nil {
+		if got.Digest == a.Digest {
+			return anchorAgrees, nil
+		}
+		return anchorDiffers, nil
+	}
+	var h []byte
+	err = db.QueryRow(ctx, `SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2`, a.Tenant, a.JournalSeq).Scan(&h)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return anchorMissing, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("check the journal event of outbox row %d: %w", a.Seq, err)
+	}
+	if hex.EncodeToString(h) == a.EventHash {
+		return anchorAgrees, nil
+	}
+	return anchorDiffers, nil
+}
+
+// checkRows compares the number of outbox rows in a recorded batch with
+// the database's: the anchor alone would miss a lost row below it whose
+// transaction committed after the anchor's (seq order is not commit
+// order). Fewer rows are fine only when the outbox was pruned into the
+// batch (its oldest row is above the batch start).
+func checkRows(ctx context.Context, db rowQuerier, b BatchBounds) (anchorVerdict, error) {
+	if b.Rows == nil {
+		return anchorAgrees, nil
+	}
+	var n int64
+	var oldest *int64
+	err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM oml.outbox WHERE seq > $1 AND seq <= $2), (SELECT min(seq) FROM oml.outbox)`,
+		b.Start, b.End).Scan(&n, &oldest)
+	if err != nil {
+		return 0, fmt.Errorf("count the outbox rows of batch (%d, %d]: %w", b.Start, b.End, err)
+	}
+	switch {
+	case n == *b.Rows:
+		return anchorAgrees, nil
+	case n < *b.Rows && oldest != nil && *oldest > b.Start+1:
+		return anchorAgrees, nil // pruned
+	case n < *b.Rows:
+		return anchorMissing, nil
+	}
+	return anchorDiffers, nil
+}
+
+// Continuity states.
+const (
+	ContinuityOK         = "ok"
+	ContinuityAhead      = "lake-ahead"       // the lake holds seqs the database never drew
+	ContinuityDiverged   = "diverged"         // the lake holds rows the database does not hold (or holds otherwise)
+	ContinuityDeployment = "other-deployment" // the lake belongs to another deployment (a wrong --lake)
+)
+
+// Continuity is the result of the continuity check.
+type Continuity struct {
+	State  string `json:"state"`
+	Detail string `json:"detail,omitempty"`
+	// DB is where the database stands now.
+	DB Identity `json:"database"`
+	// LakePosition is the greatest txn version of any table; LakeSystemIdentifier
+	// and LakeTimeline are recorded with the newest commit that has them.
+	LakePosition         int64  `json:"lake_position"`
+	LakeSystemIdentifier string `json:"lake_system_identifier,omitempty"`
+	LakeTimeline         int64  `json:"lake_timeline,omitempty"`
+	// LastAgreedSeq is the newest batch end whose recorded rows the database
+	// holds with the same content, below every disagreement (-1: none found;
+	// then nothing recorded in the lake is known to be in the database).
+	LastAgreedSeq int64 `json:"last_agreed_seq"`
+	// Tables are the tables holding rows past LastAgreedSeq.
+	Tables []string `json:"tables,omitempty"`
+	// Unrecorded counts tables whose newest commit predates continuity
+	// records (only the numbers are checked for them).
+	Unrecorded int `json:"unrecorded_tables"`
+	// Anchors is how many distinct recorded rows were compared.
+	Anchors    int         `json:"anchors_checked"`
+	Deployment *Deployment `json:"lake_deployment,omitempty"`
+}
+
+// OK reports whether the lake and the database share their history.
+func (c Continuity) OK() bool { return c.State == ContinuityOK }
+
+// ContinuityError is the writer's refusal: the lake is ahead of, or
+// diverged from, the database (or belongs to another deployment).
+type ContinuityError struct{ C Continuity }
+
+func (e *ContinuityError) Error() string {
+	c := e.C
+	switch c.State {
+	case ContinuityDeployment:
+		return "the lake belongs to another deployment: " + c.Detail + "; check --lake (nothing was written)"
+	}
+	agreed := "no recorded seq"
+	if c.LastAgreedSeq >= 0 {
+		agreed = "seq " + strconv.FormatInt(c.LastAgreedSeq, 10)
+	}
+	return fmt.Sprintf("the lake is %s the database (%s): lake at seq %d (timeline %d), database outbox at seq %d (timeline %d); both agree up to %s; refusing to write to %d table(s) — see docs/runbooks/continuity.md",
+		map[string]string{ContinuityAhead: "ahead of", ContinuityDiverged: "diverged from"}[c.State], c.Detail,
+		c.LakePosition, c.LakeTimeline, c.DB.LastSeq, c.DB.Timeline, agreed, len(c.Tables))
+}
+
+// TablePosition is one table's txn version, the input of the check.
+type TablePosition struct {
+	Key        TableKey
+	TxnVersion int64
+}
+
+// historyScan bounds how far back the check walks a diverged table's log
+// to find the last batch both histories share.
+const historyScan = 500
+
+// CheckContinuity compares what the lake says it drained with the
+// database: the outbox sequence is at or beyond every table's txn version,
+// and the newest recorded batch of every table is in the database with the
+// same content. When they disagree it walks the diverged tables' logs back
+// to the newest batch the database still holds. Read-only.
+func CheckContinuity(ctx context.Context, db rowQuerier, lake store.Store, tables []TablePosition) (Continuity, error) {
+	c := Continuity{State: ContinuityOK, LastAgreedSeq: -1}
+	id, err := ReadIdentity(ctx, db)
+	if err != nil {
+		return c, err
+	}
+	c.DB = id
+	if dep, bad, err := checkDeployment(ctx, db, lake); err != nil {
+		return c, err
+	} else if bad != "" {
+		c.State, c.Detail, c.Deployment = ContinuityDeployment, bad, dep
+		return c, nil
+	}
+	verdicts := map[int64]anchorVerdict{}
+	verify := func(a *Anchor) (anchorVerdict, error) {
+		if v, ok := verdicts[a.Seq]; ok {
+			return v, nil
+		}
+		v, err := checkAnchor(ctx, db, a)
+		if err == nil {
+			verdicts[a.Seq] = v
+			c.Anchors++
+		}
+		return v, err
+	}
+	var (
+		newestRec  int64 = -1
+		suspects   []TablePosition
+		minBad     int64 = -1
+		agreedEnds []int64
+		reasons    = map[string]bool{}
+	)
+	for _, t := range tables {
+		if t.TxnVersion <= 0 {
+			continue
+		}
+		c.LakePosition = max(c.LakePosition, t.TxnVersion)
+		hist, err := tableHistory(ctx, lake, t.Key, 20)
+		if err != nil {
+			return c, err
+		}
+		rec, ok := recordAt(hist, t.TxnVersion)
+		bad := false
+		if t.TxnVersion > id.LastSeq {
+			bad = true
+			reasons[fmt.Sprintf("the outbox sequence is at %d, below the txn version %d of %s", id.LastSeq, t.TxnVersion, t.Key)] = true
+		}
+		if ok && rec.Anchor != nil {
+			if rec.End > newestRec && rec.SystemIdentifier != "" {
+				newestRec, c.LakeSystemIdentifier, c.LakeTimeline = rec.End, rec.SystemIdentifier, rec.Timeline
+			}
+			v, err := verify(rec.Anchor)
+			if err != nil {
+				return c, err
+			}
+			if v == anchorAgrees {
+				if v, err = checkRows(ctx, db, rec); err != nil {
+					return c, err
+				}
+				if v != anchorAgrees {
+					verdicts[-rec.End] = v // a disagreement, for the state below
+					reasons[fmt.Sprintf("batch (%d, %d] held %d outbox rows when it was drained; the database holds another number of them", rec.Start, rec.End, *rec.Rows)] = true
+				}
+			}
+			switch v {
+			case anchorMissing:
+				bad = true
+				reasons[fmt.Sprintf("outbox row %d, recorded by the lake, is not in the database", rec.Anchor.Seq)] = true
+			case anchorDiffers:
+				bad = true
+				reasons[fmt.Sprintf("outbox row %d holds other content than the lake recorded", rec.Anchor.Seq)] = true
+			}
+		} else if !ok || rec.Rows == nil {
+			c.Unrecorded++
+		}
+		if bad {
+			suspects = append(suspects, t)
+			if minBad < 0 || t.TxnVersion < minBad {
+				minBad = t.TxnVersion
+			}
+		} else {
+			agreedEnds = append(agreedEnds, t.TxnVersion)
+		}
+	}
+	if len(suspects) == 0 {
+		c.LastAgreedSeq = c.LakePosition
+		return c, nil
+	}
+	// Walk back each suspect table to its newest batch the database holds.
+	for _, t := range suspects {
+		hist, err := tableHistory(ctx, lake, t.Key, historyScan)
+		if err != nil {
+			return c, err
+		}
+		for _, h := range hist {
+			b, ok := parseBatchBounds(h.CommitInfo)
+			if !ok || b.Anchor == nil {
+				continue
+			}
+			v, err := verify(b.Anchor)
+			if err != nil {
+				return c, err
+			}
+			if v == anchorAgrees && b.End <= id.LastSeq {
+				agreedEnds = append(agreedEnds, b.End)
+				break
+			}
+			minBad = min(minBad, b.End)
+		}
+	}
+	for _, e := range agreedEnds {
+		if e < minBad && e > c.LastAgreedSeq {
+			c.LastAgreedSeq = e
+		}
+	}
+	for _, t := range tables {
+		if t.TxnVersion > c.LastAgreedSeq && t.TxnVersion > 0 {
+			c.Tables = append(c.Tables, t.Key.String())
+		}
+	}
+	sort.Strings(c.Tables)
+	c.State = ContinuityAhead
+	for _, v := range verdicts {
+		if v != anchorAgrees {
+			c.State = ContinuityDiverged
+		}
+	}
+	rs := make([]string, 0, len(reasons))
+	for r := range reasons {
+		rs = append(rs, r)
+	}
+	sort.Strings(rs)
+	if len(rs) > 3 {
+		rs = append(rs[:3], fmt.Sprintf("and %d more", len(rs)-3))
+	}
+	c.Detail = strings.Join(rs, "; ")
+	return c, nil
+}
+
+// tableHistory reads a table's newest commits (none if the table is gone).
+func tableHistory(ctx context.Context, lake store.Store, key TableKey, limit int) ([]delta.HistoryEntry, error) {
+	st, err := store.Sub(lake, key.Path())
+	if err != nil {
+		return nil, err
+	}
+	hist, err := delta.History(ctx, st, delta.HistoryOptions{Limit: limit})
+	if errors.Is(err, delta.ErrTableNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the history of %s: %w", key, err)
+	}
+	return hist, nil
+}
+
+// recordAt finds the record of the commit that set the txn version to v.
+func recordAt(hist []delta.HistoryEntry, v int64) (BatchBounds, bool) {
+	for _, h := range hist {
+		for _, t := range h.Txns {
+			if t.AppID == AppID && t.Version == v {
+				return parseBatchBounds(h.CommitInfo)
+			}
+		}
+	}
+	return BatchBounds{}, false
+}
+
+// ---- which deployment the lake belongs to ----
+
+// DeploymentKey is the object at the lake root that names the deployment
+// the lake belongs to. Written once, put-if-absent, by the lake writer.
+const DeploymentKey = "_oml_deployment.json"
+
+// Deployment identifies a deployment by its provider chain's genesis: the
+// root key.issued event (provider seq 1) and the key that signed it.
+type Deployment struct {
+	Format              int    `json:"format"`
+	ProviderGenesisHash string `json:"provider_genesis_hash"`
+	RootKeyID           string `json:"root_key_id"`
+	// SystemIdentifier is the database cluster the record was first written
+	// from (informational: a logical dump and restore changes it).
+	SystemIdentifier string `json:"system_identifier,omitempty"`
+}
+
+// databaseDeployment reads the database's deployment identity; ok is false
+// before `oml init` made the provider chain.
+func databaseDeployment(ctx context.Context, db rowQuerier) (Deployment, bool, error) {
+	var d Deployment
+	var h []byte
+	err := db.QueryRow(ctx, `SELECT hash, key_id FROM oml.journal WHERE tenant_id = $1 AND seq = 1`, uuid.UUID{}).Scan(&h, &d.RootKeyID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, false, nil
+	}
+	if err != nil {
+		return d, false, fmt.Errorf("read the provider chain's genesis: %w", err)
+	}
+	d.Format, d.ProviderGenesisHash = 1, hex.EncodeToString(h)
+	return d, true, nil
+}
+
+// ReadDeployment reads the lake's deployment record (nil if there is none).
+func ReadDeployment(ctx context.Context, lake store.Store) (*Deployment, error) {
+	b, err := lake.Get(ctx, DeploymentKey)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the lake's deployment record %s: %w", DeploymentKey, err)
+	}
+	var d Deployment
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("the lake's deployment record %s is not valid JSON (%v); it was not written by oml", DeploymentKey, err)
+	}
+	return &d, nil
+}
+
+// checkDeployment compares the lake's deployment record with the
+// database's; bad says how they differ ("" when they agree or either is
+// missing).
+func checkDeployment(ctx context.Context, db rowQuerier, lake store.Store) (*Deployment, string, error) {
+	if lake == nil {
+		return nil, "", nil
+	}
+	rec, err := ReadDeployment(ctx, lake)
+	if err != nil || rec == nil {
+		return rec, "", err
+	}
+	mine, ok, err := databaseDeployment(ctx, db)
+	if err != nil || !ok {
+		return rec, "", err
+	}
+	if rec.ProviderGenesisHash != mine.ProviderGenesisHash || rec.RootKeyID != mine.RootKeyID {
+		return rec, fmt.Sprintf("its %s names provider genesis %.16s… (root key %s), the database's is %.16s… (root key %s)",
+			DeploymentKey, rec.ProviderGenesisHash, rec.RootKeyID, mine.ProviderGenesisHash, mine.RootKeyID), nil
+	}
+	return rec, "", nil
+}
+
+// ensureDeployment writes the lake's deployment record if it has none
+// (put-if-absent: two writers racing write one record). Only the writer
+// calls it; read-only commands never create it.
+func ensureDeployment(ctx context.Context, db rowQuerier, lake store.Store, id Identity) error {
+	mine, ok, err := databaseDeployment(ctx, db)
+	if err != nil || !ok {
+		return err
+	}
+	if rec, err := ReadDeployment(ctx, lake); err != nil || rec != nil {
+		return err
+	}
+	mine.SystemIdentifier = id.SystemIdentifier
+	b, err := json.MarshalIndent(mine, "", "  ")
+	if err != nil {
+		return err
+	}
+	err = lake.PutIfAbsent(ctx, DeploymentKey, append(b, '\n'))
+	if errors.Is(err, store.ErrExists) {
+		return nil // another writer won; the next check compares it
+	}
+	if err != nil {
+		return fmt.Errorf("write the lake's deployment record %s: %w", DeploymentKey, err)
+	}
+	return nil
+}
+
+// ---- in the writer ----
+
+// positions reads every table's txn version (tables that do not exist are
+// left out).
+func (d *Drainer) positions(ctx context.Context, tenants []uuid.UUID) ([]TablePosition, error) {
+	var out []TablePosition
+	for _, t := range tenants {
+		for _, k := range Kinds {
+			key := TableKey{Tenant: t, Kind: k}
+			w, err := d.tables.writer(ctx, key, false)
+			if err != nil {
+				return nil, err
+			}
+			if w == nil {
+				continue
+			}
+			if v, ok := w.Snapshot().TxnVersion(AppID); ok {
+				out = append(out, TablePosition{Key: key, TxnVersion: v})
+			}
+		}
+	}
+	return out, nil
+}
+
+// checkContinuity runs the full check and turns a disagreement into the
+// writer's refusal (logged, counted, and returned as *ContinuityError).
+func (d *Drainer) checkContinuity(ctx context.Context, tenants []uuid.UUID) error {
+	if tenants == nil {
+		var err error
+		if tenants, err = d.tenants(ctx); err != nil {
+			return err
+		}
+	}
+	pos, err := d.positions(ctx, tenants)
+	if err != nil {
+		return err
+	}
+	c, err := CheckContinuity(ctx, d.db, d.opts.Lake, pos)
+	if err != nil {
+		return err
+	}
+	if !c.OK() {
+		d.opts.Metrics.continuity(false)
+		d.log.Error("refusing to write: the lake and the database do not share their history",
+			"state", c.State, "detail", c.Detail, "last_agreed_seq", c.LastAgreedSeq,
+			"lake_position", c.LakePosition, "lake_timeline", c.LakeTimeline, "lake_system_identifier", c.LakeSystemIdentifier,
+			"database_seq", c.DB.LastSeq, "database_timeline", c.DB.Timeline, "database_system_identifier", c.DB.SystemIdentifier,
+			"tables", len(c.Tables), "runbook", "docs/runbooks/continuity.md")
+		return &ContinuityError{C: c}
+	}
+	d.opts.Metrics.continuity(true)
+	d.contMu.Lock()
+	d.verified = c.DB
+	d.contMu.Unlock()
+	return ensureDeployment(ctx, d.db, d.opts.Lake, c.DB)
+}
+
+// beforeBatch is the per-batch check: in one round trip it reads the
+// database's identity, the record this batch will carry, and the row at
+// the previous batch's anchor. Only when something moved (another system
+// identifier or timeline, the outbox sequence below the frontier, the
+// previous anchor gone or changed) does it run the full check.
+func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (BatchBounds, error) {
+	d.contMu.Lock()
+	prev, verified := d.lastAnchor, d.verified
+	d.contMu.Unlock()
+	rec, id, now, err := readBatchRecord(ctx, d.db, from, to, prev)
+	if err != nil {
+		return rec, err
+	}
+	same := id.SystemIdentifier == verified.SystemIdentifier && id.Timeline == verified.Timeline &&
+		id.LastSeq >= d.frontier.Load() && id.LastSeq >= to
+	if prev != nil && (now == nil || now.Digest != prev.Digest) {
+		same = false
+	}
+	if !same {
+		d.log.Warn("the database moved under the lake writer (system identifier, timeline or recorded rows changed); checking continuity before the batch",
+			"timeline", id.Timeline, "verified_timeline", verified.Timeline, "outbox_seq", id.LastSeq, "frontier", d.frontier.Load())
+		if err := d.checkContinuity(ctx, nil); err != nil {
+			return rec, err
+		}
+	}
+	return rec, nil
+}
+
+func (d *Drainer) setRecord(rec BatchBounds) {
+	d.contMu.Lock()
+	d.current = &rec
+	d.contMu.Unlock()
+}
+
+// commitRecord is the commitInfo.omlBatch of a commit of (from, to].
+func (d *Drainer) commitRecord(from, to int64, catchUp bool) BatchBounds {
+	d.contMu.Lock()
+	defer d.contMu.Unlock()
+	b := BatchBounds{Start: from, End: to}
+	if d.current != nil && d.current.Start == from && d.current.End == to {
+		b = *d.current
+	}
+	b.CatchUp = catchUp
+	return b
+}
+
+func (d *Drainer) batchApplied(rec BatchBounds) {
+	if rec.Anchor == nil {
+		return
+	}
+	d.contMu.Lock()
+	d.lastAnchor = rec.Anchor
+	d.contMu.Unlock()
+}

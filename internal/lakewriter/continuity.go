@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
@@ -409,10 +410,24 @@ func CheckContinuity(ctx context.Context, db rowQuerier, lake store.Store, table
 		}
 	}
 	sort.Strings(c.Tables)
+	// Ahead: the database lacks what the lake holds past LastAgreedSeq and
+	// wrote nothing new (a lost tail; restore-tail can bring it back).
+	// Diverged: it holds other content at a recorded seq, or rows past the
+	// lake's position (it wrote on top of the loss: a fork).
 	c.State = ContinuityAhead
 	for _, v := range verdicts {
-		if v != anchorAgrees {
+		if v == anchorDiffers {
 			c.State = ContinuityDiverged
+		}
+	}
+	if c.State == ContinuityAhead {
+		var newer bool
+		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox WHERE seq > $1)`, c.LakePosition).Scan(&newer); err != nil {
+			return c, fmt.Errorf("look for outbox rows past the lake: %w", err)
+		}
+		if newer {
+			c.State = ContinuityDiverged
+			reasons[fmt.Sprintf("the database wrote outbox rows past the lake's position %d on top of what it lost", c.LakePosition)] = true
 		}
 	}
 	rs := make([]string, 0, len(reasons))
@@ -609,7 +624,9 @@ func (d *Drainer) checkContinuity(ctx context.Context, tenants []uuid.UUID) erro
 	return ensureDeployment(ctx, d.db, d.opts.Lake, c.DB)
 }
 
-// beforeBatch is the per-batch check: in one round trip it reads the
+// beforeBatch is the per-batch check (also run with an empty range at the
+// start of every DrainOnce and whenever the loop sees the database's
+// sequence behind the frontier): in one round trip it reads the
 // database's identity, the record this batch will carry, and the row at
 // the previous batch's anchor. Only when something moved (another system
 // identifier or timeline, the outbox sequence below the frontier, the
@@ -662,4 +679,36 @@ func (d *Drainer) batchApplied(rec BatchBounds) {
 	d.contMu.Lock()
 	d.lastAnchor = rec.Anchor
 	d.contMu.Unlock()
+}
+
+// CheckLake is the continuity check for the status surfaces (`oml lake
+// status`, `oml status`, `oml doctor`): every tenant's tables are read
+// (their logs only), nothing is written — not even the deployment record.
+func CheckLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) (Continuity, error) {
+	rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	if err != nil {
+		return Continuity{}, fmt.Errorf("list tenants: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return Continuity{}, fmt.Errorf("list tenants: %w", err)
+	}
+	reg := newRegistry(lake, deltaOptions(), true)
+	var pos []TablePosition
+	for _, id := range ids {
+		for _, k := range Kinds {
+			key := TableKey{Tenant: id, Kind: k}
+			w, err := reg.writer(ctx, key, false)
+			if err != nil {
+				return Continuity{}, err
+			}
+			if w == nil {
+				continue
+			}
+			if v, ok := w.Snapshot().TxnVersion(AppID); ok {
+				pos = append(pos, TablePosition{Key: key, TxnVersion: v})
+			}
+		}
+	}
+	return CheckContinuity(ctx, db, lake, pos)
 }

@@ -38,6 +38,12 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		d.replayed = nil
 	}
 	sum.StartFrontier, sum.EndFrontier = d.frontier.Load(), d.frontier.Load()
+	// A writer recovered by an earlier run skips recover's full check;
+	// the quick one tells whether the database moved since (a failover
+	// between two runs leaves no batch to check before).
+	if _, err := d.beforeBatch(ctx, d.frontier.Load(), d.frontier.Load()); err != nil {
+		return sum, err
+	}
 
 	fence, err := outbox.TakeFence(ctx, d.db)
 	if err != nil {
@@ -168,6 +174,13 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 				return leaseErr(ctx, werr)
 			}
 			continue
+		}
+		if fence.LastSeq < d.frontier.Load() {
+			// The database's sequence is behind the lake: a failover or a
+			// restore under the running writer. Check before anything else.
+			if _, err := d.beforeBatch(ctx, d.frontier.Load(), d.frontier.Load()); err != nil {
+				return leaseErr(ctx, err)
+			}
 		}
 		blocked := false
 		if fence.Final(h) {

@@ -177,6 +177,11 @@ func NewPrimary(t testing.TB) *Node {
 // URL connects to database db on the node as the superuser.
 func (n *Node) URL(db string) string { return n.c.URL(db) }
 
+// SocketDir is the directory of the node's unix socket (a connection's
+// host), for tests that move "the database" from one node to another the
+// way a virtual IP moves in a failover.
+func (n *Node) SocketDir() string { return n.c.Config().SocketDir }
+
 // Dir is the node's data directory.
 func (n *Node) Dir() string { return n.c.Config().DataDir }
 

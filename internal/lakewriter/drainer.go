@@ -154,6 +154,7 @@ type Drainer struct {
 	verified   Identity
 	lastAnchor *Anchor
 	current    *BatchBounds
+	cutRows    *BatchBounds // Start, End and Rows of the batch last cut
 }
 
 // New checks the options and returns a Drainer. It does not touch the
@@ -299,6 +300,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 	}
 	if start >= 0 && start < maxEnd {
 		d.log.Info("replaying the newest recorded batch with its recorded bounds", "start", start, "end", maxEnd)
+		d.setCutRows(start, maxEnd, rec.Rows)
 		r, err := d.processBatch(ctx, start, maxEnd)
 		d.replayed = &r
 		if err != nil {

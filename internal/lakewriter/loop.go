@@ -72,10 +72,12 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		end, _, err := outbox.Cut(ctx, d.db, d.frontier.Load(), target, d.opts.Limits)
+		end, n, err := outbox.Cut(ctx, d.db, d.frontier.Load(), target, d.opts.Limits)
 		if err != nil {
 			return sum, err
 		}
+		rows := int64(n)
+		d.setCutRows(d.frontier.Load(), end, &rows)
 		res, err := d.runBatch(ctx, d.frontier.Load(), end)
 		if err != nil {
 			return sum, err
@@ -206,6 +208,8 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 			}
 			full := end < stable || n >= d.opts.Limits.Rows
 			if full || time.Since(pendingSince) >= d.opts.MaxWait {
+				rows := int64(n)
+				d.setCutRows(d.frontier.Load(), end, &rows)
 				if _, err := d.runBatch(ctx, d.frontier.Load(), end); err != nil {
 					return leaseErr(ctx, err)
 				}

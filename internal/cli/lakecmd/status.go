@@ -50,7 +50,7 @@ txn version and commits since its last checkpoint.`,
 	return cmd
 }
 
-func statusRun(ctx context.Context, opts *StatusOptions) error {
+func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	f := opts.Factory
 	format, _ := f.Format()
 	pool, err := f.DB(ctx)
@@ -60,8 +60,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 	if err := schema.RequireCurrent(ctx, pool); err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	// With a lake configured, the continuity check runs (read-only); --tables
+	// needs one.
 	var lake store.Store
-	if opts.Tables {
+	if opts.Tables || f.LakeURL() != "" {
 		if lake, err = openLake(ctx, f); err != nil {
 			return err
 		}
@@ -74,7 +76,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 		if st.Blockers == nil {
 			st.Blockers = []outbox.Blocker{}
 		}
-		return cliutil.WriteJSON(f.IO.Out, st)
+		if err := cliutil.WriteJSON(f.IO.Out, st); err != nil {
+			return err
+		}
+		return continuityFinding(st.Continuity)
 	}
 	lease := "none (no lake writer is running)"
 	if st.Lease != nil {
@@ -110,9 +115,15 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 	for _, b := range st.Blockers {
 		pairs = append(pairs, [2]string{"blocking", describeBlocker(b)})
 	}
+	pairs = append(pairs, [2]string{"continuity", describeContinuity(st.Continuity)})
 	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
 		return err
 	}
+	defer func() {
+		if err == nil {
+			err = continuityFinding(st.Continuity)
+		}
+	}()
 	if opts.Tables {
 		fmt.Fprintln(f.IO.Out)
 		var rows [][]string
@@ -132,4 +143,23 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 		return cliutil.Table(f.IO, []string{"TABLE", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows)
 	}
 	return nil
+}
+
+// describeContinuity is the status line of the continuity check.
+func describeContinuity(c *lakewriter.Continuity) string {
+	switch {
+	case c == nil:
+		return "not checked (no lake configured: --lake or OML_LAKE_URL)"
+	case c.OK():
+		return fmt.Sprintf("ok: the database holds what the lake drained (lake at seq %d, database at seq %d, timeline %d)", c.LakePosition, c.DB.LastSeq, c.DB.Timeline)
+	}
+	return "FAILED: " + (&lakewriter.ContinuityError{C: *c}).Error()
+}
+
+// continuityFinding makes a failed continuity check the command's exit 1.
+func continuityFinding(c *lakewriter.Continuity) error {
+	if c == nil || c.OK() {
+		return nil
+	}
+	return cliutil.Findingsf("%s", (&lakewriter.ContinuityError{C: *c}).Error())
 }

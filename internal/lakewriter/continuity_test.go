@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/schema"
@@ -32,18 +33,22 @@ type failover struct {
 	*bundle
 	primary, standby *testdb.Node
 	lake             store.Store
-	lakeDir          string
 }
 
 func newFailover(t *testing.T, tenants int) *failover {
 	t.Helper()
-	primary := testdb.NewPrimary(t)
-	url := primary.CreateDatabase(t, "oml", schema.Migrate)
-	d := testkit.NewDeploymentAt(t, url, tenants)
 	dir := t.TempDir()
 	lake, err := store.NewFile(dir)
 	require.NoError(t, err)
-	f := &failover{bundle: &bundle{Deployment: d, pool: d.Pool, key: d.Key, tenants: d.Tenants}, primary: primary, lake: lake, lakeDir: dir}
+	return newFailoverOn(t, tenants, lake)
+}
+
+func newFailoverOn(t *testing.T, tenants int, lake store.Store) *failover {
+	t.Helper()
+	primary := testdb.NewPrimary(t)
+	url := primary.CreateDatabase(t, "oml", schema.Migrate)
+	d := testkit.NewDeploymentAt(t, url, tenants)
+	f := &failover{bundle: &bundle{Deployment: d, pool: d.Pool, key: d.Key, tenants: d.Tenants}, primary: primary, lake: lake}
 	f.standby = testdb.StartStandby(t, primary)
 	return f
 }
@@ -366,4 +371,26 @@ func TestContinuity_FailoverUnderRunningWriter_NextBatchRefused(t *testing.T) {
 	ce := requireRefused(t, err)
 	require.Equal(t, int64(2), ce.C.DB.Timeline)
 	require.Equal(t, before, lakeVersions(t, f.lake, f.bundle), "nothing written on the promoted database's rows")
+}
+
+// The same refusal with the lake on S3 (a real S3 server).
+func TestContinuity_PromotedStandbyLostTail_S3Lake_Refuses(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFailoverOn(t, 2, s3test.NewBucket(t, nil).Store)
+	f.load(t, workload.Config{Claims: 10, Seed: 16})
+	f.drain(t)
+	agreed := f.lastSeq(t)
+	f.promote(t, func() {
+		f.load(t, workload.Config{Claims: 20, Seed: 17})
+		f.drain(t)
+	})
+	before := lakeVersions(t, f.lake, f.bundle)
+	d, err := lakewriter.New(f.opts(f.lake))
+	require.NoError(t, err)
+	_, err = d.DrainOnce(ctx)
+	ce := requireRefused(t, err)
+	require.Equal(t, lakewriter.ContinuityAhead, ce.C.State)
+	require.Equal(t, agreed, ce.C.LastAgreedSeq)
+	require.Equal(t, before, lakeVersions(t, f.lake, f.bundle))
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
@@ -322,16 +323,16 @@ func CheckContinuity(ctx context.Context, db rowQuerier, lake store.Store, table
 		agreedEnds []int64
 		reasons    = map[string]bool{}
 	)
-	for _, t := range tables {
+	recs, err := newestRecords(ctx, lake, tables)
+	if err != nil {
+		return c, err
+	}
+	for i, t := range tables {
 		if t.TxnVersion <= 0 {
 			continue
 		}
 		c.LakePosition = max(c.LakePosition, t.TxnVersion)
-		hist, err := tableHistory(ctx, lake, t.Key, 20)
-		if err != nil {
-			return c, err
-		}
-		rec, ok := recordAt(hist, t.TxnVersion)
+		rec, ok := recs[i].rec, recs[i].ok
 		bad := false
 		if t.TxnVersion > id.LastSeq {
 			bad = true
@@ -441,6 +442,43 @@ func CheckContinuity(ctx context.Context, db rowQuerier, lake store.Store, table
 	}
 	c.Detail = strings.Join(rs, "; ")
 	return c, nil
+}
+
+type foundRecord struct {
+	rec BatchBounds
+	ok  bool
+}
+
+// recordParallel bounds concurrent log reads: each is a listing and a
+// couple of small objects, so latency, not bandwidth, is what it hides.
+const recordParallel = 16
+
+// newestRecords reads, for every table, the record of the commit that set
+// its txn version: normally the newest commit (read first alone), else one
+// of the last 20 (a checkpoint, optimize or vacuum commit came after).
+func newestRecords(ctx context.Context, lake store.Store, tables []TablePosition) ([]foundRecord, error) {
+	out := make([]foundRecord, len(tables))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(recordParallel)
+	for i, t := range tables {
+		if t.TxnVersion <= 0 {
+			continue
+		}
+		g.Go(func() error {
+			for _, limit := range []int{1, 20} {
+				hist, err := tableHistory(gctx, lake, t.Key, limit)
+				if err != nil {
+					return err
+				}
+				if rec, ok := recordAt(hist, t.TxnVersion); ok || len(hist) < limit {
+					out[i] = foundRecord{rec, ok}
+					return nil
+				}
+			}
+			return nil
+		})
+	}
+	return out, g.Wait()
 }
 
 // tableHistory reads a table's newest commits (none if the table is gone).
@@ -709,20 +747,33 @@ func CheckLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) (Continu
 		return Continuity{}, fmt.Errorf("list tenants: %w", err)
 	}
 	reg := newRegistry(lake, deltaOptions(), true)
-	var pos []TablePosition
+	all := make([]TablePosition, 0, len(ids)*len(Kinds))
 	for _, id := range ids {
 		for _, k := range Kinds {
-			key := TableKey{Tenant: id, Kind: k}
-			w, err := reg.writer(ctx, key, false)
-			if err != nil {
-				return Continuity{}, err
-			}
-			if w == nil {
-				continue
+			all = append(all, TablePosition{Key: TableKey{Tenant: id, Kind: k}})
+		}
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(recordParallel)
+	for i := range all {
+		g.Go(func() error {
+			w, err := reg.writer(gctx, all[i].Key, false)
+			if err != nil || w == nil {
+				return err
 			}
 			if v, ok := w.Snapshot().TxnVersion(AppID); ok {
-				pos = append(pos, TablePosition{Key: key, TxnVersion: v})
+				all[i].TxnVersion = v
 			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return Continuity{}, err
+	}
+	pos := all[:0]
+	for _, p := range all {
+		if p.TxnVersion > 0 {
+			pos = append(pos, p)
 		}
 	}
 	return CheckContinuity(ctx, db, lake, pos)

@@ -35,6 +35,9 @@ type Status struct {
 	// Continuity is the continuity check (continuity.go), when a lake was
 	// given: does the database still hold what the lake says it drained?
 	Continuity *Continuity `json:"continuity,omitempty"`
+	// ContinuityError says why the check could not run (the lake is
+	// unreachable, say); the rest of the status is still there.
+	ContinuityError string `json:"continuity_error,omitempty"`
 }
 
 // TableStatus is one Delta table's position.
@@ -103,11 +106,11 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 	s.LeaseLive = s.Lease != nil && s.Lease.ExpiresAt.After(time.Now())
 
 	if lake != nil {
-		c, err := CheckLake(ctx, db, lake)
-		if err != nil {
-			return s, err
+		if c, err := CheckLake(ctx, db, lake); err != nil {
+			s.ContinuityError = err.Error()
+		} else {
+			s.Continuity = &c
 		}
-		s.Continuity = &c
 	}
 	if withTables && lake != nil {
 		rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY name`)

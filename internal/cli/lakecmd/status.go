@@ -79,7 +79,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		if err := cliutil.WriteJSON(f.IO.Out, st); err != nil {
 			return err
 		}
-		return continuityFinding(st.Continuity)
+		return continuityFinding(st)
 	}
 	lease := "none (no lake writer is running)"
 	if st.Lease != nil {
@@ -115,13 +115,13 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	for _, b := range st.Blockers {
 		pairs = append(pairs, [2]string{"blocking", describeBlocker(b)})
 	}
-	pairs = append(pairs, [2]string{"continuity", describeContinuity(st.Continuity)})
+	pairs = append(pairs, [2]string{"continuity", describeContinuity(st)})
 	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
 		return err
 	}
 	defer func() {
 		if err == nil {
-			err = continuityFinding(st.Continuity)
+			err = continuityFinding(st)
 		}
 	}()
 	if opts.Tables {
@@ -146,8 +146,11 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 }
 
 // describeContinuity is the status line of the continuity check.
-func describeContinuity(c *lakewriter.Continuity) string {
+func describeContinuity(st lakewriter.Status) string {
+	c := st.Continuity
 	switch {
+	case st.ContinuityError != "":
+		return "cannot check: " + st.ContinuityError
 	case c == nil:
 		return "not checked (no lake configured: --lake or OML_LAKE_URL)"
 	case c.OK():
@@ -156,10 +159,14 @@ func describeContinuity(c *lakewriter.Continuity) string {
 	return "FAILED: " + (&lakewriter.ContinuityError{C: *c}).Error()
 }
 
-// continuityFinding makes a failed continuity check the command's exit 1.
-func continuityFinding(c *lakewriter.Continuity) error {
-	if c == nil || c.OK() {
-		return nil
+// continuityFinding makes a failed continuity check the command's exit 1
+// (and a check that could not run, exit 2, after the rest was shown).
+func continuityFinding(st lakewriter.Status) error {
+	if st.ContinuityError != "" {
+		return cliutil.ConfigErrorf("cannot check the lake's continuity with the database: %s", st.ContinuityError)
 	}
-	return cliutil.Findingsf("%s", (&lakewriter.ContinuityError{C: *c}).Error())
+	if c := st.Continuity; c != nil && !c.OK() {
+		return cliutil.Findingsf("%s", (&lakewriter.ContinuityError{C: *c}).Error())
+	}
+	return nil
 }

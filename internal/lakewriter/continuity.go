@@ -213,8 +213,10 @@ func checkRows(ctx context.Context, db rowQuerier, b BatchBounds) (anchorVerdict
 	switch {
 	case n == *b.Rows:
 		return anchorAgrees, nil
-	case n < *b.Rows && oldest != nil && *oldest > b.Start+1:
-		return anchorAgrees, nil // pruned
+	case n < *b.Rows && (oldest == nil || *oldest > b.Start+1):
+		// Pruned into (or past) the batch. A database that lost the batch
+		// instead is caught by the anchor's journal event, checked first.
+		return anchorAgrees, nil
 	case n < *b.Rows:
 		return anchorMissing, nil
 	}
@@ -347,11 +349,13 @@ func CheckContinuity(ctx context.Context, db rowQuerier, lake store.Store, table
 				return c, err
 			}
 			if v == anchorAgrees {
-				if v, err = checkRows(ctx, db, rec); err != nil {
+				rv, err := checkRows(ctx, db, rec)
+				if err != nil {
 					return c, err
 				}
-				if v != anchorAgrees {
-					verdicts[-rec.End] = v // a disagreement, for the state below
+				if rv != anchorAgrees {
+					bad = true
+					verdicts[-rec.End] = rv // a disagreement, for the state below
 					reasons[fmt.Sprintf("batch (%d, %d] held %d outbox rows when it was drained; the database holds another number of them", rec.Start, rec.End, *rec.Rows)] = true
 				}
 			}

@@ -394,3 +394,53 @@ func TestContinuity_PromotedStandbyLostTail_S3Lake_Refuses(t *testing.T) {
 	require.Equal(t, agreed, ce.C.LastAgreedSeq)
 	require.Equal(t, before, lakeVersions(t, f.lake, f.bundle))
 }
+
+// One row below a batch's anchor is gone (its transaction committed after
+// the anchor's, so a lost WAL tail can take it and keep the anchor): the
+// anchor still matches, the recorded row count does not.
+func TestContinuity_RowMissingBelowAnchor_CaughtByRowCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	b.load(t, workload.Config{Claims: 10, Seed: 18})
+	lake := store.NewMem()
+	d, err := lakewriter.New(b.opts(lake))
+	require.NoError(t, err)
+	b.drainAll(t, d)
+	last := b.lastSeq(t)
+	// The second-to-last row of the outbox: inside the newest batch, below
+	// its anchor.
+	_, err = b.pool.Exec(ctx, `DELETE FROM oml.outbox WHERE seq = (SELECT seq FROM oml.outbox WHERE seq < $1 ORDER BY seq DESC LIMIT 1)`, last)
+	require.NoError(t, err)
+	c, err := lakewriter.CheckLake(ctx, b.pool, lake)
+	require.NoError(t, err)
+	require.False(t, c.OK(), "a row the lake drained is gone")
+	require.Less(t, c.LastAgreedSeq, last)
+	require.Contains(t, c.Detail, "outbox rows when it was drained")
+}
+
+// `oml outbox prune` deletes outbox rows every table has applied: a
+// recorded anchor whose row is pruned is recognised by its journal event,
+// so a pruned outbox is not a lost tail.
+func TestContinuity_OutboxPrunedPastAnchor_StillAgrees(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	b.load(t, workload.Config{Claims: 10, Seed: 19})
+	lake := store.NewMem()
+	d, err := lakewriter.New(b.opts(lake))
+	require.NoError(t, err)
+	b.drainAll(t, d)
+	_, err = b.pool.Exec(ctx, `DELETE FROM oml.outbox`)
+	require.NoError(t, err)
+	c, err := lakewriter.CheckLake(ctx, b.pool, lake)
+	require.NoError(t, err)
+	require.Truef(t, c.OK(), "%+v", c)
+	require.Positive(t, c.Anchors)
+
+	// New rows drain on top of the pruned outbox.
+	b.load(t, workload.Config{Claims: 3, Seed: 20})
+	d, err = lakewriter.New(b.opts(lake))
+	require.NoError(t, err)
+	b.drainAll(t, d)
+}

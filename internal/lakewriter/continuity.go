@@ -294,158 +294,202 @@ const historyScan = 500
 // same content. When they disagree it walks the diverged tables' logs back
 // to the newest batch the database still holds. Read-only.
 func CheckContinuity(ctx context.Context, db rowQuerier, lake store.Store, tables []TablePosition) (Continuity, error) {
-	c := Continuity{State: ContinuityOK, LastAgreedSeq: -1}
+	k := &checker{ctx: ctx, db: db, lake: lake, verdicts: map[int64]anchorVerdict{}, reasons: map[string]bool{}, minBad: -1}
+	k.c = Continuity{State: ContinuityOK, LastAgreedSeq: -1}
 	id, err := ReadIdentity(ctx, db)
 	if err != nil {
-		return c, err
+		return k.c, err
 	}
-	c.DB = id
+	k.c.DB = id
 	if dep, bad, err := checkDeployment(ctx, db, lake); err != nil {
-		return c, err
+		return k.c, err
 	} else if bad != "" {
-		c.State, c.Detail, c.Deployment = ContinuityDeployment, bad, dep
-		return c, nil
+		k.c.State, k.c.Detail, k.c.Deployment = ContinuityDeployment, bad, dep
+		return k.c, nil
 	}
-	verdicts := map[int64]anchorVerdict{}
-	verify := func(a *Anchor) (anchorVerdict, error) {
-		if v, ok := verdicts[a.Seq]; ok {
-			return v, nil
-		}
-		v, err := checkAnchor(ctx, db, a)
-		if err == nil {
-			verdicts[a.Seq] = v
-			c.Anchors++
-		}
-		return v, err
+	if err := k.newest(tables); err != nil {
+		return k.c, err
 	}
-	var (
-		newestRec  int64 = -1
-		suspects   []TablePosition
-		minBad     int64 = -1
-		agreedEnds []int64
-		reasons    = map[string]bool{}
-	)
-	recs, err := newestRecords(ctx, lake, tables)
+	if len(k.suspects) == 0 {
+		k.c.LastAgreedSeq = k.c.LakePosition
+		return k.c, nil
+	}
+	if err := k.walkBack(); err != nil {
+		return k.c, err
+	}
+	for _, t := range tables {
+		if t.TxnVersion > k.c.LastAgreedSeq && t.TxnVersion > 0 {
+			k.c.Tables = append(k.c.Tables, t.Key.String())
+		}
+	}
+	sort.Strings(k.c.Tables)
+	if err := k.classify(); err != nil {
+		return k.c, err
+	}
+	return k.c, nil
+}
+
+// checker is one run of CheckContinuity, step by step.
+type checker struct {
+	ctx  context.Context
+	db   rowQuerier
+	lake store.Store
+	c    Continuity
+
+	verdicts   map[int64]anchorVerdict // by anchor seq (a row-count disagreement under -end)
+	reasons    map[string]bool
+	suspects   []TablePosition
+	minBad     int64   // the smallest batch end known to disagree (-1: none)
+	agreedEnds []int64 // batch ends known to agree
+}
+
+func (k *checker) verify(a *Anchor) (anchorVerdict, error) {
+	if v, ok := k.verdicts[a.Seq]; ok {
+		return v, nil
+	}
+	v, err := checkAnchor(k.ctx, k.db, a)
+	if err == nil {
+		k.verdicts[a.Seq] = v
+		k.c.Anchors++
+	}
+	return v, err
+}
+
+func (k *checker) bad(end int64) {
+	if k.minBad < 0 || end < k.minBad {
+		k.minBad = end
+	}
+}
+
+// newest checks every table's position and its newest recorded batch.
+func (k *checker) newest(tables []TablePosition) error {
+	recs, err := newestRecords(k.ctx, k.lake, tables)
 	if err != nil {
-		return c, err
+		return err
 	}
+	newestRec := int64(-1)
 	for i, t := range tables {
 		if t.TxnVersion <= 0 {
 			continue
 		}
-		c.LakePosition = max(c.LakePosition, t.TxnVersion)
+		k.c.LakePosition = max(k.c.LakePosition, t.TxnVersion)
 		rec, ok := recs[i].rec, recs[i].ok
 		bad := false
-		if t.TxnVersion > id.LastSeq {
+		if t.TxnVersion > k.c.DB.LastSeq {
 			bad = true
-			reasons[fmt.Sprintf("the outbox sequence is at %d, below the txn version %d of %s", id.LastSeq, t.TxnVersion, t.Key)] = true
+			k.reasons[fmt.Sprintf("the outbox sequence is at %d, below the txn version %d of %s", k.c.DB.LastSeq, t.TxnVersion, t.Key)] = true
 		}
-		if ok && rec.Anchor != nil {
+		switch {
+		case ok && rec.Anchor != nil:
 			if rec.End > newestRec && rec.SystemIdentifier != "" {
-				newestRec, c.LakeSystemIdentifier, c.LakeTimeline = rec.End, rec.SystemIdentifier, rec.Timeline
+				newestRec, k.c.LakeSystemIdentifier, k.c.LakeTimeline = rec.End, rec.SystemIdentifier, rec.Timeline
 			}
-			v, err := verify(rec.Anchor)
+			rb, err := k.checkRecord(rec)
 			if err != nil {
-				return c, err
+				return err
 			}
-			if v == anchorAgrees {
-				rv, err := checkRows(ctx, db, rec)
-				if err != nil {
-					return c, err
-				}
-				if rv != anchorAgrees {
-					bad = true
-					verdicts[-rec.End] = rv // a disagreement, for the state below
-					reasons[fmt.Sprintf("batch (%d, %d] held %d outbox rows when it was drained; the database holds another number of them", rec.Start, rec.End, *rec.Rows)] = true
-				}
-			}
-			switch v {
-			case anchorMissing:
-				bad = true
-				reasons[fmt.Sprintf("outbox row %d, recorded by the lake, is not in the database", rec.Anchor.Seq)] = true
-			case anchorDiffers:
-				bad = true
-				reasons[fmt.Sprintf("outbox row %d holds other content than the lake recorded", rec.Anchor.Seq)] = true
-			}
-		} else if !ok || rec.Rows == nil {
-			c.Unrecorded++
+			bad = bad || rb
+		default:
+			k.c.Unrecorded++
 		}
 		if bad {
-			suspects = append(suspects, t)
-			if minBad < 0 || t.TxnVersion < minBad {
-				minBad = t.TxnVersion
-			}
+			k.suspects = append(k.suspects, t)
+			k.bad(t.TxnVersion)
 		} else {
-			agreedEnds = append(agreedEnds, t.TxnVersion)
+			k.agreedEnds = append(k.agreedEnds, t.TxnVersion)
 		}
 	}
-	if len(suspects) == 0 {
-		c.LastAgreedSeq = c.LakePosition
-		return c, nil
+	return nil
+}
+
+// checkRecord compares one recorded batch with the database: its anchor,
+// then its row count. It reports whether they disagree.
+func (k *checker) checkRecord(rec BatchBounds) (bool, error) {
+	v, err := k.verify(rec.Anchor)
+	if err != nil {
+		return false, err
 	}
-	// Walk back each suspect table to its newest batch the database holds.
-	for _, t := range suspects {
-		hist, err := tableHistory(ctx, lake, t.Key, historyScan)
+	switch v {
+	case anchorMissing:
+		k.reasons[fmt.Sprintf("outbox row %d, recorded by the lake, is not in the database", rec.Anchor.Seq)] = true
+		return true, nil
+	case anchorDiffers:
+		k.reasons[fmt.Sprintf("outbox row %d holds other content than the lake recorded", rec.Anchor.Seq)] = true
+		return true, nil
+	}
+	rv, err := checkRows(k.ctx, k.db, rec)
+	if err != nil || rv == anchorAgrees {
+		return false, err
+	}
+	k.verdicts[-rec.End] = rv
+	k.reasons[fmt.Sprintf("batch (%d, %d] held %d outbox rows when it was drained; the database holds another number of them", rec.Start, rec.End, *rec.Rows)] = true
+	return true, nil
+}
+
+// walkBack reads each suspect table's log back to its newest batch the
+// database holds, below every known disagreement, and sets LastAgreedSeq.
+func (k *checker) walkBack() error {
+	for _, t := range k.suspects {
+		hist, err := tableHistory(k.ctx, k.lake, t.Key, historyScan)
 		if err != nil {
-			return c, err
+			return err
 		}
 		for _, h := range hist {
 			b, ok := parseBatchBounds(h.CommitInfo)
-			if !ok || b.Anchor == nil {
-				continue
+			if !ok || b.Anchor == nil || b.End >= t.TxnVersion {
+				continue // the newest record was checked already
 			}
-			v, err := verify(b.Anchor)
+			v, err := k.verify(b.Anchor)
 			if err != nil {
-				return c, err
+				return err
 			}
-			if v == anchorAgrees && b.End <= id.LastSeq {
-				agreedEnds = append(agreedEnds, b.End)
+			if v == anchorAgrees && b.End <= k.c.DB.LastSeq {
+				k.agreedEnds = append(k.agreedEnds, b.End)
 				break
 			}
-			minBad = min(minBad, b.End)
+			k.bad(b.End)
 		}
 	}
-	for _, e := range agreedEnds {
-		if e < minBad && e > c.LastAgreedSeq {
-			c.LastAgreedSeq = e
+	for _, e := range k.agreedEnds {
+		if e < k.minBad && e > k.c.LastAgreedSeq {
+			k.c.LastAgreedSeq = e
 		}
 	}
-	for _, t := range tables {
-		if t.TxnVersion > c.LastAgreedSeq && t.TxnVersion > 0 {
-			c.Tables = append(c.Tables, t.Key.String())
-		}
-	}
-	sort.Strings(c.Tables)
-	// Ahead: the database lacks what the lake holds past LastAgreedSeq and
-	// wrote nothing new (a lost tail; restore-tail can bring it back).
-	// Diverged: it holds other content at a recorded seq, or rows past the
-	// lake's position (it wrote on top of the loss: a fork).
-	c.State = ContinuityAhead
-	for _, v := range verdicts {
+	return nil
+}
+
+// classify tells a lake that is only ahead (the database lacks what the
+// lake holds past LastAgreedSeq and wrote nothing new: a lost tail that
+// restore-tail can bring back) from one that diverged (the database holds
+// other content at a recorded seq, or rows past the lake's position: it
+// wrote on top of the loss, a fork), and writes Detail.
+func (k *checker) classify() error {
+	k.c.State = ContinuityAhead
+	for _, v := range k.verdicts {
 		if v == anchorDiffers {
-			c.State = ContinuityDiverged
+			k.c.State = ContinuityDiverged
 		}
 	}
-	if c.State == ContinuityAhead {
+	if k.c.State == ContinuityAhead {
 		var newer bool
-		if err := db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox WHERE seq > $1)`, c.LakePosition).Scan(&newer); err != nil {
-			return c, fmt.Errorf("look for outbox rows past the lake: %w", err)
+		if err := k.db.QueryRow(k.ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox WHERE seq > $1)`, k.c.LakePosition).Scan(&newer); err != nil {
+			return fmt.Errorf("look for outbox rows past the lake: %w", err)
 		}
 		if newer {
-			c.State = ContinuityDiverged
-			reasons[fmt.Sprintf("the database wrote outbox rows past the lake's position %d on top of what it lost", c.LakePosition)] = true
+			k.c.State = ContinuityDiverged
+			k.reasons[fmt.Sprintf("the database wrote outbox rows past the lake's position %d on top of what it lost", k.c.LakePosition)] = true
 		}
 	}
-	rs := make([]string, 0, len(reasons))
-	for r := range reasons {
+	rs := make([]string, 0, len(k.reasons))
+	for r := range k.reasons {
 		rs = append(rs, r)
 	}
 	sort.Strings(rs)
 	if len(rs) > 3 {
 		rs = append(rs[:3], fmt.Sprintf("and %d more", len(rs)-3))
 	}
-	c.Detail = strings.Join(rs, "; ")
-	return c, nil
+	k.c.Detail = strings.Join(rs, "; ")
+	return nil
 }
 
 type foundRecord struct {

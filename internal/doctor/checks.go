@@ -28,6 +28,7 @@ var checkDefs = []checkDef{
 	{id: IDLag, title: "frontier lag", needsDB: true, run: checkLag},
 	{id: IDHorizon, title: "snapshot horizon", needsDB: true, run: checkHorizon},
 	{id: IDDeadLetters, title: "dead letters", needsDB: true, run: checkDeadLetters},
+	{id: IDContinuity, title: "lake and database share their history", needsDB: true, needsLake: true, run: checkContinuity},
 	{id: IDFork, title: "fork check against witnessed heads", needsDB: true, needsLake: true, run: checkFork},
 	{id: IDChain, title: "chain verification (incremental)", needsDB: true, run: checkChain},
 	{id: IDDelta, title: "Delta table health", needsDB: true, needsLake: true, run: checkDelta},
@@ -321,6 +322,47 @@ func (r *run) tenantLabel(ctx context.Context, id uuid.UUID) string {
 		return fmt.Sprintf("%s (%s)", n, id)
 	}
 	return id.String()
+}
+
+// checkContinuity: does the database still hold what the lake says it
+// drained (a failover or restore that lost a tail, a wrong --lake)? The
+// same check the lake writer runs before it writes, read-only.
+func checkContinuity(ctx context.Context, r *run, res *Result) {
+	c, err := lakewriter.CheckLake(ctx, r.pool, r.lake)
+	if err != nil {
+		res.fail("cannot compare the lake with the database: %v", err)
+		return
+	}
+	res.Data["state"] = c.State
+	res.Data["last_agreed_seq"] = c.LastAgreedSeq
+	res.Data["lake_position"] = c.LakePosition
+	res.Data["lake_timeline"] = c.LakeTimeline
+	res.Data["lake_system_identifier"] = c.LakeSystemIdentifier
+	res.Data["database_seq"] = c.DB.LastSeq
+	res.Data["database_timeline"] = c.DB.Timeline
+	res.Data["database_system_identifier"] = c.DB.SystemIdentifier
+	res.Data["tables"] = append([]string{}, c.Tables...)
+	res.Data["anchors_checked"] = c.Anchors
+	res.Data["unrecorded_tables"] = c.Unrecorded
+	if !c.OK() {
+		res.fail("%s", (&lakewriter.ContinuityError{C: c}).Error())
+		if c.Detail != "" {
+			res.detail("%s", c.Detail)
+		}
+		for i, t := range c.Tables {
+			if i == 10 {
+				res.detail("and %d more table(s)", len(c.Tables)-10)
+				break
+			}
+			res.detail("table %s holds rows past seq %d", t, c.LastAgreedSeq)
+		}
+		return
+	}
+	res.Summary = fmt.Sprintf("the database holds what the lake drained: lake at seq %d, database outbox at seq %d (timeline %d); %d recorded batch(es) compared",
+		c.LakePosition, c.DB.LastSeq, c.DB.Timeline, c.Anchors)
+	if c.Unrecorded > 0 {
+		res.detail("%d table(s) were last written before oml recorded continuity in commits: only their positions were compared", c.Unrecorded)
+	}
 }
 
 func checkFork(ctx context.Context, r *run, res *Result) {

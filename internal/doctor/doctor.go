@@ -48,6 +48,7 @@ const (
 	IDHorizon     = "horizon"
 	IDDeadLetters = "dead-letters"
 	IDFork        = "fork"
+	IDContinuity  = "continuity"
 	IDChain       = "chain"
 	IDDelta       = "delta"
 	IDReconcile   = "reconcile"

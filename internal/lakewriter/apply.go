@@ -96,11 +96,7 @@ func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, f
 			return res, err
 		}
 		c.Txn = &delta.Txn{AppID: AppID, Version: to}
-		bounds := map[string]any{"start": from, "end": to}
-		if catchUp {
-			bounds["catchUp"] = true
-		}
-		c.Extra = map[string]any{"omlBatch": bounds}
+		c.Extra = map[string]any{"omlBatch": d.commitRecord(from, to, catchUp)}
 		start := time.Now()
 		v, err := w.Commit(ctx, c)
 		res.latency = time.Since(start)

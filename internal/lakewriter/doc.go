@@ -40,4 +40,24 @@
 //     oml.dead_letter; the batch then proceeds without it. An outage of the
 //     database or the object store is never a poison row: the writer backs
 //     off and retries the same batch.
+//  6. Continuity (continuity.go). The lake never builds on a database whose
+//     history is behind it (a promoted standby that lost a tail, a
+//     point-in-time restore). Every commit records, next to its bounds, the
+//     database's system identifier and timeline, the number of outbox rows
+//     in (F, E] and an anchor: the batch's last outbox row with a digest of
+//     its content and of the journal event hash it cites. Before writing
+//     anything (recover), and before every batch, the writer checks that
+//     the outbox sequence is at or beyond every txn version and that each
+//     table's newest recorded batch is in the database with the same
+//     content; if not, it names the last seq both agree on and refuses to
+//     write to any table (the frontier is global). Why the batch-end row
+//     and not a digest of the whole batch: checking it is one primary-key
+//     probe whatever the batch size, so the per-batch check is one round
+//     trip (measured 0.69 ms against 1.17 s per 10,000-row batch); the
+//     event hash stands for the tenant's chain before it, and the row count
+//     catches a lost row below the anchor whose transaction committed after
+//     it. Rejected: comparing numbers only — after a short lost tail the
+//     promoted sequence (WAL-logged 32 ahead) is already above the lake.
+//     The lake root's _oml_deployment.json (put-if-absent, by the writer
+//     only) names the deployment, so a wrong --lake is refused too.
 package lakewriter

@@ -84,6 +84,10 @@ type Options struct {
 	// otherwise runs at start and every ForkCheckInterval, default 1m).
 	NoForkCheck       bool
 	ForkCheckInterval time.Duration
+	// ContinuityRecheck is how often the long-running loop checks again
+	// after refusing to write because the lake is ahead of or diverged from
+	// the database (default 30s).
+	ContinuityRecheck time.Duration
 	// WitnessInterval is how often, at most, a tenant's chain head is
 	// published as a signed witness after a batch touched it (default 10s;
 	// needs Signer; negative turns publishing off).
@@ -142,6 +146,15 @@ type Drainer struct {
 	witnessedAt   map[uuid.UUID]time.Time
 	replayed      *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
 	deadMu        sync.Mutex
+
+	// Continuity (continuity.go): the identity the last full check found,
+	// the anchor of the newest batch known to agree, and the record of the
+	// batch being applied.
+	contMu     sync.Mutex
+	verified   Identity
+	lastAnchor *Anchor
+	current    *BatchBounds
+	cutRows    *BatchBounds // Start, End and Rows of the batch last cut
 }
 
 // New checks the options and returns a Drainer. It does not touch the
@@ -189,6 +202,9 @@ func New(opts Options) (*Drainer, error) {
 	}
 	if opts.ForkCheckInterval <= 0 {
 		opts.ForkCheckInterval = time.Minute
+	}
+	if opts.ContinuityRecheck <= 0 {
+		opts.ContinuityRecheck = 30 * time.Second
 	}
 	if opts.WitnessInterval == 0 {
 		opts.WitnessInterval = 10 * time.Second
@@ -255,6 +271,11 @@ func (d *Drainer) recover(ctx context.Context) error {
 			}
 		}
 	}
+	// Before anything is written: does the database still hold what the
+	// lake says it drained?
+	if err := d.checkContinuity(ctx, tenants); err != nil {
+		return err
+	}
 	cache, err := readFrontier(ctx, d.db)
 	if err != nil {
 		return err
@@ -268,16 +289,18 @@ func (d *Drainer) recover(ctx context.Context) error {
 		d.recovered = true
 		return d.catchUp(ctx, tenants)
 	}
-	start, err := d.batchStart(ctx, maxKey, maxEnd)
+	start, rec, err := d.batchStart(ctx, maxKey, maxEnd)
 	if err != nil {
 		return err
 	}
+	d.batchApplied(rec)
 	if cache > maxEnd {
 		d.log.Info("frontier cache is ahead of the newest lake commit; resuming from the lake (rows in between produced no commit or will be re-checked)",
 			"frontier_cache", cache, "lake", maxEnd)
 	}
 	if start >= 0 && start < maxEnd {
 		d.log.Info("replaying the newest recorded batch with its recorded bounds", "start", start, "end", maxEnd)
+		d.setCutRows(start, maxEnd, rec.Rows)
 		r, err := d.processBatch(ctx, start, maxEnd)
 		d.replayed = &r
 		if err != nil {
@@ -294,25 +317,26 @@ func (d *Drainer) recover(ctx context.Context) error {
 
 // batchStart reads the start bound recorded with the commit that set the
 // table's txn version to end (-1 if it cannot be found, e.g. cleaned up).
-func (d *Drainer) batchStart(ctx context.Context, key TableKey, end int64) (int64, error) {
+// The record is returned too (its anchor seeds the per-batch check).
+func (d *Drainer) batchStart(ctx context.Context, key TableKey, end int64) (int64, BatchBounds, error) {
 	st, err := store.Sub(d.opts.Lake, key.Path())
 	if err != nil {
-		return -1, err
+		return -1, BatchBounds{}, err
 	}
 	hist, err := delta.History(ctx, st, delta.HistoryOptions{Limit: 20})
 	if err != nil {
-		return -1, fmt.Errorf("read the history of %s: %w", key, err)
+		return -1, BatchBounds{}, fmt.Errorf("read the history of %s: %w", key, err)
 	}
 	for _, h := range hist {
 		for _, t := range h.Txns {
 			if t.AppID == AppID && t.Version == end {
 				if b, ok := parseBatchBounds(h.CommitInfo); ok && b.End == end && !b.CatchUp {
-					return b.Start, nil
+					return b.Start, b, nil
 				}
 			}
 		}
 	}
-	return -1, nil
+	return -1, BatchBounds{}, nil
 }
 
 func (d *Drainer) tenants(ctx context.Context) ([]uuid.UUID, error) {
@@ -338,6 +362,11 @@ var errPoisonRetry = errors.New("poison rows inside their retry budget")
 // processBatch applies (from, to] to every table it touches, then advances
 // the frontier cache.
 func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult, error) {
+	rec, err := d.beforeBatch(ctx, from, to)
+	if err != nil {
+		return BatchResult{Start: from, End: to}, err
+	}
+	d.setRecord(rec)
 	res, err := d.applyRange(ctx, from, to, nil)
 	if err != nil {
 		return res, err
@@ -349,6 +378,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 		return res, err
 	}
 	d.frontier.Store(to)
+	d.batchApplied(rec)
 	if err := d.crash(AfterFrontierUpdate, TableKey{}); err != nil {
 		return res, err
 	}
@@ -366,6 +396,14 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *TableKey) (BatchResult, error) {
 	started := time.Now()
 	res := BatchResult{Start: from, End: to}
+	if scope != nil {
+		// A catch-up commit records its range like a batch does.
+		rec, _, _, err := readBatchRecord(ctx, d.db, from, to, nil)
+		if err != nil {
+			return res, err
+		}
+		d.setRecord(rec)
+	}
 	for round := 0; ; round++ {
 		items, err := loadBatch(ctx, d.db, from, to, scope)
 		if err != nil {

@@ -16,6 +16,14 @@ type BatchBounds struct {
 	// CatchUp marks a commit that brought one table of a tenant up to the
 	// frontier after its chain stopped being forked (not a regular batch).
 	CatchUp bool `json:"catchUp,omitempty"`
+	// The database history the batch was read from (see continuity.go):
+	// the cluster's system identifier and timeline, how many outbox rows
+	// (start, end] held, and the last of them (Anchor). Absent in commits
+	// written before oml recorded them.
+	SystemIdentifier string  `json:"systemIdentifier,omitempty"`
+	Timeline         int64   `json:"timeline,omitempty"`
+	Rows             *int64  `json:"rows,omitempty"`
+	Anchor           *Anchor `json:"anchor,omitempty"`
 }
 
 func parseBatchBounds(commitInfo json.RawMessage) (BatchBounds, bool) {
@@ -38,14 +46,20 @@ func readFrontier(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 }
 
 // writeFrontier advances the frontier cache to end after a batch (start,
-// end] is in every table it touched. The cache never moves backwards: it is
-// for status and lag metrics; the Delta logs are the recovery authority.
+// end] is in every table it touched. The cache never moves backwards, and
+// never past the database's own outbox sequence (a lake ahead of the
+// database must not drag the cache with it); it records the database's
+// system identifier and timeline. It is for status and lag metrics; the
+// Delta logs are the recovery authority.
 func writeFrontier(ctx context.Context, db *pgxpool.Pool, start, end int64, fenceXid uint64) error {
 	_, err := db.Exec(ctx, `
+WITH i AS (`+identitySQL+`)
 UPDATE oml.lake_frontier
-SET frontier = GREATEST(frontier, $2), batch_start = $1, batch_end = $2,
+SET frontier = GREATEST(frontier, LEAST($2, i.last_seq)), batch_start = $1, batch_end = $2,
     horizon_xid = CASE WHEN $3::bigint > 0 THEN $3::bigint::text::xid8 ELSE horizon_xid END,
-    updated_at = now()`, start, end, int64(fenceXid))
+    system_identifier = i.system_identifier, timeline = i.tli::text,
+    updated_at = now()
+FROM i`, start, end, int64(fenceXid))
 	if err != nil {
 		return fmt.Errorf("advance the frontier cache to %d: %w", end, err)
 	}

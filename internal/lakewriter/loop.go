@@ -38,6 +38,12 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		d.replayed = nil
 	}
 	sum.StartFrontier, sum.EndFrontier = d.frontier.Load(), d.frontier.Load()
+	// A writer recovered by an earlier run skips recover's full check;
+	// the quick one tells whether the database moved since (a failover
+	// between two runs leaves no batch to check before).
+	if _, err := d.beforeBatch(ctx, d.frontier.Load(), d.frontier.Load()); err != nil {
+		return sum, err
+	}
 
 	fence, err := outbox.TakeFence(ctx, d.db)
 	if err != nil {
@@ -66,10 +72,12 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		end, _, err := outbox.Cut(ctx, d.db, d.frontier.Load(), target, d.opts.Limits)
+		end, n, err := outbox.Cut(ctx, d.db, d.frontier.Load(), target, d.opts.Limits)
 		if err != nil {
 			return sum, err
 		}
+		rows := int64(n)
+		d.setCutRows(d.frontier.Load(), end, &rows)
 		res, err := d.runBatch(ctx, d.frontier.Load(), end)
 		if err != nil {
 			return sum, err
@@ -100,6 +108,18 @@ func (d *Drainer) Run(ctx context.Context) error {
 			d.log.Info("waiting for the lake writer lease", "holder", nl.Holder.Holder, "host", nl.Holder.Host,
 				"pid", nl.Holder.PID, "expires_at", nl.Holder.ExpiresAt)
 			if sleep(ctx, d.opts.LeaseTTL/2) != nil {
+				return nil
+			}
+			continue
+		}
+		var ce *ContinuityError
+		if errors.As(err, &ce) {
+			// Keep refusing, visibly: the error was logged and the gauge set
+			// by the check; look again later (an operator may have repaired
+			// the lake or pointed the writer at the right database).
+			d.log.Error("lake writer refuses to write; checking continuity again later", "error", err, "retry_in", d.opts.ContinuityRecheck)
+			d.recovered = false
+			if sleep(ctx, d.opts.ContinuityRecheck) != nil {
 				return nil
 			}
 			continue
@@ -157,6 +177,13 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 			}
 			continue
 		}
+		if fence.LastSeq < d.frontier.Load() {
+			// The database's sequence is behind the lake: a failover or a
+			// restore under the running writer. Check before anything else.
+			if _, err := d.beforeBatch(ctx, d.frontier.Load(), d.frontier.Load()); err != nil {
+				return leaseErr(ctx, err)
+			}
+		}
 		blocked := false
 		if fence.Final(h) {
 			if fence.LastSeq > stable {
@@ -181,6 +208,8 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 			}
 			full := end < stable || n >= d.opts.Limits.Rows
 			if full || time.Since(pendingSince) >= d.opts.MaxWait {
+				rows := int64(n)
+				d.setCutRows(d.frontier.Load(), end, &rows)
 				if _, err := d.runBatch(ctx, d.frontier.Load(), end); err != nil {
 					return leaseErr(ctx, err)
 				}
@@ -217,7 +246,7 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 			return r, nil
 		}
 		res = r
-		if errors.Is(err, ErrCrashed) || errors.Is(err, ErrNoSigner) || ctx.Err() != nil {
+		if errors.Is(err, ErrCrashed) || errors.Is(err, ErrNoSigner) || isContinuity(err) || ctx.Err() != nil {
 			res.DeadLettered = dead
 			return res, err
 		}
@@ -239,7 +268,7 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 func (d *Drainer) retry(ctx context.Context, what string, fn func(context.Context) error) error {
 	for attempt := 0; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || errors.Is(err, ErrCrashed) || ctx.Err() != nil {
+		if err == nil || errors.Is(err, ErrCrashed) || isContinuity(err) || ctx.Err() != nil {
 			return err
 		}
 		if werr := d.outage(ctx, what, err, attempt); werr != nil {
@@ -348,4 +377,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// isContinuity reports a refusal of the continuity check: not an outage,
+// so never retried as one.
+func isContinuity(err error) bool {
+	var ce *ContinuityError
+	return errors.As(err, &ce)
 }

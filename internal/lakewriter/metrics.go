@@ -29,6 +29,9 @@ type Metrics struct {
 	HeldTenants prometheus.Gauge
 	// LastWitness is when this writer last published a signed head.
 	LastWitness prometheus.Gauge
+	// ContinuityRefused is 1 while the writer refuses to write because the
+	// lake is ahead of or diverged from the database.
+	ContinuityRefused prometheus.Gauge
 }
 
 // NewMetrics registers the metrics on reg.
@@ -52,10 +55,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LastBatch:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_last_batch_timestamp_seconds", Help: "When this writer last applied a batch (Unix seconds)."}),
 		HeldTenants:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_held_tenants", Help: "Tenants not materialized because their chain disagrees with its witnessed head."}),
 		LastWitness:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_last_witness_timestamp_seconds", Help: "When this writer last published a signed chain head (Unix seconds)."}),
+		ContinuityRefused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_continuity_refused",
+			Help: "1 while the writer refuses to write because the lake is ahead of or diverged from the database (docs/runbooks/continuity.md)."}),
 	}
 	reg.MustRegister(m.Batches, m.Rows, m.Bytes, m.CommitLatency, m.FrontierLagSeq, m.FrontierLagSecs,
 		m.DeadLetters, m.Retries, m.Checkpoints, m.Frontier, m.HorizonBlocked,
-		m.LeaseHeld, m.LastBatch, m.HeldTenants, m.LastWitness)
+		m.LeaseHeld, m.LastBatch, m.HeldTenants, m.LastWitness, m.ContinuityRefused)
 	return m
 }
 
@@ -129,5 +134,16 @@ func (m *Metrics) lag(seqs int64, secs float64, blocked bool) {
 		m.HorizonBlocked.Set(1)
 	} else {
 		m.HorizonBlocked.Set(0)
+	}
+}
+
+func (m *Metrics) continuity(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.ContinuityRefused.Set(0)
+	} else {
+		m.ContinuityRefused.Set(1)
 	}
 }

@@ -32,6 +32,12 @@ type Status struct {
 	DeadLetters     int64            `json:"dead_letters"` // not yet re-enqueued
 	OldestDeadAt    *time.Time       `json:"oldest_dead_letter_at,omitempty"`
 	Tables          []TableStatus    `json:"tables,omitempty"`
+	// Continuity is the continuity check (continuity.go), when a lake was
+	// given: does the database still hold what the lake says it drained?
+	Continuity *Continuity `json:"continuity,omitempty"`
+	// ContinuityError says why the check could not run (the lake is
+	// unreachable, say); the rest of the status is still there.
+	ContinuityError string `json:"continuity_error,omitempty"`
 }
 
 // TableStatus is one Delta table's position.
@@ -47,8 +53,9 @@ type TableStatus struct {
 	Error           string `json:"error,omitempty"`
 }
 
-// ReadStatus gathers the status. lake may be nil (then Tables stays empty);
-// withTables reads every tenant's tables' logs.
+// ReadStatus gathers the status. lake may be nil (then Tables stays empty
+// and Continuity nil); with a lake the continuity check runs (it reads
+// every tenant table's log); withTables also lists every table.
 func ReadStatus(ctx context.Context, db *pgxpool.Pool, lake store.Store, withTables bool) (Status, error) {
 	var s Status
 	var fat *time.Time
@@ -98,6 +105,13 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 	}
 	s.LeaseLive = s.Lease != nil && s.Lease.ExpiresAt.After(time.Now())
 
+	if lake != nil {
+		if c, err := CheckLake(ctx, db, lake); err != nil {
+			s.ContinuityError = err.Error()
+		} else {
+			s.Continuity = &c
+		}
+	}
 	if withTables && lake != nil {
 		rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY name`)
 		if err != nil {

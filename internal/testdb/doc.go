@@ -45,6 +45,15 @@
 //     directories whose owning process (pid and start time, in the
 //     directory's "owner" file) is gone, stopping their postmasters first.
 //
+// Replication nodes (replica.go). Failover tests get private clusters of
+// their own, never the shared one: NewPrimary (wal_level = replica, a
+// replication line in pg_hba.conf), StartStandby (pg_basebackup -R -X
+// stream), LoseTail (replayed, standby stopped, more writes, primary
+// crashed, standby started and promoted), TakeBaseBackup + Restore (a
+// point-in-time-restore-like node: same system identifier, new timeline,
+// behind), Node.Identity (system identifier and timeline). They live under
+// an oml-testdb-repl-* directory that the same three cleanup layers cover.
+//
 // Environment:
 //
 //   - OML_TEST_DATABASE_URL: use this server instead of starting one. The

@@ -163,19 +163,21 @@ func (lc *localCluster) remove(ctx context.Context) error {
 
 // watchdogScript runs in its own session. `cat` returns when the test
 // binary (the only writer of its stdin) exits, however it exits; then it
-// stops the postmaster if it still runs and removes the directory.
+// stops the postmaster(s) still running there (the shared cluster's data/,
+// or each replication node's */data) and removes the directory.
 const watchdogScript = `
 cat >/dev/null
 d=$1
 alive() { kill -0 "$1" 2>/dev/null && ! grep -qs ') Z ' "/proc/$1/stat"; }
-if [ -f "$d/data/postmaster.pid" ]; then
-  pid=$(head -n 1 "$d/data/postmaster.pid")
-  if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$d/data" ]; then
+for data in "$d/data" "$d"/*/data; do
+  [ -f "$data/postmaster.pid" ] || continue
+  pid=$(head -n 1 "$data/postmaster.pid")
+  if [ -n "$pid" ] && [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$data" ]; then
     kill -QUIT "$pid" 2>/dev/null
     i=0
     while alive "$pid" && [ "$i" -lt 300 ]; do sleep 0.1; i=$((i+1)); done
   fi
-fi
+done
 rm -rf "$d"
 `
 
@@ -260,10 +262,12 @@ func removeStale(ctx context.Context, tmp string) {
 				continue
 			}
 		}
-		data := filepath.Join(d, "data")
-		if state, pf, _ := pgdev.StatusOf(data); state == pgdev.Running {
-			_ = syscall.Kill(pf.PID, syscall.SIGQUIT)
-			waitExit(ctx, pf.PID)
+		datas, _ := filepath.Glob(filepath.Join(d, "*", "data"))
+		for _, data := range append([]string{filepath.Join(d, "data")}, datas...) {
+			if state, pf, _ := pgdev.StatusOf(data); state == pgdev.Running {
+				_ = syscall.Kill(pf.PID, syscall.SIGQUIT)
+				waitExit(ctx, pf.PID)
+			}
 		}
 		_ = os.RemoveAll(d)
 	}

@@ -59,13 +59,26 @@ func NewDeployment(t testing.TB, n int) *Deployment {
 // NewDeploymentOn is NewDeployment on a database the test already has.
 func NewDeploymentOn(t testing.TB, db *testdb.DB, n int) *Deployment {
 	t.Helper()
+	d := deploy(t, db.Pool(t), n)
+	d.DB = db
+	return d
+}
+
+// NewDeploymentAt is NewDeployment on a database known only by its URL (a
+// private cluster from testdb.NewPrimary, say); DB stays nil.
+func NewDeploymentAt(t testing.TB, url string, n int) *Deployment {
+	t.Helper()
+	return deploy(t, testdb.OpenPool(t, url), n)
+}
+
+func deploy(t testing.TB, pool *pgxpool.Pool, n int) *Deployment {
+	t.Helper()
 	ctx := context.Background()
-	pool := db.Pool(t)
 	k, err := keys.Generate()
 	require.NoError(t, err)
 	_, err = tenant.Init(ctx, pool, k)
 	require.NoError(t, err)
-	d := &Deployment{DB: db, Pool: pool, Key: k}
+	d := &Deployment{Pool: pool, Key: k}
 	for i := 0; i < n; i++ {
 		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf(NameFormat, i))
 		require.NoError(t, err)

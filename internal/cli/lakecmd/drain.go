@@ -265,6 +265,16 @@ func drainError(err error) error {
 	if errors.Is(err, lakewriter.ErrNoSigner) {
 		return cliutil.AsConfigError(err)
 	}
+	// The lake is ahead of / diverged from the database: the drain ran and
+	// found a problem (exit 1). A lake of another deployment is a wrong
+	// --lake (exit 2).
+	var ce *lakewriter.ContinuityError
+	if errors.As(err, &ce) {
+		if ce.C.State == lakewriter.ContinuityDeployment {
+			return cliutil.AsConfigError(ce) // a wrong --lake: configuration
+		}
+		return cliutil.Findingsf("%s", ce.Error())
+	}
 	return cliutil.AsConfigError(fmt.Errorf("lake drain: %w", err))
 }
 

@@ -50,7 +50,7 @@ txn version and commits since its last checkpoint.`,
 	return cmd
 }
 
-func statusRun(ctx context.Context, opts *StatusOptions) error {
+func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	f := opts.Factory
 	format, _ := f.Format()
 	pool, err := f.DB(ctx)
@@ -60,8 +60,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 	if err := schema.RequireCurrent(ctx, pool); err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	// With a lake configured, the continuity check runs (read-only); --tables
+	// needs one.
 	var lake store.Store
-	if opts.Tables {
+	if opts.Tables || f.LakeURL() != "" {
 		if lake, err = openLake(ctx, f); err != nil {
 			return err
 		}
@@ -74,7 +76,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 		if st.Blockers == nil {
 			st.Blockers = []outbox.Blocker{}
 		}
-		return cliutil.WriteJSON(f.IO.Out, st)
+		if err := cliutil.WriteJSON(f.IO.Out, st); err != nil {
+			return err
+		}
+		return continuityFinding(st)
 	}
 	lease := "none (no lake writer is running)"
 	if st.Lease != nil {
@@ -110,9 +115,15 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 	for _, b := range st.Blockers {
 		pairs = append(pairs, [2]string{"blocking", describeBlocker(b)})
 	}
+	pairs = append(pairs, [2]string{"continuity", describeContinuity(st)})
 	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
 		return err
 	}
+	defer func() {
+		if err == nil {
+			err = continuityFinding(st)
+		}
+	}()
 	if opts.Tables {
 		fmt.Fprintln(f.IO.Out)
 		var rows [][]string
@@ -130,6 +141,32 @@ func statusRun(ctx context.Context, opts *StatusOptions) error {
 			rows = append(rows, []string{t.Table, v, txn, files, since})
 		}
 		return cliutil.Table(f.IO, []string{"TABLE", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows)
+	}
+	return nil
+}
+
+// describeContinuity is the status line of the continuity check.
+func describeContinuity(st lakewriter.Status) string {
+	c := st.Continuity
+	switch {
+	case st.ContinuityError != "":
+		return "cannot check: " + st.ContinuityError
+	case c == nil:
+		return "not checked (no lake configured: --lake or OML_LAKE_URL)"
+	case c.OK():
+		return fmt.Sprintf("ok: the database holds what the lake drained (lake at seq %d, database at seq %d, timeline %d)", c.LakePosition, c.DB.LastSeq, c.DB.Timeline)
+	}
+	return "FAILED: " + (&lakewriter.ContinuityError{C: *c}).Error()
+}
+
+// continuityFinding makes a failed continuity check the command's exit 1
+// (and a check that could not run, exit 2, after the rest was shown).
+func continuityFinding(st lakewriter.Status) error {
+	if st.ContinuityError != "" {
+		return cliutil.ConfigErrorf("cannot check the lake's continuity with the database: %s", st.ContinuityError)
+	}
+	if c := st.Continuity; c != nil && !c.OK() {
+		return cliutil.Findingsf("%s", (&lakewriter.ContinuityError{C: *c}).Error())
 	}
 	return nil
 }

@@ -133,6 +133,11 @@ SELECT h.tenant_id, coalesce(t.name, ''), h.seq, h.hash, h.updated_at
 			return cliutil.AsConfigError(err)
 		}
 		rep.WitnessesChecked = true
+		c, err := lakewriter.CheckLake(ctx, pool, st)
+		if err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		rep.Lake.Continuity = &c
 		for _, u := range fc.Untrusted {
 			rep.Warnings = append(rep.Warnings, u.Error())
 		}
@@ -160,6 +165,13 @@ SELECT h.tenant_id, coalesce(t.name, ''), h.seq, h.hash, h.updated_at
 		}
 	} else if err := printScreen(f, &rep); err != nil {
 		return err
+	}
+	if c := rep.Lake.Continuity; c != nil && !c.OK() {
+		msg := (&lakewriter.ContinuityError{C: *c}).Error()
+		if broken > 0 {
+			msg += fmt.Sprintf("; and %d chain(s) disagree with their witnessed head", broken)
+		}
+		return cliutil.Findingsf("%s", msg)
 	}
 	if broken > 0 {
 		return cliutil.Findingsf("%d chain(s) disagree with their witnessed head: run oml chain verify", broken)
@@ -203,6 +215,7 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 		{"lease", lease},
 		{"last drain", last},
 		{"dead letters", dead},
+		{"continuity", continuityLine(s.Continuity)},
 	}
 	for _, b := range s.Blockers {
 		pairs = append(pairs, [2]string{"blocking", fmt.Sprintf("%s pid %d xid %d (%s@%s, %s, open since %s)", b.Kind, b.PID, b.Xid, b.User, b.Database, b.State, cliutil.Time(b.XactStart))})
@@ -235,4 +248,14 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 		fmt.Fprintf(f.IO.ErrOut, "oml: note: %s\n", w)
 	}
 	return nil
+}
+
+func continuityLine(c *lakewriter.Continuity) string {
+	switch {
+	case c == nil:
+		return "not checked (no lake configured)"
+	case c.OK():
+		return fmt.Sprintf("ok (lake at seq %d, database at seq %d, timeline %d)", c.LakePosition, c.DB.LastSeq, c.DB.Timeline)
+	}
+	return fmt.Sprintf("FAILED: %s; both agree up to seq %d: see docs/runbooks/continuity.md", c.State, c.LastAgreedSeq)
 }

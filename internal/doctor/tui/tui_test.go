@@ -252,3 +252,30 @@ func TestUpdate_KeysReadTogetherAreEachHandled(t *testing.T) {
 	_, quit := cmd().(tea.QuitMsg)
 	require.True(t, quit, "the q in the run must quit")
 }
+
+// The live view shows a failed continuity check like any other: its id,
+// its status and the start of its summary, with nothing special-cased.
+func TestView_ContinuityFailureShows(t *testing.T) {
+	t.Parallel()
+	rep := fixture(1)
+	cont := doctor.Result{ID: doctor.IDContinuity, Title: "lake and database share their history", Status: doctor.StatusFail,
+		Summary: "the lake is ahead of the database (outbox row 2401, recorded by the lake, is not in the database): lake at seq 2401 (timeline 1), database outbox at seq 1990 (timeline 2); both agree up to seq 1958",
+		Details: []string{}, Data: map[string]any{"state": "lake-ahead"}, Runbook: doctor.Runbook(doctor.IDContinuity), CheckedAt: t0}
+	rep.Checks = append([]doctor.Result{rep.Checks[0], cont}, rep.Checks[1:]...)
+	rep.Counts[doctor.StatusFail]++
+	m := New(context.Background(), func(context.Context) doctor.Report { return rep }, 10*time.Second,
+		WithClock(func() time.Time { return t0.Add(13 * time.Second) }), WithRenderer(asciiRenderer()))
+	var tm tea.Model = m
+	tm, _ = tm.Update(tea.WindowSizeMsg{Width: 160, Height: 40})
+	tm, _ = tm.Update(reportMsg{rep: rep, at: t0.Add(13 * time.Second)})
+	view := tm.View()
+	require.Contains(t, view, "continuity")
+	require.Contains(t, view, "the lake is ahead of the database")
+	line := ""
+	for _, l := range strings.Split(view, "\n") {
+		if strings.Contains(l, "continuity") {
+			line = l
+		}
+	}
+	require.Contains(t, strings.ToLower(line), "fail")
+}

@@ -38,10 +38,11 @@ var (
 	// COMMITTED: under REPEATABLE READ or SERIALIZABLE the snapshot predates
 	// the lock wait and the head read would be stale.
 	ErrIsolation = errors.New("the append path needs a READ COMMITTED transaction")
-	// ErrChainConflict means the journal's (tenant_id, seq) primary key
-	// refused the insert: someone appended at the same seq. Under the tenant
+	// ErrChainConflict means the journal's (tenant_id, seq) primary key or
+	// its journal_extends_chain trigger refused the insert: someone appended
+	// at the same seq, or the rows do not extend the chain. Under the tenant
 	// lock this cannot happen; if it does, the lock discipline was broken
-	// somewhere and the PK has just prevented a fork.
+	// somewhere and the database has just prevented a fork.
 	ErrChainConflict = errors.New("chain conflict: another event already holds this seq")
 )
 
@@ -112,7 +113,8 @@ func retryable(err error) bool {
 //     clock, clamped so it never goes below the head's), hashes and signs;
 //  4. folds the events over the loaded state (rejecting illegal
 //     transitions before anything is written);
-//  5. pipelines, in one round trip: the journal rows, the head update, the
+//  5. pipelines, in one round trip: the journal rows (oml.append_journal;
+//     the database checks they extend the chain and moves the head), the
 //     fold-state writes and the outbox rows, in event order.
 //
 // The lock is held until the caller's transaction ends, so commit order
@@ -238,8 +240,9 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 	return recs, nil
 }
 
-// ReadHead returns tenant's stored head, or ok=false for a tenant with no
-// events yet.
+// ReadHead returns tenant's stored head (oml.chain_heads, which the
+// database keeps equal to the journal's last row), or ok=false for a tenant
+// with no events yet.
 func ReadHead(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, tenant uuid.UUID) (h Head, ok bool, err error) {

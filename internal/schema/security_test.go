@@ -320,6 +320,7 @@ func TestThreat_PhantomTenantAndKey_Refused(t *testing.T) {
 	requireCode(t, offChain, as(t, d.owner, uuid.Nil, tenantRow, uuid.New(), "phantom", pseq, phash), "owner, citing alpha's tenant.created")
 	requireCode(t, offChain, as(t, d.owner, uuid.Nil, tenantRow, uuid.New(), "phantom", int64(999), phash), "owner, citing no event")
 	requireCode(t, offChain, as(t, d.owner, d.a, "UPDATE oml.tenants SET name = 'renamed' WHERE id = $1", d.a), "owner renames a tenant")
+	requireCode(t, offChain, as(t, d.owner, d.a, "UPDATE oml.tenants SET provider_hash = sha256(provider_hash) WHERE id = $1", d.a), "owner rewrites a tenant's provider_hash")
 
 	pub := make([]byte, 32)
 	_, _ = rand.Read(pub)

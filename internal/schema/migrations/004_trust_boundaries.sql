@@ -84,7 +84,12 @@ BEGIN
            END AS why
       INTO bad
       FROM new_rows n
-      LEFT JOIN oml.journal p ON n.seq > 1 AND p.tenant_id = n.tenant_id AND p.seq = n.seq - 1
+      -- LATERAL ... LIMIT 1 is never flattened into a join, so this stays
+      -- one primary-key probe per inserted row however large the journal
+      -- grows (a hash join would scan it).
+      LEFT JOIN LATERAL (SELECT j.seq, j.hash, j.recorded_at FROM oml.journal j
+                          WHERE n.seq > 1 AND j.tenant_id = n.tenant_id AND j.seq = n.seq - 1
+                          LIMIT 1) p ON true
      WHERE CASE
                WHEN n.seq = 1 THEN
                    n.prev_hash <> '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
@@ -167,7 +172,11 @@ BEGIN
     SELECT n.seq, n.tenant_id, n.journal_seq
       INTO bad
       FROM new_rows n
-     WHERE NOT EXISTS (SELECT 1 FROM oml.journal j WHERE j.tenant_id = n.tenant_id AND j.seq = n.journal_seq)
+      -- One primary-key probe per row (see journal_extend_chain).
+      LEFT JOIN LATERAL (SELECT 1 AS found FROM oml.journal j
+                          WHERE j.tenant_id = n.tenant_id AND j.seq = n.journal_seq
+                          LIMIT 1) e ON true
+     WHERE e.found IS NULL
      LIMIT 1;
     IF FOUND THEN
         RAISE EXCEPTION 'outbox row for tenant % journal seq % refused: the journal has no such event', bad.tenant_id, bad.journal_seq

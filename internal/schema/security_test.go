@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/doctor"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
@@ -240,6 +242,8 @@ func TestThreat_AppWritesTheJournalOffChain_Refused(t *testing.T) {
 	d := newDeployment(t)
 	d.workload(t, 1)
 	seq, hash, at := d.head(t, d.a)
+	var beforeHead []byte
+	require.NoError(t, d.su.QueryRow(ctx, `SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2`, d.a, seq-1).Scan(&beforeHead))
 	zero := make([]byte, 32)
 	other := make([]byte, 32)
 	_, _ = rand.Read(other)
@@ -258,7 +262,8 @@ func TestThreat_AppWritesTheJournalOffChain_Refused(t *testing.T) {
 		{"wrong prev_hash", offChain, d.a, appendJournal, []any{d.a, seq + 1, other, at}},
 		{"recorded_at before the head's", offChain, d.a, appendJournal, []any{d.a, seq + 1, hash, at.Add(-time.Hour)}},
 		{"a second genesis", duplicated, d.a, appendJournal, []any{d.a, int64(1), zero, at}},
-		{"rewrite the head's seq", duplicated, d.a, appendJournal, []any{d.a, seq, hash, at}},
+		{"a genesis with a non-zero prev_hash", offChain, d.a, appendJournal, []any{d.a, int64(1), other, at}},
+		{"a fork: another event at the head's seq, linked like it", duplicated, d.a, appendJournal, []any{d.a, seq, beforeHead, at}},
 		{"another tenant's chain", denied, d.a, appendJournal, []any{d.b, seq + 1, hash, at}},
 		{"a chain for a tenant that does not exist", offChain, uuid.Nil, "", nil},
 	} {
@@ -438,6 +443,14 @@ func TestThreat_AuditorIsReadOnly(t *testing.T) {
 	rec, err := reconcile.Run(ctx, d.auditor, d.lake, reconcile.Options{})
 	require.NoError(t, err)
 	require.True(t, rec.OK, "reconcile as the auditor: %+v", rec.Findings)
+	doc := doctor.Run(ctx, doctor.Options{
+		DB:   func(context.Context) (*pgxpool.Pool, error) { return d.auditor, nil },
+		Lake: func(context.Context) (store.Store, error) { return d.lake, nil },
+	})
+	for _, c := range doc.Checks {
+		require.NotContains(t, strings.Join(append([]string{c.Summary}, c.Details...), " "), "permission denied",
+			"doctor as the auditor: check %s", c.ID)
+	}
 	seq, hash, at := d.head(t, d.a)
 	for _, c := range []struct{ name, sql string }{
 		{"INSERT journal", `INSERT INTO oml.journal SELECT * FROM oml.journal LIMIT 1`},
@@ -491,9 +504,8 @@ func TestJournalTrigger_RestoredTailInSeqOrderIsAccepted(t *testing.T) {
 	_, err = d.su.Exec(ctx, `GRANT SELECT ON lost TO PUBLIC`)
 	require.NoError(t, err)
 	requireCode(t, offChain, as(t, d.owner, d.a, `INSERT INTO oml.journal SELECT * FROM lost WHERE seq = $1`, seq), "the last event first")
-	// One statement is checked as a whole, once its rows are in: the tail
-	// in any order within it is the same extension.
-	require.NoError(t, as(t, d.owner, d.a, `INSERT INTO oml.journal SELECT * FROM lost ORDER BY seq DESC`))
+	requireCode(t, offChain, as(t, d.owner, d.a, `INSERT INTO oml.journal SELECT * FROM lost ORDER BY seq DESC`), "the tail backwards")
+	require.NoError(t, as(t, d.owner, d.a, `INSERT INTO oml.journal SELECT * FROM lost ORDER BY seq`), "the tail in one statement, in seq order")
 	for s := seq - 2; s <= seq; s++ {
 		_, err = d.owner.Exec(ctx, `INSERT INTO oml.journal SELECT * FROM lost WHERE seq = $1`, s)
 		require.NoError(t, err, "seq %d", s)

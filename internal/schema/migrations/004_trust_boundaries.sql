@@ -58,69 +58,61 @@ GRANT SELECT ON oml.schema_migrations TO oml_app, oml_lakewriter, oml_auditor;
 -- The chain's shape, enforced on insert
 ------------------------------------------------------------------------------
 
--- One statement-level trigger per INSERT: it checks every inserted row
--- against the journal itself (which, in an AFTER trigger, already holds the
--- statement's rows, so a batch may link to its own earlier rows), then sets
--- each touched tenant's head to the journal's last row. SECURITY DEFINER so
--- that it reads the whole journal (no row-level security) and writes
--- chain_heads, which no job role may write; the fixed search_path keeps a
--- caller's objects out of it.
+-- A row-level BEFORE INSERT trigger: each row is checked against the
+-- journal itself (a row of a multi-row INSERT sees the rows the statement
+-- inserted before it, so a batch in seq order links to its own earlier
+-- rows), then the tenant's head is set to it. SECURITY DEFINER so that it
+-- reads the whole journal (no row-level security) and writes chain_heads,
+-- which no job role may write; the fixed search_path keeps a caller's
+-- objects (operators included) out of it. Row-level rather than one
+-- statement-level trigger with a transition table: measured at about a
+-- third of the cost per append (its queries keep their cached plans).
 CREATE FUNCTION oml.journal_extend_chain() RETURNS trigger
     LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $$
 DECLARE
-    bad record;
+    prev record;
+    why  text;
 BEGIN
-    SELECT n.tenant_id, n.seq, p.seq IS NOT NULL AS has_prev,
-           CASE
-               WHEN n.seq = 1 AND n.prev_hash <> '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
-                   THEN 'seq 1 must carry the all-zero prev_hash'
-               WHEN n.seq = 1
-                   THEN 'it opens the chain of a tenant that has no oml.tenants row'
-               WHEN p.seq IS NULL
-                   THEN format('the chain has no event at seq %s (the head is lower)', n.seq - 1)
-               WHEN p.hash <> n.prev_hash
-                   THEN format('its prev_hash is not the hash of seq %s', n.seq - 1)
-               ELSE format('its recorded_at %s is before that of seq %s', n.recorded_at, n.seq - 1)
-           END AS why
-      INTO bad
-      FROM new_rows n
-      -- LATERAL ... LIMIT 1 is never flattened into a join, so this stays
-      -- one primary-key probe per inserted row however large the journal
-      -- grows (a hash join would scan it).
-      LEFT JOIN LATERAL (SELECT j.seq, j.hash, j.recorded_at FROM oml.journal j
-                          WHERE n.seq > 1 AND j.tenant_id = n.tenant_id AND j.seq = n.seq - 1
-                          LIMIT 1) p ON true
-     WHERE CASE
-               WHEN n.seq = 1 THEN
-                   n.prev_hash <> '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea
-                   OR (n.tenant_id <> '00000000-0000-0000-0000-000000000000'::uuid
-                       AND NOT EXISTS (SELECT 1 FROM oml.tenants t WHERE t.id = n.tenant_id))
-               ELSE p.seq IS NULL OR p.hash <> n.prev_hash OR n.recorded_at < p.recorded_at
-           END
-     ORDER BY n.tenant_id, n.seq
-     LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'journal event seq % of tenant % does not extend its chain: %', bad.seq, bad.tenant_id, bad.why
+    IF NEW.seq = 1 THEN
+        IF NEW.prev_hash <> '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea THEN
+            why := 'seq 1 must carry the all-zero prev_hash';
+        ELSIF NEW.tenant_id <> '00000000-0000-0000-0000-000000000000'::uuid
+              AND NOT EXISTS (SELECT 1 FROM oml.tenants WHERE id = NEW.tenant_id) THEN
+            why := 'it opens the chain of a tenant that has no oml.tenants row';
+        END IF;
+    ELSE
+        SELECT hash, recorded_at INTO prev
+          FROM oml.journal WHERE tenant_id = NEW.tenant_id AND seq = NEW.seq - 1;
+        IF NOT FOUND THEN
+            why := format('the chain has no event at seq %s (its head is lower)', NEW.seq - 1);
+        ELSIF prev.hash <> NEW.prev_hash THEN
+            why := format('its prev_hash is not the hash of seq %s', NEW.seq - 1);
+        ELSIF NEW.recorded_at < prev.recorded_at THEN
+            why := format('its recorded_at %s is before that of seq %s', NEW.recorded_at, NEW.seq - 1);
+        END IF;
+    END IF;
+    IF why IS NOT NULL THEN
+        RAISE EXCEPTION 'journal event seq % of tenant % does not extend its chain: %', NEW.seq, NEW.tenant_id, why
             USING ERRCODE = 'check_violation', CONSTRAINT = 'journal_extends_chain',
                   HINT = 'append through oml (chain.AppendTx), which links each event to the journal''s last one';
     END IF;
 
-    INSERT INTO oml.chain_heads AS h (tenant_id, seq, hash, updated_at)
-    SELECT j.tenant_id, j.seq, j.hash, j.recorded_at
-      FROM (SELECT DISTINCT tenant_id FROM new_rows) t
-     CROSS JOIN LATERAL (SELECT tenant_id, seq, hash, recorded_at FROM oml.journal
-                          WHERE tenant_id = t.tenant_id ORDER BY seq DESC LIMIT 1) j
-        ON CONFLICT (tenant_id) DO UPDATE
-       SET seq = EXCLUDED.seq, hash = EXCLUDED.hash, updated_at = EXCLUDED.updated_at;
-    RETURN NULL;
+    -- The row extends the chain (the primary key refuses a second row at
+    -- its seq), so it is the new head.
+    UPDATE oml.chain_heads SET seq = NEW.seq, hash = NEW.hash, updated_at = NEW.recorded_at
+     WHERE tenant_id = NEW.tenant_id;
+    IF NOT FOUND THEN
+        INSERT INTO oml.chain_heads (tenant_id, seq, hash, updated_at)
+        VALUES (NEW.tenant_id, NEW.seq, NEW.hash, NEW.recorded_at);
+    END IF;
+    RETURN NEW;
 END
 $$;
 REVOKE ALL ON FUNCTION oml.journal_extend_chain() FROM PUBLIC;
 
 CREATE TRIGGER journal_extends_chain
-    AFTER INSERT ON oml.journal
-    REFERENCING NEW TABLE AS new_rows
-    FOR EACH STATEMENT EXECUTE FUNCTION oml.journal_extend_chain();
+    BEFORE INSERT ON oml.journal
+    FOR EACH ROW EXECUTE FUNCTION oml.journal_extend_chain();
 
 -- The application's one way into the journal. It inserts the sealed rows
 -- of one tenant, in order, for the tenant the transaction acts for

@@ -38,10 +38,11 @@ var (
 	// COMMITTED: under REPEATABLE READ or SERIALIZABLE the snapshot predates
 	// the lock wait and the head read would be stale.
 	ErrIsolation = errors.New("the append path needs a READ COMMITTED transaction")
-	// ErrChainConflict means the journal's (tenant_id, seq) primary key
-	// refused the insert: someone appended at the same seq. Under the tenant
+	// ErrChainConflict means the journal's (tenant_id, seq) primary key or
+	// its journal_extends_chain trigger refused the insert: someone appended
+	// at the same seq, or the rows do not extend the chain. Under the tenant
 	// lock this cannot happen; if it does, the lock discipline was broken
-	// somewhere and the PK has just prevented a fork.
+	// somewhere and the database has just prevented a fork.
 	ErrChainConflict = errors.New("chain conflict: another event already holds this seq")
 )
 
@@ -112,7 +113,8 @@ func retryable(err error) bool {
 //     clock, clamped so it never goes below the head's), hashes and signs;
 //  4. folds the events over the loaded state (rejecting illegal
 //     transitions before anything is written);
-//  5. pipelines, in one round trip: the journal rows, the head update, the
+//  5. pipelines, in one round trip: the journal rows (oml.append_journal;
+//     the database checks they extend the chain and moves the head), the
 //     fold-state writes and the outbox rows, in event order.
 //
 // The lock is held until the caller's transaction ends, so commit order
@@ -145,7 +147,10 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 	                set_config('oml.tenant_id', $1, true)`, tenant.String()).
 		QueryRow(func(r pgx.Row) error { var ignored string; return r.Scan(&iso, &prevTenant, &ignored) })
 	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, LockClass, TenantLockKey(tenant))
-	b.Queue(`SELECT seq, hash, updated_at FROM oml.chain_heads WHERE tenant_id = $1`, tenant).
+	// The head is the journal's own last row, not oml.chain_heads: nothing
+	// a role could move decides where the next event goes (and the
+	// database's journal_extends_chain trigger would refuse it anyway).
+	b.Queue(`SELECT seq, hash, recorded_at FROM oml.journal WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1`, tenant).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var h Head
@@ -213,25 +218,11 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 		prevs[i], hashes[i], sigs[i], payloads[i] = r.PrevHash[:], r.Hash[:], r.Signature, r.Payload
 		types[i], times[i] = r.EventType, r.RecordedAt
 	}
-	w.Queue(`INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
-	         SELECT $1, s, p, h, g, $2, t, b, r
-	           FROM unnest($3::bigint[], $4::bytea[], $5::bytea[], $6::bytea[], $7::text[], $8::bytea[], $9::timestamptz[])
-	                AS u(s, p, h, g, t, b, r)`,
+	// Through oml.append_journal, the one way into the journal for the job
+	// roles; the journal_extends_chain trigger checks every row extends the
+	// chain and moves oml.chain_heads, so the head is not written here.
+	w.Queue(`SELECT oml.append_journal($1, $2, $3::bigint[], $4::bytea[], $5::bytea[], $6::bytea[], $7::text[], $8::bytea[], $9::timestamptz[])`,
 		tenant, keyID, seqs, prevs, hashes, sigs, types, payloads, times)
-	last := recs[n-1]
-	if head == nil {
-		w.Queue(`INSERT INTO oml.chain_heads (tenant_id, seq, hash, updated_at) VALUES ($1, $2, $3, $4)`,
-			tenant, int64(last.Seq), last.Hash[:], last.RecordedAt)
-	} else {
-		w.Queue(`UPDATE oml.chain_heads SET seq = $2, hash = $3, updated_at = $4 WHERE tenant_id = $1 AND seq = $5`,
-			tenant, int64(last.Seq), last.Hash[:], last.RecordedAt, headSeq).
-			Exec(func(ct pgconn.CommandTag) error {
-				if ct.RowsAffected() != 1 {
-					return fmt.Errorf("%w: the head of tenant %s moved from seq %d during the append", ErrChainConflict, tenant, headSeq)
-				}
-				return nil
-			})
-	}
 	plan.Queue(&w)
 	// Leave the caller's tenant setting as it was (the writes above ran
 	// under this tenant's row-level security context).
@@ -240,7 +231,8 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 	}
 	if err := tx.SendBatch(ctx, &w).Close(); err != nil {
 		var pe *pgconn.PgError
-		if errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "journal_pkey" {
+		if errors.As(err, &pe) && (pe.Code == "23505" && pe.ConstraintName == "journal_pkey" ||
+			pe.Code == "23514" && pe.ConstraintName == "journal_extends_chain") {
 			return nil, fmt.Errorf("%w (tenant %s, seq %d): %v", ErrChainConflict, tenant, next, err)
 		}
 		return nil, fmt.Errorf("append to tenant %s: %w", tenant, err)
@@ -248,8 +240,9 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 	return recs, nil
 }
 
-// ReadHead returns tenant's stored head, or ok=false for a tenant with no
-// events yet.
+// ReadHead returns tenant's stored head (oml.chain_heads, which the
+// database keeps equal to the journal's last row), or ok=false for a tenant
+// with no events yet.
 func ReadHead(ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row
 }, tenant uuid.UUID) (h Head, ok bool, err error) {

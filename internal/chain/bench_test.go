@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/chain"
@@ -39,7 +40,68 @@ func BenchmarkAppend(b *testing.B) {
 	}
 }
 
+// BenchmarkAppendEnforcement puts the append path with the database's
+// chain-shape enforcement (migration 004: the journal_extends_chain trigger,
+// which also keeps oml.chain_heads, and outbox_names_journal_event) next to
+// the same path with both triggers dropped. The two run on two databases of
+// one cluster in alternating rounds of about 200 events (the order flipped
+// every round), so both see the same load on a shared machine; each side
+// appends b.N events. The baseline is conservative: without the trigger
+// nothing maintains chain_heads at all, while the path before 004 updated
+// it from Go, so the difference overstates what the enforcement costs.
+//
+//	go test -run '^$' -bench BenchmarkAppendEnforcement -benchtime 3000x ./internal/chain/
+func BenchmarkAppendEnforcement(b *testing.B) {
+	cases := []struct{ tenants, writers, batch int }{{1, 1, 1}, {1, 1, 100}, {16, 8, 1}, {16, 8, 100}}
+	for _, c := range cases {
+		b.Run(fmt.Sprintf("tenants=%d/writers=%d/batch=%d", c.tenants, c.writers, c.batch), func(b *testing.B) {
+			enforced := newBenchEnv(b, c.tenants, c.writers, c.batch, false)
+			unenforced := newBenchEnv(b, c.tenants, c.writers, c.batch, true)
+			appends := (b.N + c.batch - 1) / c.batch
+			chunk := max(1, 200/c.batch)
+			var te, tu time.Duration
+			b.ResetTimer()
+			for round := 0; appends > 0; round++ {
+				n := min(chunk, appends)
+				appends -= n
+				if round%2 == 0 {
+					te += enforced.run(b, n)
+					tu += unenforced.run(b, n)
+				} else {
+					tu += unenforced.run(b, n)
+					te += enforced.run(b, n)
+				}
+			}
+			b.StopTimer()
+			events := float64(enforced.appended.Load() * int64(c.batch))
+			e, u := events/te.Seconds(), events/tu.Seconds()
+			b.ReportMetric(e, "enforced-events/s")
+			b.ReportMetric(u, "unenforced-events/s")
+			b.ReportMetric(100*(u-e)/u, "cost-%")
+		})
+	}
+}
+
 func benchAppend(b *testing.B, tenants, writers, batch int) {
+	env := newBenchEnv(b, tenants, writers, batch, false)
+	appends := (b.N + batch - 1) / batch
+	b.ResetTimer()
+	elapsed := env.run(b, appends)
+	b.StopTimer()
+	b.ReportMetric(float64(appends*batch)/elapsed.Seconds(), "events/s")
+}
+
+// benchEnv is an initialised deployment with tenants to append to.
+type benchEnv struct {
+	pool            *pgxpool.Pool
+	key             *keys.Key
+	ids             []uuid.UUID
+	writers, batch  int
+	artifact, turns atomic.Int64
+	appended        atomic.Int64
+}
+
+func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *benchEnv {
 	ctx := context.Background()
 	db := testdb.New(b)
 	pool, err := pgconn.Open(ctx, db.URL, pgconn.Options{MaxConns: int32(writers + 2)})
@@ -55,6 +117,19 @@ func benchAppend(b *testing.B, tenants, writers, batch int) {
 		require.NoError(b, err)
 		ids[i] = tn.ID
 	}
+	if unenforced {
+		_, err := pool.Exec(ctx, `DROP TRIGGER journal_extends_chain ON oml.journal;
+		                          DROP TRIGGER outbox_names_journal_event ON oml.outbox`)
+		require.NoError(b, err)
+	}
+	return &benchEnv{pool: pool, key: k, ids: ids, writers: writers, batch: batch}
+}
+
+// run makes n appends of env.batch claim.submitted events (256-byte body)
+// on env.writers goroutines, spread over the tenants, and returns the time
+// they took.
+func (env *benchEnv) run(b *testing.B, n int) time.Duration {
+	ctx := context.Background()
 	body := make([]byte, 256)
 	dek := make([]byte, 32)
 	sum := digest(body)
@@ -68,39 +143,36 @@ func benchAppend(b *testing.B, tenants, writers, batch int) {
 		}
 		return ev
 	}
-	appends := (b.N + batch - 1) / batch
-	var next, artifact atomic.Int64
+	var next atomic.Int64
 	var wg sync.WaitGroup
-	errs := make(chan error, writers)
-	b.ResetTimer()
+	errs := make(chan error, env.writers)
 	start := time.Now()
-	for w := range writers {
+	for w := range env.writers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			evs := make([]journal.Event, batch)
+			evs := make([]journal.Event, env.batch)
 			for {
-				i := next.Add(1) - 1
-				if i >= int64(appends) {
+				if next.Add(1) > int64(n) {
 					return
 				}
 				for j := range evs {
-					evs[j] = mk(artifact.Add(1))
+					evs[j] = mk(env.artifact.Add(1))
 				}
-				tn := ids[(int(i)+w)%tenants]
-				if _, err := chain.Append(ctx, pool, k, tn, evs...); err != nil {
+				tn := env.ids[int(env.turns.Add(1)+int64(w))%len(env.ids)]
+				if _, err := chain.Append(ctx, env.pool, env.key, tn, evs...); err != nil {
 					errs <- err
 					return
 				}
+				env.appended.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	b.StopTimer()
 	close(errs)
 	for err := range errs {
 		b.Fatal(err)
 	}
-	b.ReportMetric(float64(appends*batch)/elapsed.Seconds(), "events/s")
+	return elapsed
 }

@@ -17,6 +17,11 @@
 //   - recorded_at never decreases along a chain.
 //   - oml.chain_heads holds the last (seq, hash); the journal row, the head,
 //     the fold state and the outbox rows commit together or not at all.
+//   - The database enforces the shape whoever inserts (migration 004,
+//     docs/security.md): the journal_extends_chain trigger refuses a row
+//     that does not extend its chain (seq, prev_hash, recorded_at, against
+//     the journal itself) and moves oml.chain_heads; job roles cannot write
+//     the head and append only through oml.append_journal.
 //   - Within a tenant, commit order = seq order = outbox order: the tenant's
 //     advisory lock is taken before the head is read and held to commit.
 //
@@ -25,9 +30,11 @@
 // AppendTx runs inside the caller's READ COMMITTED transaction and costs two
 // pipelined round trips whatever the number of events: (1) the tenant
 // setting, pg_advisory_xact_lock(LockClass, TenantLockKey(T)) as its own
-// statement, then the head and the fold state, each read by a later
-// statement whose snapshot postdates the lock grant; (2) the journal rows,
-// the head update, and the fold's writes (internal/journal). Sealing and
+// statement, then the head (the journal's last row: never oml.chain_heads,
+// which a role could move) and the fold state, each read by a later
+// statement whose snapshot postdates the lock grant; (2) the journal rows
+// through oml.append_journal (whose trigger also moves the head) and the
+// fold's writes (internal/journal). Sealing and
 // folding happen in between, in memory; an illegal event is rejected before
 // anything is written. Append (and InTx) add BEGIN and COMMIT and retry the
 // whole transaction on serialization failures and deadlocks, never after an
@@ -56,9 +63,10 @@
 //
 // # Failure handling
 //
-//   - ErrChainConflict: the primary key refused a seq — the lock discipline
-//     was broken somewhere (it cannot happen through this package). Nothing
-//     was written; the chain did not fork.
+//   - ErrChainConflict: the primary key refused a seq, or the database's
+//     journal_extends_chain trigger refused the rows as not extending the
+//     chain — the lock discipline was broken somewhere (it cannot happen
+//     through this package). Nothing was written; the chain did not fork.
 //   - journal.ErrRejected / journal.ErrUnknownTenant: the events are not
 //     allowed in the current state; nothing was written.
 //   - Any error leaves the caller's transaction aborted: roll it back.

@@ -16,10 +16,26 @@ import (
 
 // These tests hold transactions open on purpose, which holds the horizon
 // back for the whole cluster, so they do not run in parallel.
-func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(migrateWithEvent)) }
+
+// migrateWithEvent migrates and plants the one journal event the test rows
+// name (an outbox row must name a journal event: the
+// outbox_names_journal_event trigger): seq 1 of the provider chain, which
+// needs no tenant row. Its hash and signature are filler; these tests are
+// about the outbox's stable prefix, not the chain.
+func migrateWithEvent(ctx context.Context, conn *pgx.Conn) error {
+	if err := schema.Migrate(ctx, conn); err != nil {
+		return err
+	}
+	_, err := conn.Exec(ctx, `
+INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
+VALUES ('00000000-0000-0000-0000-000000000000', 1, decode(repeat('00', 32), 'hex'), sha256('x'),
+        decode(repeat('00', 64), 'hex'), 'filler', 'key.issued', '{}', now())`)
+	return err
+}
 
 const insertRow = `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op)
-VALUES ('11111111-1111-1111-1111-111111111111', 1, 'bronze.events', 'append') RETURNING seq`
+VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append') RETURNING seq`
 
 func insert(t *testing.T, ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row

@@ -15,5 +15,10 @@
 //     transaction, so a crash leaves either all or none of a migration.
 //
 // The tables, roles, row-level security and the outbox xid rule are
-// described column by column in docs/schema.md.
+// described column by column in docs/schema.md. Migration 004 adds the job
+// roles (oml_lakewriter, oml_auditor) and the database's own checks of the
+// chain's shape; docs/security.md is the threat model, and
+// security_test.go proves each of its rows logged in as the role named.
+// Every check that guards the chain is a trigger or a privilege in SQL, so
+// it holds whoever inserts, not only oml's Go code.
 package schema

@@ -62,13 +62,15 @@ func raceOutboxInserts(t *testing.T, pool *pgxpool.Pool) (x1, x2 uint64, s1, s2 
 	ctx := context.Background()
 	const lockKey = 424242
 
+	plantProviderEvent(t, pool)
+
 	// A subtlety that hides the bug from naive tests: nextval() assigns the
 	// transaction an xid whenever it WAL-logs the sequence, which it does on
 	// the first call and then once every 32 values (or first after a
 	// checkpoint). Draw one value first so T1's nextval is one that does not
 	// log, as most are.
 	_, err := pool.Exec(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op)
-	                          VALUES (gen_random_uuid(), 1, 'bronze.events', 'append')`)
+	                          VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append')`)
 	require.NoError(t, err)
 	var logCnt int64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT log_cnt FROM oml.outbox_seq_seq").Scan(&logCnt))
@@ -98,7 +100,7 @@ func raceOutboxInserts(t *testing.T, pool *pgxpool.Pool) (x1, x2 uint64, s1, s2 
 			// Column order: seq (identity) is evaluated before payload.
 			return tx.QueryRow(ctx, `
 				INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload)
-				VALUES (gen_random_uuid(), 1, 'bronze.events', 'append',
+				VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append',
 				        jsonb_build_object('wait', pg_advisory_xact_lock_shared($1)::text))
 				RETURNING seq, xid::text::bigint`, lockKey).Scan(&r.seq, &r.xid)
 		})
@@ -115,7 +117,7 @@ func raceOutboxInserts(t *testing.T, pool *pgxpool.Pool) (x1, x2 uint64, s1, s2 
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `
 			INSERT INTO oml.outbox (tenant_id, journal_seq, target, op)
-			VALUES (gen_random_uuid(), 1, 'bronze.events', 'append')
+			VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append')
 			RETURNING seq, xid::text::bigint`).Scan(&s2, &x2)
 	}))
 	_, err = holder.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey)
@@ -123,4 +125,19 @@ func raceOutboxInserts(t *testing.T, pool *pgxpool.Pool) (x1, x2 uint64, s1, s2 
 	r := <-done
 	require.NoError(t, r.err)
 	return r.xid, x2, r.seq, s2
+}
+
+// plantProviderEvent gives the outbox rows of these tests a journal event
+// to name (the outbox_journal_event foreign key): seq 1 of the provider
+// chain, the one event a database without tenants can hold. Its hash and
+// signature are filler; these tests are about the outbox's xid, not the
+// chain.
+func plantProviderEvent(t *testing.T, pool *pgxpool.Pool) {
+	t.Helper()
+	_, err := pool.Exec(context.Background(), `
+		INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
+		VALUES ('00000000-0000-0000-0000-000000000000', 1, decode(repeat('00', 32), 'hex'), sha256('x'),
+		        decode(repeat('00', 64), 'hex'), 'filler', 'key.issued', '{}', now())
+		ON CONFLICT DO NOTHING`)
+	require.NoError(t, err)
 }

@@ -35,8 +35,10 @@ to run when the database was migrated by a newer oml, or when a migration this
 binary embeds differs from the one that was applied.
 
 The connecting role becomes the owner of the oml schema. It also creates the
-NOLOGIN role oml_app (if missing) for the application; grant it to a login
-role with GRANT oml_app TO my_service. See docs/schema.md.`,
+NOLOGIN job roles (if missing): oml_app for the application, oml_lakewriter
+for the lake writer and oml_auditor for verify, reconcile and doctor; grant
+each to its own login, e.g. GRANT oml_app TO my_service. A role that may not
+create roles is told to ask a superuser. See docs/security.md.`,
 		Example: `  oml migrate
   oml migrate --status -o json`,
 		Args: cobra.NoArgs,

@@ -220,6 +220,13 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
 				return
 			}
 			d.opts.Metrics.witnessed()
+			// The same head in the C2SP checkpoint form, for external
+			// witnesses (best effort, like the JSON head).
+			if ns, ok := signer.(witness.NoteSigner); ok {
+				if err := witness.PublishCheckpoint(ctx, d.opts.Lake, h, ns); err != nil {
+					d.log.Warn("could not publish the head's signed checkpoint", "tenant", h.Tenant.String(), "seq", h.Seq, "error", err)
+				}
+			}
 		}(h)
 	}
 	wg.Wait()

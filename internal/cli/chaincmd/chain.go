@@ -32,10 +32,11 @@ Every journal event carries its tenant's seq, the previous event's hash, its
 own hash and an ed25519 signature by the deployment key. oml chain verify
 checks all of it from the stored rows; oml chain witness keeps signed copies
 of the heads in the lake's object store so that a failover that lost
-committed events is caught; oml chain head shows where every chain stands.
-See docs/chain-verify.md.`,
+committed events is caught; oml chain head shows where every chain stands;
+oml chain export writes a bundle an auditor verifies offline with
+oml chain verify --bundle. See docs/chain-verify.md and docs/chain-bundle.md.`,
 	}
-	cmd.AddCommand(NewCmdVerify(f, nil), NewCmdHead(f, nil), NewCmdWitness(f, nil))
+	cmd.AddCommand(NewCmdVerify(f, nil), NewCmdHead(f, nil), NewCmdWitness(f, nil), NewCmdExport(f, nil))
 	return cmd
 }
 

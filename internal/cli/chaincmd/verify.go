@@ -29,6 +29,8 @@ type VerifyOptions struct {
 	Strict       bool
 	NoCheckpoint bool
 	RootKeyID    string
+	// Bundle verifies an exported bundle file instead of the database.
+	Bundle string
 }
 
 // NewCmdVerify builds `oml chain verify`. runF replaces the run function in
@@ -82,6 +84,15 @@ Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
 					return cliutil.FlagErrorf("--from-hash must be 64 hex characters (a SHA-256 event hash)")
 				}
 			}
+			if opts.Bundle != "" {
+				if opts.Tenant != "" || opts.From > 0 || opts.NoCheckpoint {
+					return cliutil.FlagErrorf("--bundle verifies the file alone: drop --tenant, --from and --no-checkpoint")
+				}
+				if runF != nil {
+					return runF(cmd.Context(), opts)
+				}
+				return verifyBundleRun(cmd.Context(), opts)
+			}
 			if opts.From > 0 && opts.Full {
 				return cliutil.FlagErrorf("--from and --full contradict each other: pick one")
 			}
@@ -99,6 +110,7 @@ Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
 	fl.BoolVar(&opts.Strict, "strict", false, "verify each signature alone with crypto/ed25519 (slower; implies --full)")
 	fl.BoolVar(&opts.NoCheckpoint, "no-checkpoint", false, "do not store verified heads in oml.chain_checkpoints")
 	fl.StringVar(&opts.RootKeyID, "root-key-id", "", "the deployment root key id to trust (refuses a provider chain rooted in another key)")
+	fl.StringVar(&opts.Bundle, "bundle", "", "verify this bundle file (from oml chain export) with no database and no lake")
 	return cmd
 }
 

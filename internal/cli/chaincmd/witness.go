@@ -118,6 +118,15 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 			row.Error = err.Error()
 		case err != nil:
 			return cliutil.AsConfigError(err)
+		default:
+			// The C2SP checkpoint form beside it, for external witnesses.
+			if err := witness.PublishCheckpoint(ctx, st, h, k); err != nil {
+				if !errors.Is(err, witness.ErrCheckpointConflict) {
+					return cliutil.AsConfigError(err)
+				}
+				conflicts++
+				row.Error = err.Error()
+			}
 		}
 		row.Created = created
 		rows = append(rows, row)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/witness"
 )
 
 // NewCmd builds `oml key`.
@@ -62,13 +63,14 @@ func showRun(opts *ShowOptions) error {
 		return cliutil.AsConfigError(err)
 	}
 	pub := base64.StdEncoding.EncodeToString(k.Public())
+	vkey := witness.VerifierKey(k.KeyID(), k.Public())
 	if format == cliutil.FormatJSON {
 		return cliutil.WriteJSON(f.IO.Out, map[string]string{
-			"key_id": k.KeyID(), "algorithm": "ed25519", "public_key": pub, "path": f.SigningKeyPath(),
+			"key_id": k.KeyID(), "algorithm": "ed25519", "public_key": pub, "note_verifier_key": vkey, "path": f.SigningKeyPath(),
 		})
 	}
 	return cliutil.KeyValues(f.IO.Out, [][2]string{
-		{"key_id", k.KeyID()}, {"algorithm", "ed25519"}, {"public_key", pub}, {"path", f.SigningKeyPath()},
+		{"key_id", k.KeyID()}, {"algorithm", "ed25519"}, {"public_key", pub}, {"note_verifier_key", vkey}, {"path", f.SigningKeyPath()},
 	})
 }
 

@@ -7,7 +7,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/doctor"

@@ -44,7 +44,18 @@ type Letter struct {
 	NewOutboxSeq    *int64          `json:"new_outbox_seq"`
 	ReenqueuedBy    *string         `json:"reenqueued_by"`
 	ReenqueueReason *string         `json:"reenqueue_reason"`
+	// Abandoned: closed for good by a journalled deadletter.abandoned (the
+	// row will never reach the lake; reconcile lists it as an accepted gap).
+	Abandoned     bool       `json:"abandoned"`
+	AbandonedAt   *time.Time `json:"abandoned_at"`
+	AbandonedSeq  *int64     `json:"abandoned_seq"`
+	AbandonedBy   *string    `json:"abandoned_by"`
+	AbandonReason *string    `json:"abandon_reason"`
 }
+
+// Open reports whether the dead letter still waits for a repair (neither
+// re-enqueued nor abandoned).
+func (l *Letter) Open() bool { return !l.Reenqueued && !l.Abandoned }
 
 // Claim renders the artifact/version ("-" for rows without one).
 func (l *Letter) Claim() string {
@@ -60,7 +71,8 @@ func (l *Letter) Claim() string {
 const selectLetters = `
 SELECT d.id, d.tenant_id, coalesce(t.name, ''), d.outbox_seq, d.journal_seq, d.target, d.op, d.artifact_id, d.version,
        d.payload::text, d.attempts, d.first_failed_at, d.last_failed_at, d.error, d.skipped_seq,
-       d.reenqueued_at, d.reenqueued_seq, d.new_outbox_seq, d.reenqueued_by, d.reenqueue_reason
+       d.reenqueued_at, d.reenqueued_seq, d.new_outbox_seq, d.reenqueued_by, d.reenqueue_reason,
+       d.abandoned_at, d.abandoned_seq, d.abandoned_by, d.abandon_reason
   FROM oml.dead_letter d LEFT JOIN oml.tenants t ON t.id = d.tenant_id`
 
 func scanLetter(row pgx.Row) (Letter, error) {
@@ -68,12 +80,14 @@ func scanLetter(row pgx.Row) (Letter, error) {
 	var payload string
 	err := row.Scan(&l.ID, &l.TenantID, &l.TenantName, &l.OutboxSeq, &l.JournalSeq, &l.Target, &l.Op, &l.ArtifactID, &l.Version,
 		&payload, &l.Attempts, &l.FirstFailedAt, &l.LastFailedAt, &l.Error, &l.SkippedSeq,
-		&l.ReenqueuedAt, &l.ReenqueuedSeq, &l.NewOutboxSeq, &l.ReenqueuedBy, &l.ReenqueueReason)
+		&l.ReenqueuedAt, &l.ReenqueuedSeq, &l.NewOutboxSeq, &l.ReenqueuedBy, &l.ReenqueueReason,
+		&l.AbandonedAt, &l.AbandonedSeq, &l.AbandonedBy, &l.AbandonReason)
 	if err != nil {
 		return l, err
 	}
 	l.Payload = json.RawMessage(payload)
 	l.Reenqueued = l.ReenqueuedAt != nil
+	l.Abandoned = l.AbandonedAt != nil
 	return l, nil
 }
 
@@ -81,15 +95,15 @@ func scanLetter(row pgx.Row) (Letter, error) {
 type ListOptions struct {
 	Tenant *uuid.UUID // only this tenant
 	Since  time.Time  // only dead letters whose first failure is at or after Since
-	All    bool       // include re-enqueued (repaired) dead letters
+	All    bool       // include re-enqueued (repaired) and abandoned dead letters
 }
 
 // List returns dead letters, oldest id first: by default only the open
-// ones (not yet re-enqueued).
+// ones (neither re-enqueued nor abandoned).
 func List(ctx context.Context, q Querier, opts ListOptions) ([]Letter, error) {
 	sql := selectLetters + ` WHERE ($1::uuid IS NULL OR d.tenant_id = $1)
    AND ($2::timestamptz IS NULL OR d.first_failed_at >= $2)
-   AND ($3 OR d.reenqueued_at IS NULL)
+   AND ($3 OR (d.reenqueued_at IS NULL AND d.abandoned_at IS NULL))
  ORDER BY d.id`
 	var since *time.Time
 	if !opts.Since.IsZero() {

@@ -102,6 +102,13 @@ const (
 	OutcomeAlreadyReenqueued Outcome = "already-reenqueued"
 	OutcomeNotFound          Outcome = "not-found"
 	OutcomeFailed            Outcome = "failed"
+	// OutcomeRefusedAbandoned: Reenqueue found the dead letter abandoned
+	// (deadletter.abandoned) and refused it; the error says so.
+	OutcomeRefusedAbandoned Outcome = "refused-abandoned"
+	// OutcomeAbandoned: Abandon journalled deadletter.abandoned.
+	OutcomeAbandoned Outcome = "abandoned"
+	// OutcomeAlreadyAbandoned: Abandon found it abandoned already.
+	OutcomeAlreadyAbandoned Outcome = "already-abandoned"
 )
 
 // Result is one dead letter's outcome.
@@ -110,8 +117,9 @@ type Result struct {
 	Tenant    uuid.UUID `json:"tenant_id,omitempty"`
 	OutboxSeq int64     `json:"outbox_seq,omitempty"`
 	Outcome   Outcome   `json:"outcome"`
-	// The deadletter.reenqueued event and the new outbox row (for
-	// reenqueued, and for already-reenqueued: the earlier ones).
+	// The deadletter.reenqueued (or deadletter.abandoned) event and the new
+	// outbox row (for reenqueued, and for already-reenqueued: the earlier
+	// ones). At is when the event was recorded.
 	JournalSeq   int64      `json:"journal_seq,omitempty"`
 	NewOutboxSeq int64      `json:"new_outbox_seq,omitempty"`
 	At           *time.Time `json:"reenqueued_at,omitempty"`
@@ -165,6 +173,28 @@ func already(l Letter) Result {
 	return r
 }
 
+// refusedAbandoned is Reenqueue's answer for an abandoned dead letter: a
+// refusal that names the abandonment, never a new outbox row.
+func refusedAbandoned(l Letter) Result {
+	r := Result{ID: l.ID, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeRefusedAbandoned}
+	by, why, at := "", "", "-"
+	if l.AbandonedBy != nil {
+		by = *l.AbandonedBy
+	}
+	if l.AbandonReason != nil {
+		why = *l.AbandonReason
+	}
+	if l.AbandonedAt != nil {
+		at = l.AbandonedAt.UTC().Format(time.RFC3339)
+	}
+	if l.AbandonedSeq != nil {
+		r.JournalSeq = *l.AbandonedSeq
+	}
+	r.Error = fmt.Sprintf("dead letter %d was abandoned at %s by %s (journal seq %d, deadletter.abandoned: %q): it will never reach the lake and cannot be re-enqueued",
+		l.ID, at, by, r.JournalSeq, why)
+	return r
+}
+
 func reenqueueOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id int64, opts Options) (Result, error) {
 	first, err := Get(ctx, pool, id)
 	if errors.Is(err, ErrNotFound) {
@@ -175,6 +205,9 @@ func reenqueueOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, 
 	}
 	if first.Reenqueued {
 		return already(first), nil
+	}
+	if first.Abandoned {
+		return refusedAbandoned(first), nil
 	}
 	return chain.InTx(ctx, pool, func(tx pgx.Tx) (Result, error) {
 		// Under the tenant's chain lock nothing else can re-enqueue it (the
@@ -188,6 +221,9 @@ func reenqueueOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, 
 		}
 		if l.Reenqueued {
 			return already(l), nil
+		}
+		if l.Abandoned {
+			return refusedAbandoned(l), nil
 		}
 		res := Result{ID: id, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeReenqueued, By: opts.By}
 		reason := opts.Reason

@@ -631,6 +631,7 @@ func checkReconcile(ctx context.Context, r *run, res *Result) {
 	res.Data["events"] = rep.Stats.Events
 	res.Data["claims"] = rep.Stats.Claims
 	res.Data["lake_rows"] = rep.Stats.LakeRows
+	res.Data["accepted_gaps"] = len(rep.Accepted)
 	if total == 0 {
 		res.Summary = fmt.Sprintf("the lake matches the journal fold (%d events, %d claims compared)", rep.Stats.Events, rep.Stats.Claims)
 		return

@@ -28,6 +28,7 @@ const (
 	TypeSimulationEnded      Type = "simulation.ended"
 	TypeMaterializeSkipped   Type = "materialize.skipped"
 	TypeDeadletterReenqueued Type = "deadletter.reenqueued"
+	TypeDeadletterAbandoned  Type = "deadletter.abandoned"
 )
 
 // Types lists every event type in catalog order.
@@ -35,6 +36,7 @@ var Types = []Type{
 	TypeKeyIssued, TypeTenantCreated, TypeTenantGenesis, TypeClaimSubmitted,
 	TypeClaimPromoted, TypeClaimDemoted, TypeClaimErased, TypeClaimReassigned,
 	TypeSimulationEnded, TypeMaterializeSkipped, TypeDeadletterReenqueued,
+	TypeDeadletterAbandoned,
 }
 
 // ProviderOnly reports whether t may only appear on the provider chain.
@@ -157,6 +159,20 @@ type DeadletterReenqueued struct {
 	By           string `json:"by"`
 	Reason       string `json:"reason,omitempty"`
 }
+
+// DeadletterAbandoned accepts, for good, that a dead-lettered row will never
+// reach the lake (its held body is gone and cannot be restored): the dead
+// letter is closed, reconcile lists it as an accepted gap, and it can no
+// longer be re-enqueued. It goes on the dead letter's tenant chain (the
+// provider chain for a row whose tenant has no chain).
+type DeadletterAbandoned struct {
+	DeadLetterID int64  `json:"dead_letter_id"`
+	OutboxSeq    int64  `json:"outbox_seq"` // the dead-lettered row's seq
+	By           string `json:"by"`
+	Reason       string `json:"reason"`
+}
+
+func (DeadletterAbandoned) EventType() Type { return TypeDeadletterAbandoned }
 
 func (KeyIssued) EventType() Type            { return TypeKeyIssued }
 func (TenantCreated) EventType() Type        { return TypeTenantCreated }
@@ -326,6 +342,16 @@ func (p MaterializeSkipped) Validate() error {
 	return need("by", p.By)
 }
 
+func (p DeadletterAbandoned) Validate() error {
+	if p.DeadLetterID < 1 || p.OutboxSeq < 1 {
+		return errors.New("dead_letter_id and outbox_seq must be 1 or more")
+	}
+	if err := need("by", p.By); err != nil {
+		return err
+	}
+	return need("reason", p.Reason)
+}
+
 func (p DeadletterReenqueued) Validate() error {
 	if p.DeadLetterID < 1 || p.OutboxSeq < 1 {
 		return errors.New("dead_letter_id and outbox_seq must be 1 or more")
@@ -429,6 +455,8 @@ func Decode(t Type, payload []byte) (Payload, error) {
 		p = &MaterializeSkipped{}
 	case TypeDeadletterReenqueued:
 		p = &DeadletterReenqueued{}
+	case TypeDeadletterAbandoned:
+		p = &DeadletterAbandoned{}
 	default:
 		return nil, fmt.Errorf("unknown event type %q", t)
 	}
@@ -471,6 +499,8 @@ func deref(p Payload) Payload {
 	case *MaterializeSkipped:
 		return *v
 	case *DeadletterReenqueued:
+		return *v
+	case *DeadletterAbandoned:
 		return *v
 	}
 	return p

@@ -84,11 +84,13 @@ func QueueLoad(b *pgx.Batch, st *State, n Needs) {
 			})
 	}
 	if len(n.DeadLetters) > 0 {
-		b.Queue(`SELECT id, outbox_seq, tenant_id, reenqueued_at FROM oml.dead_letter WHERE id = ANY($1)`, n.DeadLetters).
+		b.Queue(`SELECT d.id, d.outbox_seq, d.tenant_id, d.reenqueued_at, d.abandoned_at IS NOT NULL,
+       EXISTS (SELECT 1 FROM oml.chain_heads h WHERE h.tenant_id = d.tenant_id)
+  FROM oml.dead_letter d WHERE d.id = ANY($1)`, n.DeadLetters).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					d := &DeadLetter{}
-					if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.TenantID, &d.ReenqueuedAt); err != nil {
+					if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.TenantID, &d.ReenqueuedAt, &d.Abandoned, &d.TenantHasChain); err != nil {
 						return err
 					}
 					d.Reenqueued = d.ReenqueuedAt != nil

@@ -111,6 +111,11 @@ type DeadLetter struct {
 	TenantID     uuid.UUID
 	Reenqueued   bool
 	ReenqueuedAt *time.Time
+	// Abandoned: a deadletter.abandoned closed it for good.
+	Abandoned bool
+	// TenantHasChain: the dead letter's tenant has a chain (a row whose
+	// tenant has none is abandoned on the provider chain).
+	TenantHasChain bool
 }
 
 // SigningKey is the part of an oml.signing_keys row the fold needs.
@@ -183,6 +188,8 @@ func NeedsOf(signerKeyID string, evs []Event) Needs {
 		case MaterializeSkipped:
 			n.OutboxSeqs = append(n.OutboxSeqs, p.OutboxSeq)
 		case DeadletterReenqueued:
+			n.DeadLetters = append(n.DeadLetters, p.DeadLetterID)
+		case DeadletterAbandoned:
 			n.DeadLetters = append(n.DeadLetters, p.DeadLetterID)
 		case KeyIssued:
 			if p.KeyID != signerKeyID {
@@ -540,6 +547,9 @@ func (f *folder) apply(a Applied, ev Event) error {
 		if d.Reenqueued {
 			return reject("dead letter %d was already re-enqueued", d.ID)
 		}
+		if d.Abandoned {
+			return reject("dead letter %d was abandoned (deadletter.abandoned): it will never reach the lake and cannot be re-enqueued", d.ID)
+		}
 		d.Reenqueued = true
 		// The copy keeps the original row's journal_seq, target, op and
 		// payload: it is the same work, at a new outbox position.
@@ -555,6 +565,33 @@ func (f *folder) apply(a Applied, ev Event) error {
 			        FROM o WHERE d.id = $1`,
 			args:     []any{p.DeadLetterID, a.RecordedAt, seq, p.By, p.Reason},
 			wantRows: 1, what: "re-enqueue the dead letter",
+		})
+
+	case DeadletterAbandoned:
+		if f.replay {
+			break
+		}
+		d, ok := st.DeadLetters[p.DeadLetterID]
+		if !ok {
+			return reject("deadletter.abandoned: no dead letter %d", p.DeadLetterID)
+		}
+		own := d.TenantID == st.Tenant || (f.isProvider() && !d.TenantHasChain)
+		if !own || d.OutboxSeq != p.OutboxSeq {
+			return reject("deadletter.abandoned: dead letter %d is outbox row %d of tenant %s, not what the event says (abandon it on its tenant's chain)", d.ID, d.OutboxSeq, d.TenantID)
+		}
+		if d.Reenqueued {
+			return reject("dead letter %d was already re-enqueued; there is nothing to abandon", d.ID)
+		}
+		if d.Abandoned {
+			return reject("dead letter %d was already abandoned", d.ID)
+		}
+		d.Abandoned = true
+		plan.addStmt(stmt{
+			sql: `UPDATE oml.dead_letter
+			         SET abandoned_at = $2, abandoned_seq = $3, abandoned_by = $4, abandon_reason = $5
+			       WHERE id = $1 AND reenqueued_at IS NULL AND abandoned_at IS NULL`,
+			args:     []any{p.DeadLetterID, a.RecordedAt, seq, p.By, p.Reason},
+			wantRows: 1, what: "abandon the dead letter",
 		})
 
 	default:

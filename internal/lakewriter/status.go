@@ -71,8 +71,8 @@ func ReadStatus(ctx context.Context, db *pgxpool.Pool, lake store.Store, withTab
 SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
        (SELECT count(*) FROM oml.outbox WHERE seq > $1),
        (SELECT created_at FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1),
-       (SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL),
-       (SELECT min(first_failed_at) FROM oml.dead_letter WHERE reenqueued_at IS NULL)`, s.Frontier).
+       (SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL AND abandoned_at IS NULL),
+       (SELECT min(first_failed_at) FROM oml.dead_letter WHERE reenqueued_at IS NULL AND abandoned_at IS NULL)`, s.Frontier).
 		Scan(&s.LastSeq, &s.BacklogRows, &s.OldestUnapplied, &s.DeadLetters, &s.OldestDeadAt)
 	if err != nil {
 		return s, fmt.Errorf("read the outbox backlog: %w", err)

@@ -37,6 +37,10 @@ const (
 	DeadLettered     Class = "dead-lettered"
 	StaleFrontier    Class = "stale-frontier"
 	ErasedKeyPresent Class = "erased-key-present"
+	// AcceptedGap is not a problem: a dead letter that was abandoned
+	// (deadletter.abandoned) — a row the journal says will never reach the
+	// lake. It is listed in Report.Accepted, never counted as a finding.
+	AcceptedGap Class = "accepted-gap"
 )
 
 // Classes lists every class in report order.
@@ -136,13 +140,16 @@ type Stats struct {
 
 // Report is the result of a run.
 type Report struct {
-	OK        bool            `json:"ok"`
-	Frontier  int64           `json:"frontier"`
-	Tenants   []TenantSummary `json:"tenants"`
-	Counts    map[Class]int64 `json:"counts"`
-	Findings  []Finding       `json:"findings"`
-	Truncated bool            `json:"truncated"` // some findings were counted but not kept
-	Stats     Stats           `json:"stats"`
+	OK       bool            `json:"ok"`
+	Frontier int64           `json:"frontier"`
+	Tenants  []TenantSummary `json:"tenants"`
+	Counts   map[Class]int64 `json:"counts"`
+	Findings []Finding       `json:"findings"`
+	// Accepted are the known, journalled gaps (abandoned dead letters):
+	// listed, not failures.
+	Accepted  []Finding `json:"accepted"`
+	Truncated bool      `json:"truncated"` // some findings were counted but not kept
+	Stats     Stats     `json:"stats"`
 }
 
 // Total is the number of findings of every class.
@@ -195,7 +202,7 @@ func Run(ctx context.Context, pool *pgxpool.Pool, lake store.Store, opts Options
 	if opts.Progress == nil {
 		opts.Progress = &Progress{}
 	}
-	rep := &Report{Counts: map[Class]int64{}, Findings: []Finding{}, Tenants: []TenantSummary{}}
+	rep := &Report{Counts: map[Class]int64{}, Findings: []Finding{}, Accepted: []Finding{}, Tenants: []TenantSummary{}}
 	for _, c := range Classes {
 		rep.Counts[c] = 0
 	}
@@ -379,11 +386,12 @@ func (r *runner) scan(ctx context.Context, tenant uuid.UUID, t *table, cols []st
 type deadLetter struct {
 	id, outboxSeq, journalSeq int64
 	op                        string
-	open                      bool // not re-enqueued
+	open                      bool // neither re-enqueued nor abandoned
 	pendingCopy               bool // re-enqueued, copy not yet in the lake (above the cutoff)
+	abandoned                 bool // deadletter.abandoned: never to reach the lake
 }
 
-func (d deadLetter) suppresses() bool { return d.open || d.pendingCopy }
+func (d deadLetter) suppresses() bool { return d.open || d.pendingCopy || d.abandoned }
 
 func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	// Order matters (package doc): the frontier first, then the lake
@@ -499,7 +507,8 @@ func (r *runner) deadLetters(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, b
 	// part of the run that grows with something other than the sort buffer.
 	rows, err := tx.Query(ctx, `
 SELECT id, outbox_seq, journal_seq, target, op, artifact_id, version, attempts, error, skipped_seq,
-       reenqueued_at IS NULL, new_outbox_seq
+       reenqueued_at IS NULL AND abandoned_at IS NULL, new_outbox_seq,
+       abandoned_at IS NOT NULL, coalesce(abandoned_seq, 0), coalesce(abandoned_by, ''), coalesce(abandon_reason, '')
   FROM oml.dead_letter WHERE tenant_id = $1 ORDER BY id`, tenant)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reconcile: read dead letters: %w", err)
@@ -517,9 +526,12 @@ SELECT id, outbox_seq, journal_seq, target, op, artifact_id, version, attempts, 
 			errText      string
 			skipped      int64
 			newOutboxSeq *int64
+			abandonedSeq int64
+			abandonedBy  string
+			abandonWhy   string
 		)
 		if err := rows.Scan(&d.id, &d.outboxSeq, &d.journalSeq, &target, &d.op, &artifact, &version, &attempts, &errText, &skipped,
-			&d.open, &newOutboxSeq); err != nil {
+			&d.open, &newOutboxSeq, &d.abandoned, &abandonedSeq, &abandonedBy, &abandonWhy); err != nil {
 			return nil, nil, fmt.Errorf("reconcile: read dead letters: %w", err)
 		}
 		cut := bronzeCut
@@ -540,8 +552,16 @@ SELECT id, outbox_seq, journal_seq, target, op, artifact_id, version, attempts, 
 				f.ArtifactID, f.Version = *artifact, *version
 			}
 		}
-		if d.open {
+		switch {
+		case d.open:
 			r.add(f)
+		case d.abandoned:
+			f.Class = AcceptedGap
+			f.Detail = fmt.Sprintf("outbox row %d (%s %s) will never reach the lake: dead letter %d was abandoned by %s (journal seq %d, deadletter.abandoned): %s",
+				d.outboxSeq, target, d.op, d.id, abandonedBy, abandonedSeq, abandonWhy)
+			f.Evidence["abandoned_seq"] = fmt.Sprint(abandonedSeq)
+			f.TenantName = r.names[f.Tenant]
+			r.rep.Accepted = append(r.rep.Accepted, f)
 		}
 	}
 	return bronze, silver, rows.Err()

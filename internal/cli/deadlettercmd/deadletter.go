@@ -39,9 +39,11 @@ number of times, then journalled as materialize.skipped and moved to
 oml.dead_letter. The lake is then knowingly incomplete until the row is
 repaired: fix the cause, run oml deadletter reenqueue (a journalled
 deadletter.reenqueued event that puts the operation back into the outbox),
-and drain. See docs/deadletter.md.`,
+and drain. A row that can never be repaired (its held body is gone for good)
+is closed with oml deadletter abandon (a journalled deadletter.abandoned):
+reconcile then lists it as an accepted gap. See docs/deadletter.md.`,
 	}
-	cmd.AddCommand(NewCmdList(f, nil), NewCmdShow(f, nil), NewCmdReenqueue(f, nil))
+	cmd.AddCommand(NewCmdList(f, nil), NewCmdShow(f, nil), NewCmdReenqueue(f, nil), NewCmdAbandon(f, nil))
 	return cmd
 }
 
@@ -143,6 +145,9 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 		if l.Reenqueued {
 			re = fmt.Sprintf("yes, %s (outbox seq %d)", cliutil.Time(*l.ReenqueuedAt), deref(l.NewOutboxSeq))
 		}
+		if l.Abandoned {
+			re = fmt.Sprintf("abandoned, %s (journal seq %d)", cliutil.Time(*l.AbandonedAt), deref(l.AbandonedSeq))
+		}
 		rows = append(rows, []string{fmt.Sprint(l.ID), tenantLabel(l), fmt.Sprint(l.OutboxSeq), l.Target, l.Op, l.Claim(),
 			fmt.Sprint(l.Attempts), cliutil.Time(l.FirstFailedAt), oneLine(l.Error, f.IO.IsStdoutTTY()), re})
 	}
@@ -237,6 +242,10 @@ func showRun(ctx context.Context, opts *ShowOptions) error {
 		return fmt.Sprintf("seq %d %s at %s, hash %s, payload %s", e.Seq, e.EventType, cliutil.Time(e.RecordedAt), e.Hash, compact(e.Payload))
 	}
 	status := "open: repair the cause, then oml deadletter reenqueue " + fmt.Sprint(d.ID)
+	if d.Abandoned {
+		status = fmt.Sprintf("abandoned at %s by %s (journal seq %d): %s; it will never reach the lake", cliutil.Time(*d.AbandonedAt),
+			strOr(d.AbandonedBy), deref(d.AbandonedSeq), strOr(d.AbandonReason))
+	}
 	if d.Reenqueued {
 		status = fmt.Sprintf("re-enqueued at %s by %s into outbox seq %d (journal seq %d)", cliutil.Time(*d.ReenqueuedAt),
 			strOr(d.ReenqueuedBy), deref(d.NewOutboxSeq), deref(d.ReenqueuedSeq))
@@ -441,7 +450,7 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 	failed, done := 0, 0
 	for _, r := range res {
 		switch r.Outcome {
-		case deadletter.OutcomeFailed, deadletter.OutcomeNotFound:
+		case deadletter.OutcomeFailed, deadletter.OutcomeNotFound, deadletter.OutcomeRefusedAbandoned:
 			failed++
 		case deadletter.OutcomeReenqueued:
 			done++

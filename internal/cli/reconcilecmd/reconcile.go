@@ -143,19 +143,39 @@ func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
 	summary := fmt.Sprintf("Compared %d tenant(s), %d table(s) at frontier %d: %d journal events and %d claims against %d lake rows in %.1fs.",
 		len(rep.Tenants), tables, rep.Frontier, rep.Stats.Events, rep.Stats.Claims, rep.Stats.LakeRows, rep.Stats.ElapsedSeconds)
 	if rep.OK {
-		_, err := fmt.Fprintln(out, summary+"\nNo findings: the lake agrees with the journal fold.")
-		return err
+		if _, err := fmt.Fprintln(out, summary+"\nNo findings: the lake agrees with the journal fold."); err != nil {
+			return err
+		}
+	} else {
+		if _, err := fmt.Fprintln(out, summary); err != nil {
+			return err
+		}
+		fs := append([]reconcile.Finding(nil), rep.Findings...)
+		order := map[reconcile.Class]int{}
+		for i, c := range reconcile.Classes {
+			order[c] = i
+		}
+		sort.SliceStable(fs, func(i, j int) bool { return order[fs[i].Class] < order[fs[j].Class] })
+		if err := findingsTable(f, fs); err != nil {
+			return err
+		}
+		if rep.Truncated {
+			if _, err := fmt.Fprintln(out, "(more findings were counted than listed; raise --max-findings or use -o json for the counts)"); err != nil {
+				return err
+			}
+		}
 	}
-	if _, err := fmt.Fprintln(out, summary); err != nil {
-		return err
+	if len(rep.Accepted) > 0 {
+		if _, err := fmt.Fprintf(out, "\n%d accepted gap(s): abandoned dead letters the journal says will never reach the lake (listed, not failures):\n", len(rep.Accepted)); err != nil {
+			return err
+		}
+		return findingsTable(f, rep.Accepted)
 	}
-	rows := make([][]string, 0, len(rep.Findings))
-	fs := append([]reconcile.Finding(nil), rep.Findings...)
-	order := map[reconcile.Class]int{}
-	for i, c := range reconcile.Classes {
-		order[c] = i
-	}
-	sort.SliceStable(fs, func(i, j int) bool { return order[fs[i].Class] < order[fs[j].Class] })
+	return nil
+}
+
+func findingsTable(f *cliutil.Factory, fs []reconcile.Finding) error {
+	rows := make([][]string, 0, len(fs))
 	for _, x := range fs {
 		claim := "-"
 		if x.ArtifactID != "" {
@@ -181,14 +201,7 @@ func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
 		}
 		rows = append(rows, []string{string(x.Class), name, table, claim, seq, oseq, x.Detail})
 	}
-	if err := cliutil.Table(f.IO, []string{"CLASS", "TENANT", "TABLE", "CLAIM", "SEQ", "OUTBOX SEQ", "DETAIL"}, rows); err != nil {
-		return err
-	}
-	if rep.Truncated {
-		_, err := fmt.Fprintln(out, "(more findings were counted than listed; raise --max-findings or use -o json for the counts)")
-		return err
-	}
-	return nil
+	return cliutil.Table(f.IO, []string{"CLASS", "TENANT", "TABLE", "CLAIM", "SEQ", "OUTBOX SEQ", "DETAIL"}, rows)
 }
 
 // startProgress draws a one-line progress bar on w until stop is called.

@@ -1,0 +1,145 @@
+package deadlettercmd
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/keys"
+)
+
+// AbandonOptions are `oml deadletter abandon`'s flags.
+type AbandonOptions struct {
+	F      *cliutil.Factory
+	IDs    []int64
+	Yes    bool
+	Reason string
+	By     string
+}
+
+// NewCmdAbandon builds `oml deadletter abandon`.
+func NewCmdAbandon(f *cliutil.Factory, runF func(context.Context, *AbandonOptions) error) *cobra.Command {
+	opts := &AbandonOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "abandon ID... --reason R",
+		Short: "Accept for good that dead letters will never reach the lake (a journalled deadletter.abandoned per dead letter)",
+		Long: `Close dead letters that can never be repaired — a held body that is gone for
+good, with no backup and no writer that still has it. For each one, in one
+PostgreSQL transaction: append a deadletter.abandoned event to the tenant's
+chain (who: --by, why: --reason, which dead letter) and mark the dead letter
+abandoned.
+
+Afterwards the dead letter is no longer open: doctor and status stop counting
+it, reconcile lists the row as an accepted gap (not a failure), and
+oml deadletter reenqueue refuses it. The loss stays in the chain for ever.
+This cannot be undone: try a repair first (docs/deadletter.md).
+
+Asks for confirmation on a terminal; scripts pass --yes. Needs the deployment
+key (--signing-key / OML_SIGNING_KEY_FILE).
+Exit status: 0 every dead letter abandoned or already abandoned; 1 some could
+not be (not found, already re-enqueued, or the append was refused); 2 usage or
+connection error.`,
+		Example: `  oml deadletter abandon 7 --reason "held body lost with the old primary; no backup holds it"
+  oml deadletter abandon 7 8 --reason "..." --yes`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cliutil.FlagErrorf("name the dead letters to abandon (ids from oml deadletter list)")
+			}
+			if strings.TrimSpace(opts.Reason) == "" {
+				return cliutil.FlagErrorf("--reason is required: say why these rows can never be repaired (it is journalled)")
+			}
+			if !opts.Yes && !f.IO.IsStdinTTY() {
+				return cliutil.FlagErrorf("abandoning is permanent and stdin is not a terminal to confirm on: pass --yes")
+			}
+			seen := map[int64]bool{}
+			for _, a := range args {
+				id, err := parseID(a)
+				if err != nil {
+					return err
+				}
+				if !seen[id] {
+					seen[id] = true
+					opts.IDs = append(opts.IDs, id)
+				}
+			}
+			if opts.By == "" {
+				opts.By = defaultBy()
+			}
+			if strings.TrimSpace(opts.By) == "" {
+				return cliutil.FlagErrorf("cannot tell who you are: pass --by NAME (it is journalled)")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return abandonRun(cmd.Context(), opts)
+		},
+	}
+	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why the rows can never be repaired (required; journalled)")
+	cmd.Flags().StringVar(&opts.By, "by", "", "who is abandoning them (journalled; default: the OS user)")
+	return cmd
+}
+
+func abandonRun(ctx context.Context, opts *AbandonOptions) error {
+	f := opts.F
+	format, _ := f.Format()
+	path := f.SigningKeyPath()
+	if path == "" {
+		return cliutil.ConfigErrorf("abandoning appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")
+	}
+	k, err := keys.LoadFile(path)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	pool, err := openDB(ctx, f)
+	if err != nil {
+		return err
+	}
+	if !opts.Yes {
+		ok, err := confirm(f, fmt.Sprintf("Abandon %d dead letter(s) for good as %s? They will never reach the lake. [y/N] ", len(opts.IDs), opts.By))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintln(f.IO.ErrOut, "Nothing abandoned.")
+			return nil // a decision, not a problem
+		}
+	}
+	res, err := deadletter.Abandon(ctx, pool, k, opts.IDs, deadletter.AbandonOptions{By: opts.By, Reason: opts.Reason})
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	failed := 0
+	for _, r := range res {
+		if r.Outcome != deadletter.OutcomeAbandoned && r.Outcome != deadletter.OutcomeAlreadyAbandoned {
+			failed++
+		}
+	}
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, res); err != nil {
+			return err
+		}
+	} else {
+		for _, r := range res {
+			var line string
+			switch r.Outcome {
+			case deadletter.OutcomeAbandoned:
+				line = fmt.Sprintf("Abandoned dead letter %d (outbox seq %d): journal seq %d deadletter.abandoned by %s; reconcile lists it as an accepted gap.",
+					r.ID, r.OutboxSeq, r.JournalSeq, r.By)
+			case deadletter.OutcomeAlreadyAbandoned:
+				line = fmt.Sprintf("Dead letter %d was already abandoned at %s by %s (journal seq %d); nothing to do.", r.ID, timeOr(r.At), r.By, r.JournalSeq)
+			default:
+				line = fmt.Sprintf("Dead letter %d was NOT abandoned: %s", r.ID, r.Error)
+			}
+			fmt.Fprintln(f.IO.Out, line)
+		}
+	}
+	if failed > 0 {
+		return cliutil.Findingsf("%d of %d dead letter(s) could not be abandoned", failed, len(res))
+	}
+	return nil
+}

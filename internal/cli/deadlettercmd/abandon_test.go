@@ -1,0 +1,138 @@
+package deadlettercmd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/cli/deadlettercmd"
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+func TestNewCmdAbandon_Flags(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		args    string
+		stdin   bool
+		wantErr string
+		want    deadlettercmd.AbandonOptions
+	}{
+		{name: "ids", args: "3 5 3 --reason gone --by ops --yes", want: deadlettercmd.AbandonOptions{IDs: []int64{3, 5}, Reason: "gone", By: "ops", Yes: true}},
+		{name: "on a terminal asks", args: "3 --reason gone --by ops", stdin: true, want: deadlettercmd.AbandonOptions{IDs: []int64{3}, Reason: "gone", By: "ops"}},
+		{name: "off a terminal without yes", args: "3 --reason gone --by ops", wantErr: "pass --yes"},
+		{name: "no reason", args: "3 --yes", wantErr: "--reason is required"},
+		{name: "blank reason", args: "3 --yes --reason=", wantErr: "--reason is required"},
+		{name: "no ids", args: "--reason gone --yes", wantErr: "name the dead letters to abandon"},
+		{name: "bad id", args: "x --reason gone --yes", wantErr: "not a positive number"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			io, _, _, _ := iostreams.Test()
+			io.SetStdinTTY(tc.stdin)
+			f := cliutil.New(io)
+			var got *deadlettercmd.AbandonOptions
+			cmd := deadlettercmd.NewCmdAbandon(f, func(_ context.Context, o *deadlettercmd.AbandonOptions) error { got = o; return nil })
+			cmd.SetArgs(strings.Fields(tc.args))
+			cmd.SilenceErrors, cmd.SilenceUsage = true, true
+			err := cmd.Execute()
+			if tc.wantErr != "" {
+				require.ErrorContains(t, err, tc.wantErr)
+				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
+				return
+			}
+			require.NoError(t, err)
+			tc.want.F = f
+			require.Equal(t, tc.want, *got)
+		})
+	}
+}
+
+// TestDeadletterCommands_AbandonEndToEnd: a dead letter whose held body is
+// gone for good is abandoned through the commands: journalled, gone from
+// the open list, reconcile exits 0 listing it as an accepted gap, doctor's
+// dead-letters check is ok, re-enqueue is refused (exit 1), chain verify is
+// clean.
+func TestDeadletterCommands_AbandonEndToEnd(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+	res, err := workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8,
+		Poison: 1, Seed: 43})
+	require.NoError(t, err)
+	require.Len(t, res.Poison, 1)
+	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+
+	code, out, stderr := e.run(t, "deadletter", "list", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var letters []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &letters))
+	require.Len(t, letters, 1)
+	id := fmt.Sprint(letters[0]["id"])
+
+	code, _, stderr = e.run(t, "deadletter", "abandon", id)
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, "--reason is required")
+
+	code, out, stderr = e.run(t, "deadletter", "abandon", id, "--yes", "--by", "oncall", "--reason", "no backup holds the body")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "Abandoned dead letter "+id)
+	require.Contains(t, out, "deadletter.abandoned by oncall")
+
+	code, out, _ = e.run(t, "deadletter", "list")
+	require.Equal(t, cliutil.ExitOK, code)
+	require.Contains(t, out, "No open dead letters.")
+	code, out, _ = e.run(t, "deadletter", "list", "--all")
+	require.Equal(t, cliutil.ExitOK, code)
+	require.Contains(t, out, "abandoned, ")
+	code, out, _ = e.run(t, "deadletter", "show", id)
+	require.Equal(t, cliutil.ExitOK, code)
+	require.Contains(t, out, "abandoned at ")
+	require.Contains(t, out, "no backup holds the body")
+
+	code, out, stderr = e.run(t, "reconcile")
+	require.Equal(t, cliutil.ExitOK, code, stderr+out)
+	require.Contains(t, out, "No findings")
+	require.Contains(t, out, "1 accepted gap(s)")
+	require.Contains(t, out, "accepted-gap")
+	code, out, _ = e.run(t, "reconcile", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code)
+	var rep struct {
+		OK       bool             `json:"ok"`
+		Accepted []map[string]any `json:"accepted"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &rep))
+	require.True(t, rep.OK)
+	require.Len(t, rep.Accepted, 1)
+
+	code, out, _ = e.run(t, "doctor", "-o", "json")
+	var doc struct {
+		Checks []struct {
+			ID     string `json:"id"`
+			Status string `json:"status"`
+		} `json:"checks"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+	for _, c := range doc.Checks {
+		if c.ID == "dead-letters" {
+			require.Equal(t, "ok", c.Status)
+		}
+	}
+
+	code, out, _ = e.run(t, "deadletter", "reenqueue", id, "--by", "oncall")
+	require.Equal(t, cliutil.ExitFindings, code)
+	require.Contains(t, out, "was abandoned")
+	require.Contains(t, out, "cannot be re-enqueued")
+
+	code, _, stderr = e.run(t, "chain", "verify", "--full")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+}

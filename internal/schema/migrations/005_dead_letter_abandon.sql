@@ -1,4 +1,4 @@
--- 004: a dead letter can be abandoned (oml deadletter abandon).
+-- 005: a dead letter can be abandoned (oml deadletter abandon).
 --
 -- When a dead-lettered row can never be repaired (its held body is gone
 -- for good), the operator journals deadletter.abandoned; the fold records

@@ -31,6 +31,35 @@ func parseKeyIssued(payload []byte) (id string, pub []byte, err error) {
 	return p.KeyID, pub, nil
 }
 
+type keyRevokedPayload struct {
+	KeyID string `json:"key_id"`
+	Heads []struct {
+		TenantID string `json:"tenant_id"`
+		Seq      int64  `json:"seq"`
+	} `json:"heads"`
+}
+
+// parseKeyRevoked reads a key.revoked payload: the key and, per chain, the
+// head at the revocation (events of the key above it are findings).
+func parseKeyRevoked(payload []byte) (keyID string, cuts map[uuid.UUID]int64, err error) {
+	var p keyRevokedPayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return "", nil, fmt.Errorf("the key.revoked payload is not the expected JSON object: %v", err)
+	}
+	if p.KeyID == "" {
+		return "", nil, fmt.Errorf("the key.revoked payload names no key_id")
+	}
+	cuts = make(map[uuid.UUID]int64, len(p.Heads))
+	for _, h := range p.Heads {
+		id, err := uuid.Parse(h.TenantID)
+		if err != nil {
+			return "", nil, fmt.Errorf("the key.revoked payload's head tenant_id %q is not a UUID", h.TenantID)
+		}
+		cuts[id] = h.Seq
+	}
+	return p.KeyID, cuts, nil
+}
+
 type tenantCreatedPayload struct {
 	TenantID string `json:"tenant_id"`
 }

@@ -130,6 +130,9 @@ type engine struct {
 	providerDone bool
 	keys         map[string]*Key
 	refs         map[int64]providerRef
+	// revoked: key id -> the revocation (per-chain points). Kept even when
+	// the provider chain breaks after it: a revocation only removes trust.
+	revoked map[string]revocation
 	scratch      []byte
 	batch        *batch
 
@@ -139,6 +142,19 @@ type engine struct {
 
 	cbMu    sync.Mutex
 	summary Summary
+}
+
+type revocation struct {
+	providerSeq int64
+	cuts        map[uuid.UUID]int64
+}
+
+// cut is the last seq of chain t the revoked key may still have signed.
+func (r revocation) cut(t uuid.UUID) int64 {
+	if t == ProviderTenant {
+		return r.providerSeq
+	}
+	return r.cuts[t]
 }
 
 type providerRef struct {
@@ -186,8 +202,9 @@ func newEngine(opts Options) *engine {
 	}
 	e := &engine{
 		opts: opts,
-		keys: map[string]*Key{},
-		refs: map[int64]providerRef{},
+		keys:    map[string]*Key{},
+		refs:    map[int64]providerRef{},
+		revoked: map[string]revocation{},
 		// Two batches per worker in flight bound memory and keep the
 		// workers fed while the link checker fills the next one.
 		work: make(chan *batch, opts.Workers*2),
@@ -286,6 +303,8 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 
 	isProvider := c.tenant == ProviderTenant
 	var newKey *Key
+	var newRevocation *revocation
+	var revokedID string
 	if ev.Seq == 1 {
 		if f := e.checkGenesis(c, ev, isProvider); f != nil {
 			return f, nil
@@ -310,6 +329,17 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 				return &Finding{Seq: ev.Seq, Reason: ReasonBadGenesis, Detail: err.Error()}, nil
 			}
 			e.refs[ev.Seq] = providerRef{hash: hash, tenant: t}
+		case TypeKeyRevoked:
+			id, cuts, err := parseKeyRevoked(ev.Payload)
+			if err != nil {
+				return &Finding{Seq: ev.Seq, Reason: ReasonRevokedKey, Detail: err.Error()}, nil
+			}
+			if _, ok := e.keys[id]; !ok {
+				return &Finding{Seq: ev.Seq, Reason: ReasonRevokedKey,
+					Detail:   fmt.Sprintf("key.revoked names key %q, which the provider chain never issued", id),
+					Evidence: map[string]string{"key_id": id}}, nil
+			}
+			newRevocation, revokedID = &revocation{providerSeq: ev.Seq, cuts: cuts}, id
 		}
 	}
 
@@ -319,6 +349,13 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 			Detail:   fmt.Sprintf("key %q was never issued by the provider chain", ev.KeyID),
 			Evidence: map[string]string{"key_id": ev.KeyID},
 		}, nil
+	}
+	if r, ok := e.revoked[ev.KeyID]; ok && ev.Seq > r.cut(c.tenant) {
+		return &Finding{Seq: ev.Seq, Reason: ReasonRevokedKey,
+			Detail: fmt.Sprintf("signed by key %s after its revocation at provider seq %d (this chain's point: seq %d)",
+				ev.KeyID, r.providerSeq, r.cut(c.tenant)),
+			Evidence: map[string]string{"key_id": ev.KeyID, "revoked_at_provider_seq": fmt.Sprint(r.providerSeq),
+				"chain_point_seq": fmt.Sprint(r.cut(c.tenant))}}, nil
 	}
 	if len(ev.Signature) != ed25519.SignatureSize {
 		return &Finding{Seq: ev.Seq, Reason: ReasonBadSignature,
@@ -331,6 +368,11 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 		if _, dup := e.keys[newKey.ID]; !dup {
 			e.keys[newKey.ID] = newKey
 		}
+	}
+	if newRevocation != nil {
+		// From the next event on: the revocation itself is signed by
+		// another, still valid key.
+		e.revoked[revokedID] = *newRevocation
 	}
 	e.queue(c, ev.Seq, key, env, ev.Signature)
 	c.last = Head{Seq: ev.Seq, Hash: append(c.last.Hash[:0:0], hash[:]...)}

@@ -33,4 +33,5 @@ const (
 	TypeKeyIssued     = "key.issued"
 	TypeTenantCreated = "tenant.created"
 	TypeTenantGenesis = "tenant.genesis"
+	TypeKeyRevoked    = "key.revoked"
 )

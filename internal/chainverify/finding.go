@@ -41,12 +41,18 @@ const (
 	// ReasonFork: PostgreSQL holds a different hash at a seq that was
 	// witnessed earlier: the chain was rewritten or forked.
 	ReasonFork Reason = "fork"
+	// ReasonRevokedKey: the event is signed by a key the provider chain
+	// revoked (key.revoked) and lies after the revocation's point for its
+	// chain (the chain's head recorded in the revocation; the revocation's
+	// own seq on the provider chain); or a key.revoked is malformed.
+	ReasonRevokedKey Reason = "revoked-key"
 )
 
 // Reasons lists every reason, in documentation order.
 var Reasons = []Reason{
 	ReasonHashMismatch, ReasonBrokenLink, ReasonSeqGap, ReasonBadSignature,
 	ReasonUnknownKey, ReasonBadGenesis, ReasonHeadMismatch, ReasonTailLost, ReasonFork,
+	ReasonRevokedKey,
 }
 
 // Finding is the first bad event of one chain.

@@ -29,6 +29,7 @@ const (
 	TypeMaterializeSkipped   Type = "materialize.skipped"
 	TypeDeadletterReenqueued Type = "deadletter.reenqueued"
 	TypeDeadletterAbandoned  Type = "deadletter.abandoned"
+	TypeKeyRevoked           Type = "key.revoked"
 )
 
 // Types lists every event type in catalog order.
@@ -36,11 +37,13 @@ var Types = []Type{
 	TypeKeyIssued, TypeTenantCreated, TypeTenantGenesis, TypeClaimSubmitted,
 	TypeClaimPromoted, TypeClaimDemoted, TypeClaimErased, TypeClaimReassigned,
 	TypeSimulationEnded, TypeMaterializeSkipped, TypeDeadletterReenqueued,
-	TypeDeadletterAbandoned,
+	TypeDeadletterAbandoned, TypeKeyRevoked,
 }
 
 // ProviderOnly reports whether t may only appear on the provider chain.
-func (t Type) ProviderOnly() bool { return t == TypeKeyIssued || t == TypeTenantCreated }
+func (t Type) ProviderOnly() bool {
+	return t == TypeKeyIssued || t == TypeTenantCreated || t == TypeKeyRevoked
+}
 
 // Payload is one event type's payload struct. Every field is a digest, an
 // id or attribution: never body plaintext or ciphertext.
@@ -159,6 +162,30 @@ type DeadletterReenqueued struct {
 	By           string `json:"by"`
 	Reason       string `json:"reason,omitempty"`
 }
+
+// KeyRevoked, on the provider chain, stops trusting a signing key. Heads
+// are every chain's head when the revocation was made (read under the
+// provider chain's lock, in the revocation's own transaction): an event
+// signed by the revoked key at a seq above its chain's head here — or on a
+// chain not listed, at any seq — is a finding (revoked-key); events at or
+// below stay valid, so a chain verifies across a rotation and a stolen key
+// cannot back-fill. The provider chain's own point is the revocation's seq.
+// It must be signed by another key that is still valid (rotate first).
+type KeyRevoked struct {
+	KeyID  string        `json:"key_id"`
+	By     string        `json:"by"`
+	Reason string        `json:"reason"`
+	Heads  []RevokedHead `json:"heads"`
+}
+
+// RevokedHead is one chain's head at a revocation.
+type RevokedHead struct {
+	TenantID string `json:"tenant_id"`
+	Seq      int64  `json:"seq"`
+	Hash     string `json:"hash"` // lowercase hex
+}
+
+func (KeyRevoked) EventType() Type { return TypeKeyRevoked }
 
 // DeadletterAbandoned accepts, for good, that a dead-lettered row will never
 // reach the lake (its held body is gone and cannot be restored): the dead
@@ -342,6 +369,33 @@ func (p MaterializeSkipped) Validate() error {
 	return need("by", p.By)
 }
 
+func (p KeyRevoked) Validate() error {
+	if !keyIDRE.MatchString(p.KeyID) {
+		return errors.New("key_id must be 32 lowercase hex characters")
+	}
+	if err := need("by", p.By); err != nil {
+		return err
+	}
+	if err := need("reason", p.Reason); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for _, h := range p.Heads {
+		id, err := uuid.Parse(h.TenantID)
+		if err != nil || id.String() != h.TenantID {
+			return fmt.Errorf("heads: tenant_id %q is not a lowercase UUID", h.TenantID)
+		}
+		if h.Seq < 1 || !digestRE.MatchString(h.Hash) {
+			return fmt.Errorf("heads: tenant %s needs a seq of 1 or more and a 64-hex hash", h.TenantID)
+		}
+		if seen[h.TenantID] {
+			return fmt.Errorf("heads: tenant %s is listed twice", h.TenantID)
+		}
+		seen[h.TenantID] = true
+	}
+	return nil
+}
+
 func (p DeadletterAbandoned) Validate() error {
 	if p.DeadLetterID < 1 || p.OutboxSeq < 1 {
 		return errors.New("dead_letter_id and outbox_seq must be 1 or more")
@@ -457,6 +511,8 @@ func Decode(t Type, payload []byte) (Payload, error) {
 		p = &DeadletterReenqueued{}
 	case TypeDeadletterAbandoned:
 		p = &DeadletterAbandoned{}
+	case TypeKeyRevoked:
+		p = &KeyRevoked{}
 	default:
 		return nil, fmt.Errorf("unknown event type %q", t)
 	}
@@ -501,6 +557,8 @@ func deref(p Payload) Payload {
 	case *DeadletterReenqueued:
 		return *v
 	case *DeadletterAbandoned:
+		return *v
+	case *KeyRevoked:
 		return *v
 	}
 	return p

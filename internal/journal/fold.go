@@ -195,6 +195,10 @@ func NeedsOf(signerKeyID string, evs []Event) Needs {
 			if p.KeyID != signerKeyID {
 				n.KeyIDs = append(n.KeyIDs, p.KeyID)
 			}
+		case KeyRevoked:
+			if p.KeyID != signerKeyID {
+				n.KeyIDs = append(n.KeyIDs, p.KeyID)
+			}
 		}
 	}
 	return n
@@ -361,6 +365,40 @@ func (f *folder) apply(a Applied, ev Event) error {
 				wantRows: 1, what: "create the provider tenant",
 			})
 		}
+
+	case KeyRevoked:
+		if f.replay {
+			break
+		}
+		if p.KeyID == f.signer {
+			return reject("key.revoked: key %s cannot revoke itself: issue a new key (oml key rotate), sign with it, then revoke this one", p.KeyID)
+		}
+		k, ok := st.SigningKeys[p.KeyID]
+		if !ok {
+			return reject("key.revoked: key %s was never issued", p.KeyID)
+		}
+		if k.Revoked {
+			return reject("key.revoked: key %s is already revoked", p.KeyID)
+		}
+		k.Revoked = true
+		st.SigningKeys[p.KeyID] = k
+		tenants := make([]uuid.UUID, len(p.Heads))
+		seqs := make([]int64, len(p.Heads))
+		hashes := make([][]byte, len(p.Heads))
+		for i, h := range p.Heads {
+			tenants[i], seqs[i], hashes[i] = uuid.MustParse(h.TenantID), h.Seq, hexDigest(h.Hash)
+		}
+		// One statement: the key is marked revoked only if every head the
+		// event names is in the journal (the heads are what verifiers cut
+		// at; a head that is not there would make the cut a lie).
+		plan.addStmt(stmt{
+			sql: `UPDATE oml.signing_keys SET revoked_at = $2, revoked_seq = $3
+			       WHERE key_id = $1 AND revoked_at IS NULL
+			         AND (SELECT count(*) FROM unnest($4::uuid[], $5::bigint[], $6::bytea[]) AS h(t, s, x)
+			                JOIN oml.journal j ON j.tenant_id = h.t AND j.seq = h.s AND j.hash = h.x) = $7`,
+			args:     []any{p.KeyID, a.RecordedAt, seq, tenants, seqs, hashes, len(p.Heads)},
+			wantRows: 1, what: "revoke the signing key (every head it names must be in the journal)",
+		})
 
 	case TenantCreated:
 		id := uuid.MustParse(p.TenantID)

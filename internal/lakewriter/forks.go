@@ -9,7 +9,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -157,7 +159,7 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
 	if d.opts.Signer == nil || d.opts.WitnessInterval < 0 || len(touched) == 0 {
 		return
 	}
-	signer, ok := d.opts.Signer.(witness.Signer)
+	signer, ok := d.currentSigner().(witness.Signer)
 	if !ok {
 		return
 	}
@@ -230,4 +232,15 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
 		}(h)
 	}
 	wg.Wait()
+}
+
+// currentSigner is the signing key to use for one signed thing (a
+// materialize.skipped, a batch of witnessed heads): a reloading key file
+// (keys.Reloading) is asked once, so one key's id never meets another
+// key's signature, and a rotated key file is picked up without a restart.
+func (d *Drainer) currentSigner() chain.Signer {
+	if r, ok := d.opts.Signer.(interface{ Current() *keys.Key }); ok {
+		return r.Current()
+	}
+	return d.opts.Signer
 }

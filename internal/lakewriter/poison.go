@@ -70,7 +70,7 @@ RETURNING attempts`, it.seq, it.poison.Error()).Scan(&n)
 		if err != nil {
 			return dead, fmt.Errorf("dead-letter outbox row %d: %w", it.seq, err)
 		}
-		if _, err := chain.Append(ctx, d.db, d.opts.Signer, it.table.Tenant, ev); err != nil {
+		if _, err := chain.Append(ctx, d.db, d.currentSigner(), it.table.Tenant, ev); err != nil {
 			if errors.Is(err, journal.ErrRejected) && d.isDeadLettered(ctx, it.seq) {
 				// Another writer dead-lettered it first.
 				dead = append(dead, it.seq)

@@ -167,7 +167,9 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 	}
 	var signer chain.Signer
 	if p := f.SigningKeyPath(); p != "" {
-		k, err := keys.LoadFile(p)
+		// Re-read when the file changes: a rotated key is picked up
+		// without a restart (oml key rotate).
+		k, err := keys.OpenReloading(p, 0)
 		if err != nil {
 			return cliutil.AsConfigError(err)
 		}

@@ -133,8 +133,8 @@ type engine struct {
 	// revoked: key id -> the revocation (per-chain points). Kept even when
 	// the provider chain breaks after it: a revocation only removes trust.
 	revoked map[string]revocation
-	scratch      []byte
-	batch        *batch
+	scratch []byte
+	batch   *batch
 
 	work chan *batch
 	free chan *batch
@@ -201,7 +201,7 @@ func newEngine(opts Options) *engine {
 		opts.BatchSize = DefaultBatchSize
 	}
 	e := &engine{
-		opts: opts,
+		opts:    opts,
 		keys:    map[string]*Key{},
 		refs:    map[int64]providerRef{},
 		revoked: map[string]revocation{},

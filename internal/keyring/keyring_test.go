@@ -18,8 +18,8 @@ import (
 	"github.com/omlhq/oml/internal/keyring"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testdb"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }

@@ -30,6 +30,8 @@ const (
 	TypeDeadletterReenqueued Type = "deadletter.reenqueued"
 	TypeDeadletterAbandoned  Type = "deadletter.abandoned"
 	TypeKeyRevoked           Type = "key.revoked"
+	TypeChainTailRestored    Type = "chain.tail_restored"
+	TypeChainForkAccepted    Type = "chain.fork_accepted"
 )
 
 // Types lists every event type in catalog order.
@@ -38,12 +40,17 @@ var Types = []Type{
 	TypeClaimPromoted, TypeClaimDemoted, TypeClaimErased, TypeClaimReassigned,
 	TypeSimulationEnded, TypeMaterializeSkipped, TypeDeadletterReenqueued,
 	TypeDeadletterAbandoned, TypeKeyRevoked,
+	TypeChainTailRestored, TypeChainForkAccepted,
 }
 
 // ProviderOnly reports whether t may only appear on the provider chain.
 func (t Type) ProviderOnly() bool {
-	return t == TypeKeyIssued || t == TypeTenantCreated || t == TypeKeyRevoked
+	return t == TypeKeyIssued || t == TypeTenantCreated || t == TypeKeyRevoked || t == TypeChainForkAccepted
 }
+
+// OnProvider reports whether t may appear on the provider chain: the
+// provider-only types, and chain.tail_restored (any chain can lose a tail).
+func (t Type) OnProvider() bool { return t.ProviderOnly() || t == TypeChainTailRestored }
 
 // Payload is one event type's payload struct. Every field is a digest, an
 // id or attribution: never body plaintext or ciphertext.
@@ -200,8 +207,48 @@ type DeadletterAbandoned struct {
 }
 
 func (DeadletterAbandoned) EventType() Type { return TypeDeadletterAbandoned }
+// ChainTailRestored, on the chain it restores, records that the events
+// FromSeq..ToSeq (ToHash the last one's hash), lost by a failover or a
+// restore, were re-inserted from the lake's bronze.events after each was
+// verified (`oml chain restore-tail`). BodyLost lists the claims submitted
+// in the lost tail that were still held: their bodies never reach the lake,
+// so they came back held without a body ("body lost"); they stay held.
+type ChainTailRestored struct {
+	FromSeq    int64      `json:"from_seq"`
+	ToSeq      int64      `json:"to_seq"`
+	ToHash     string     `json:"to_hash"`
+	Source     string     `json:"source"` // "bronze"
+	OutboxRows int        `json:"outbox_rows"`
+	BodyLost   []ClaimRef `json:"body_lost,omitempty"`
+	By         string     `json:"by"`
+}
+
+// LostHead is a head of a lost timeline as a witness or bronze saw it.
+type LostHead struct {
+	Source string `json:"source"` // "witness" | "bronze"
+	Seq    int64  `json:"seq"`
+	Hash   string `json:"hash"` // lowercase hex
+}
+
+// ChainForkAccepted, on the provider chain, records that the journal of
+// TenantID forked from (or lost) the history its witness and/or bronze
+// table saw, and that the journal wins: the lost heads stay listed for
+// ever, verify and the fork check report them as accepted instead of
+// failing. SharedSeq is the last seq both histories agree on (-1 when it
+// could not be determined); NewSeq/NewHash the journal head at acceptance.
+type ChainForkAccepted struct {
+	TenantID  string     `json:"tenant_id"`
+	Lost      []LostHead `json:"lost"`
+	SharedSeq int64      `json:"shared_seq"`
+	NewSeq    int64      `json:"new_seq"`
+	NewHash   string     `json:"new_hash"`
+	Reason    string     `json:"reason"`
+	By        string     `json:"by"`
+}
 
 func (KeyIssued) EventType() Type            { return TypeKeyIssued }
+func (ChainTailRestored) EventType() Type    { return TypeChainTailRestored }
+func (ChainForkAccepted) EventType() Type    { return TypeChainForkAccepted }
 func (TenantCreated) EventType() Type        { return TypeTenantCreated }
 func (TenantGenesis) EventType() Type        { return TypeTenantGenesis }
 func (ClaimSubmitted) EventType() Type       { return TypeClaimSubmitted }
@@ -406,6 +453,60 @@ func (p DeadletterAbandoned) Validate() error {
 	return need("reason", p.Reason)
 }
 
+func (p ChainTailRestored) Validate() error {
+	if p.FromSeq < 1 || p.ToSeq < p.FromSeq {
+		return fmt.Errorf("from_seq %d and to_seq %d must be 1 or more and in order", p.FromSeq, p.ToSeq)
+	}
+	if !digestRE.MatchString(p.ToHash) {
+		return errors.New("to_hash must be 64 lowercase hex characters")
+	}
+	if p.Source != "bronze" {
+		return fmt.Errorf("source must be bronze, got %q", p.Source)
+	}
+	if p.OutboxRows < 0 {
+		return errors.New("outbox_rows must not be negative")
+	}
+	seen := map[ClaimRef]bool{}
+	for _, c := range p.BodyLost {
+		if err := needRef(c.ArtifactID, c.Version); err != nil {
+			return err
+		}
+		if seen[c] {
+			return fmt.Errorf("claim %s v%d is listed twice", c.ArtifactID, c.Version)
+		}
+		seen[c] = true
+	}
+	return need("by", p.By)
+}
+
+func (p ChainForkAccepted) Validate() error {
+	id, err := uuid.Parse(p.TenantID)
+	if err != nil {
+		return fmt.Errorf("tenant_id %q is not a UUID", p.TenantID)
+	}
+	if id == ProviderTenant {
+		return errors.New("the provider chain's own fork cannot be accepted on itself")
+	}
+	if len(p.Lost) == 0 {
+		return errors.New("lost must name at least one lost head")
+	}
+	for _, l := range p.Lost {
+		if l.Source != "witness" && l.Source != "bronze" {
+			return fmt.Errorf("lost head source must be witness or bronze, got %q", l.Source)
+		}
+		if l.Seq < 1 || !digestRE.MatchString(l.Hash) {
+			return errors.New("a lost head needs a seq of 1 or more and a 64-character lowercase hex hash")
+		}
+	}
+	if p.SharedSeq < -1 || p.NewSeq < 0 || (p.NewSeq > 0 && !digestRE.MatchString(p.NewHash)) {
+		return errors.New("shared_seq, new_seq and new_hash are malformed")
+	}
+	if err := need("reason", p.Reason); err != nil {
+		return err
+	}
+	return need("by", p.By)
+}
+
 func (p DeadletterReenqueued) Validate() error {
 	if p.DeadLetterID < 1 || p.OutboxSeq < 1 {
 		return errors.New("dead_letter_id and outbox_seq must be 1 or more")
@@ -513,6 +614,10 @@ func Decode(t Type, payload []byte) (Payload, error) {
 		p = &DeadletterAbandoned{}
 	case TypeKeyRevoked:
 		p = &KeyRevoked{}
+	case TypeChainTailRestored:
+		p = &ChainTailRestored{}
+	case TypeChainForkAccepted:
+		p = &ChainForkAccepted{}
 	default:
 		return nil, fmt.Errorf("unknown event type %q", t)
 	}
@@ -559,6 +664,10 @@ func deref(p Payload) Payload {
 	case *DeadletterAbandoned:
 		return *v
 	case *KeyRevoked:
+		return *v
+	case *ChainTailRestored:
+		return *v
+	case *ChainForkAccepted:
 		return *v
 	}
 	return p

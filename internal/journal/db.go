@@ -106,9 +106,15 @@ func QueueLoad(b *pgx.Batch, st *State, n Needs) {
 // event order, then the claim rows, bodies and data keys (which no outbox
 // row depends on at insert time).
 func (p *Plan) Queue(b *pgx.Batch) {
+	next := 0 // index into p.Outbox of the step's first row
 	for _, s := range p.steps {
 		if s.outbox != nil {
-			queueOutbox(b, s.outbox)
+			if p.outboxSeqs == nil {
+				queueOutbox(b, s.outbox)
+			} else {
+				queueOutboxAt(b, s.outbox, p.outboxSeqs[next:next+len(s.outbox)])
+			}
+			next += len(s.outbox)
 			continue
 		}
 		st := *s.stmt
@@ -183,6 +189,55 @@ func queueOutbox(b *pgx.Batch, rows []OutboxRow) {
 	                WITH ORDINALITY AS u(t, j, g, o, a, v, p, ord)
 	          ORDER BY ord`,
 		tenants, jseqs, targets, ops, arts, vers, payloads).Exec(func(ct pgconn.CommandTag) error {
+		if ct.RowsAffected() != want {
+			return fmt.Errorf("outbox insert wrote %d rows, expected %d", ct.RowsAffected(), want)
+		}
+		return nil
+	})
+}
+
+// queueOutboxAt inserts rows at the given seqs: runs of fixed seqs with
+// OVERRIDING SYSTEM VALUE, runs of 0 from the identity, in row order.
+func queueOutboxAt(b *pgx.Batch, rows []OutboxRow, seqs []int64) {
+	for i := 0; i < len(rows); {
+		j := i + 1
+		for j < len(rows) && (seqs[j] > 0) == (seqs[i] > 0) {
+			j++
+		}
+		if seqs[i] == 0 {
+			queueOutbox(b, rows[i:j])
+		} else {
+			queueOutboxFixed(b, rows[i:j], seqs[i:j])
+		}
+		i = j
+	}
+}
+
+func queueOutboxFixed(b *pgx.Batch, rows []OutboxRow, seqs []int64) {
+	n := len(rows)
+	tenants := make([]uuid.UUID, n)
+	jseqs := make([]int64, n)
+	targets := make([]string, n)
+	ops := make([]string, n)
+	arts := make([]*string, n)
+	vers := make([]*int32, n)
+	payloads := make([]string, n)
+	for i, r := range rows {
+		tenants[i], jseqs[i], targets[i], ops[i], arts[i] = r.TenantID, r.JournalSeq, r.Target, r.Op, r.ArtifactID
+		if r.Version != nil {
+			v := int32(*r.Version)
+			vers[i] = &v
+		}
+		payloads[i] = string(r.Payload)
+	}
+	want := int64(n)
+	b.Queue(`INSERT INTO oml.outbox (seq, tenant_id, journal_seq, target, op, artifact_id, version, payload)
+	         OVERRIDING SYSTEM VALUE
+	         SELECT s, t, j, g, o, a, v, p::jsonb
+	           FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
+	                WITH ORDINALITY AS u(s, t, j, g, o, a, v, p, ord)
+	          ORDER BY ord`,
+		seqs, tenants, jseqs, targets, ops, arts, vers, payloads).Exec(func(ct pgconn.CommandTag) error {
 		if ct.RowsAffected() != want {
 			return fmt.Errorf("outbox insert wrote %d rows, expected %d", ct.RowsAffected(), want)
 		}

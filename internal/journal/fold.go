@@ -185,6 +185,10 @@ func NeedsOf(signerKeyID string, evs []Event) Needs {
 			for _, c := range p.Claims {
 				addA(c.ArtifactID)
 			}
+		case ChainTailRestored:
+			for _, c := range p.BodyLost {
+				addA(c.ArtifactID)
+			}
 		case MaterializeSkipped:
 			n.OutboxSeqs = append(n.OutboxSeqs, p.OutboxSeq)
 		case DeadletterReenqueued:
@@ -218,6 +222,8 @@ type Plan struct {
 	keyDeletes []string
 	// Outbox rows in order; also what Append reports.
 	Outbox []OutboxRow
+	// outboxSeqs, when set, fixes each Outbox row's seq (SetOutboxSeqs).
+	outboxSeqs []int64
 }
 
 type bodyRow struct {
@@ -290,6 +296,10 @@ type folder struct {
 	// have: the tenant row, the signing keys, bodies and data keys, outbox
 	// and dead-letter rows (see Replay).
 	replay bool
+	// restore folds events re-inserted from the lake (see Restore): a
+	// submission comes without its body and data key, and an outbox row an
+	// earlier restored event implies may not be loaded yet.
+	restore bool
 }
 
 func (f *folder) isProvider() bool { return f.st.Tenant == ProviderTenant }
@@ -308,8 +318,8 @@ func (f *folder) apply(a Applied, ev Event) error {
 
 	// Chain shape rules.
 	switch {
-	case f.isProvider() && !t.ProviderOnly():
-		return reject("%s cannot be appended to the provider chain (it holds key.issued and tenant.created only)", t)
+	case f.isProvider() && !t.OnProvider():
+		return reject("%s cannot be appended to the provider chain (it holds key.issued, tenant.created, chain.fork_accepted and chain.tail_restored only)", t)
 	case !f.isProvider() && t.ProviderOnly():
 		return reject("%s belongs on the provider chain, not on tenant %s", t, st.Tenant)
 	case f.isProvider() && a.Seq == 1 && t != TypeKeyIssued:
@@ -434,8 +444,8 @@ func (f *folder) apply(a Applied, ev Event) error {
 				return reject("artifact %s was erased; its data key is destroyed and it takes no new versions", p.ArtifactID)
 			}
 		}
-		if f.replay {
-			// bodies and data keys are not in the chain
+		if f.replay || f.restore {
+			// bodies and data keys are not in the chain (nor in the lake)
 		} else if sum := sha256.Sum256(ev.Body); hex.EncodeToString(sum[:]) != p.CiphertextDigest {
 			return reject("claim %s v%d: the ciphertext body's SHA-256 is %x, not the ciphertext_digest %s the event carries", p.ArtifactID, p.Version, sum, p.CiphertextDigest)
 		} else if dek, ok := st.DataKeys[p.ArtifactID]; ok {
@@ -456,7 +466,9 @@ func (f *folder) apply(a Applied, ev Event) error {
 		}
 		st.Claims[ref] = c
 		plan.touch(c)
-		plan.bodies = append(plan.bodies, bodyRow{ref: ref, body: ev.Body})
+		if !f.restore {
+			plan.bodies = append(plan.bodies, bodyRow{ref: ref, body: ev.Body})
+		}
 
 	case ClaimPromoted:
 		c, err := f.claim(t, p.ArtifactID, p.Version)
@@ -547,7 +559,11 @@ func (f *folder) apply(a Applied, ev Event) error {
 			break
 		}
 		o, ok := st.Outbox[p.OutboxSeq]
-		if !ok {
+		if !ok && f.restore {
+			// The row may be one this restore puts back; the dead-letter
+			// insert below still needs it to exist (exactly one row).
+			o = &OutboxRow{TenantID: st.Tenant, Target: p.Target, Op: p.Op, JournalSeq: p.JournalSeq}
+		} else if !ok {
 			return reject("materialize.skipped: no outbox row %d", p.OutboxSeq)
 		}
 		if o.TenantID != st.Tenant {
@@ -574,6 +590,11 @@ func (f *folder) apply(a Applied, ev Event) error {
 	case DeadletterReenqueued:
 		if f.replay {
 			break
+		}
+		if f.restore {
+			// The copy would draw a new outbox seq, not the one the lost
+			// primary gave it (which the lake may have applied).
+			return reject("deadletter.reenqueued at seq %d cannot be restored from the lake yet: accept the fork instead (oml chain accept-fork)", seq)
 		}
 		d, ok := st.DeadLetters[p.DeadLetterID]
 		if !ok {
@@ -631,10 +652,75 @@ func (f *folder) apply(a Applied, ev Event) error {
 			args:     []any{p.DeadLetterID, a.RecordedAt, seq, p.By, p.Reason},
 			wantRows: 1, what: "abandon the dead letter",
 		})
+	case ChainTailRestored:
+		// The claims it lists stay held (oml.claims.state has no other
+		// value for them yet); the event is their named record: held, body
+		// lost. It must not name a claim that is not held.
+		for _, r := range p.BodyLost {
+			c, err := f.claim(t, r.ArtifactID, r.Version)
+			if err != nil {
+				return err
+			}
+			if c.State != StateHeld {
+				return reject("chain.tail_restored lists claim %s v%d as body_lost, but it is %s, not held", r.ArtifactID, r.Version, c.State)
+			}
+		}
+
+	case ChainForkAccepted:
+		// Recorded on the provider chain; read by the fork check.
 
 	default:
 		return reject("no fold for event type %s", t)
 	}
+	return nil
+}
+
+// Restore folds events re-inserted from the lake after a lost tail (`oml
+// chain restore-tail`) over st, with the same state machine and checks as
+// an append, except that a claim.submitted comes without its body and data
+// key (neither reaches the lake) and an outbox row named by a
+// materialize.skipped may be one the restore itself puts back. keyIDs[i]
+// is the key that signed evs[i]. A deadletter.reenqueued is refused.
+func Restore(st *State, keyIDs []string, applied []Applied, evs []Event) (*Plan, error) {
+	if len(applied) != len(evs) || len(keyIDs) != len(evs) {
+		return nil, fmt.Errorf("restore fold: %d events, %d positions, %d keys", len(evs), len(applied), len(keyIDs))
+	}
+	plan := &Plan{tenant: st.Tenant, claims: map[ClaimRef]*Claim{}, keyInserts: map[string][]byte{}}
+	f := &folder{st: st, plan: plan, restore: true}
+	for i, ev := range evs {
+		ev, err := ev.Prepared()
+		if err != nil {
+			return nil, err
+		}
+		f.signer = keyIDs[i]
+		if err := f.apply(applied[i], ev); err != nil {
+			return nil, err
+		}
+	}
+	return plan, nil
+}
+
+// HeldWithoutBody lists the claims this plan submitted (a Restore plan: with
+// no body) that are still held, in submission order.
+func (p *Plan) HeldWithoutBody() []ClaimRef {
+	var out []ClaimRef
+	for _, ref := range p.claimOrder {
+		if c := p.claims[ref]; c.isNew && c.State == StateHeld {
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
+// SetOutboxSeqs fixes the outbox seq of each row of p.Outbox (in order): a
+// positive seq is inserted as given (OVERRIDING SYSTEM VALUE), 0 draws from
+// the identity as usual. Used by restore-tail to put back rows at the seqs
+// the lake already applied them at.
+func (p *Plan) SetOutboxSeqs(seqs []int64) error {
+	if len(seqs) != len(p.Outbox) {
+		return fmt.Errorf("%d outbox seqs for %d outbox rows", len(seqs), len(p.Outbox))
+	}
+	p.outboxSeqs = seqs
 	return nil
 }
 

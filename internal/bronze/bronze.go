@@ -1,0 +1,197 @@
+package bronze
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// Dir is the table's directory under a tenant's directory in the lake.
+const Dir = "bronze/events"
+
+// Path is the table's location relative to the lake root.
+func Path(tenant uuid.UUID) string { return tenant.String() + "/" + Dir }
+
+// Head is the newest event bronze holds for a tenant.
+type Head struct {
+	Seq  int64
+	Hash []byte
+	// Others holds further, different hashes found at Seq (bronze holding
+	// two events at one seq is itself fork evidence).
+	Others [][]byte
+	// Version is the table version read.
+	Version int64
+}
+
+// Event is one bronze row: a journal event as the lake holds it.
+type Event struct {
+	Tenant     string
+	Seq        int64
+	EventType  string
+	RecordedAt time.Time
+	PrevHash   []byte
+	Hash       []byte
+	Signature  []byte
+	KeyID      string
+	Payload    []byte
+	OutboxSeq  int64
+	// File is the data file the row was read from (for messages).
+	File string
+}
+
+// open loads the tenant's bronze snapshot; ok=false when there is no table.
+func open(ctx context.Context, lake store.Store, tenant uuid.UUID) (*delta.Snapshot, store.Store, bool, error) {
+	st, err := store.Sub(lake, Path(tenant))
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("bronze table of tenant %s: %w", tenant, err)
+	}
+	snap, err := delta.Load(ctx, st)
+	if errors.Is(err, delta.ErrTableNotFound) {
+		return nil, nil, false, nil
+	}
+	if err != nil {
+		return nil, nil, false, fmt.Errorf("read the Delta log of %s: %w", Path(tenant), err)
+	}
+	return snap, st, true, nil
+}
+
+// seqBounds are a data file's seq statistics; ok=false when the file has
+// none (it must then be read).
+func seqBounds(f *delta.Add) (lo, hi int64, ok bool) {
+	if f.Stats == "" {
+		return 0, 0, false
+	}
+	var s struct {
+		MinValues map[string]json.Number `json:"minValues"`
+		MaxValues map[string]json.Number `json:"maxValues"`
+	}
+	dec := json.NewDecoder(bytes.NewReader([]byte(f.Stats)))
+	dec.UseNumber()
+	if dec.Decode(&s) != nil {
+		return 0, 0, false
+	}
+	l, lerr := s.MinValues["seq"].Int64()
+	h, herr := s.MaxValues["seq"].Int64()
+	if lerr != nil || herr != nil {
+		return 0, 0, false
+	}
+	return l, h, true
+}
+
+// ReadHead returns the newest event bronze holds for tenant (ok=false when
+// the table does not exist or is empty). It reads the log, then only the
+// data files whose seq statistics reach the newest seq (every file lacking
+// statistics too).
+func ReadHead(ctx context.Context, lake store.Store, tenant uuid.UUID) (Head, bool, error) {
+	snap, st, ok, err := open(ctx, lake, tenant)
+	if err != nil || !ok {
+		return Head{}, false, err
+	}
+	files := snap.Files()
+	best := int64(-1)
+	for _, f := range files {
+		if _, hi, ok := seqBounds(f); ok && hi > best {
+			best = hi
+		}
+	}
+	var read []*delta.Add
+	for _, f := range files {
+		if _, hi, ok := seqBounds(f); !ok || hi >= best {
+			read = append(read, f)
+		}
+	}
+	h := Head{Seq: -1, Version: snap.Version()}
+	if len(read) == 0 {
+		return Head{}, false, nil
+	}
+	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: []string{"seq", "hash"}, Files: read}, func(_ *delta.Add, rows []pq.Row) error {
+		for _, r := range rows {
+			seq, _ := r[0].(int64)
+			hash, _ := r[1].([]byte)
+			switch {
+			case seq > h.Seq:
+				h.Seq, h.Hash, h.Others = seq, hash, nil
+			case seq == h.Seq && !bytes.Equal(hash, h.Hash):
+				dup := false
+				for _, o := range h.Others {
+					dup = dup || bytes.Equal(o, hash)
+				}
+				if !dup {
+					h.Others = append(h.Others, hash)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return Head{}, false, fmt.Errorf("read the newest event of %s: %w", Path(tenant), err)
+	}
+	if h.Seq < 1 {
+		return Head{}, false, nil
+	}
+	return h, true, nil
+}
+
+var eventCols = []string{"tenant_id", "seq", "event_type", "recorded_at", "prev_hash", "hash", "signature", "key_id", "payload", "outbox_seq"}
+
+// Events returns every bronze row of tenant with seq ≥ from, ordered by
+// seq (then outbox seq), reading only the files whose seq statistics reach
+// from. Duplicate rows are returned as stored: the caller decides.
+func Events(ctx context.Context, lake store.Store, tenant uuid.UUID, from int64) ([]Event, error) {
+	snap, st, ok, err := open(ctx, lake, tenant)
+	if err != nil || !ok {
+		return nil, err
+	}
+	var read []*delta.Add
+	for _, f := range snap.Files() {
+		if _, hi, ok := seqBounds(f); !ok || hi >= from {
+			read = append(read, f)
+		}
+	}
+	if len(read) == 0 {
+		return nil, nil
+	}
+	var out []Event
+	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: eventCols, Files: read}, func(f *delta.Add, rows []pq.Row) error {
+		for _, r := range rows {
+			seq, _ := r[1].(int64)
+			if seq < from {
+				continue
+			}
+			e := Event{Seq: seq, File: f.Path}
+			e.Tenant, _ = r[0].(string)
+			e.EventType, _ = r[2].(string)
+			e.RecordedAt, _ = r[3].(time.Time)
+			e.PrevHash, _ = r[4].([]byte)
+			e.Hash, _ = r[5].([]byte)
+			e.Signature, _ = r[6].([]byte)
+			e.KeyID, _ = r[7].(string)
+			if p, ok := r[8].(string); ok {
+				e.Payload = []byte(p)
+			}
+			e.OutboxSeq, _ = r[9].(int64)
+			out = append(out, e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read %s from seq %d: %w", Path(tenant), from, err)
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Seq != out[j].Seq {
+			return out[i].Seq < out[j].Seq
+		}
+		return out[i].OutboxSeq < out[j].OutboxSeq
+	})
+	return out, nil
+}

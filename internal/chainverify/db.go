@@ -39,6 +39,14 @@ type DBOptions struct {
 	// Witnessed returns the newest head of tenant witnessed outside
 	// PostgreSQL, if any, for the fork check.
 	Witnessed func(tenant uuid.UUID) (Head, bool)
+	// Bronze returns the newest event of tenant's bronze.events table (the
+	// lake's second witness), if any, for the fork check.
+	Bronze func(tenant uuid.UUID) (Head, bool)
+	// Accepted reports whether a chain.fork_accepted event accepted the
+	// disagreement of tenant's journal with this witness or bronze head
+	// (Acceptances.Covers): it is then listed in Report.Accepted, not a
+	// finding.
+	Accepted func(tenant uuid.UUID, anchor Head) bool
 	// Progress is advanced as events are checked.
 	Progress *Progress
 	// OnPlan, if set, is told how many events the run expects to read
@@ -73,7 +81,10 @@ type Report struct {
 	Events   int64         `json:"events"`
 	Resumed  int           `json:"resumed"`
 	Findings []Finding     `json:"findings"`
-	Rule     string        `json:"signature_rule"`
+	// Accepted lists tail-lost and fork disagreements with a witness or
+	// bronze head that a chain.fork_accepted accepted (never failing).
+	Accepted []Finding `json:"accepted_forks"`
+	Rule     string    `json:"signature_rule"`
 	// Checkpoints is how many verified heads were stored this run.
 	Checkpoints int           `json:"checkpoints_stored"`
 	Elapsed     time.Duration `json:"-"`
@@ -92,6 +103,7 @@ type dbTenant struct {
 	start      Head // trusted start (zero: genesis)
 	resumed    bool
 	anchorBad  *Finding
+	accepted   []Finding
 	head       *Head // oml.chain_heads row
 	result     *ChainResult
 }
@@ -197,6 +209,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 		if t.resumed {
 			rep.Resumed++
 		}
+		rep.Accepted = append(rep.Accepted, t.accepted...)
 		f := t.finding()
 		if t.result == nil && f == nil {
 			// Nothing new was read for this chain: it is clean as of its
@@ -379,7 +392,15 @@ ORDER BY ids.tenant_id`
 				anchors = append(anchors, struct {
 					kind string
 					h    Head
-				}{"witness", w})
+				}{AnchorWitness, w})
+			}
+		}
+		if opts.Bronze != nil {
+			if b, ok := opts.Bronze(t.id); ok {
+				anchors = append(anchors, struct {
+					kind string
+					h    Head
+				}{AnchorBronze, b})
 			}
 		}
 		if opts.From != nil && t.id == *opts.Tenant {
@@ -394,6 +415,10 @@ ORDER BY ids.tenant_id`
 				return nil, err
 			}
 			t.dbSeq, t.dbSeqKnown = dbSeq, true
+			if f != nil && (a.kind == AnchorWitness || a.kind == AnchorBronze) && opts.Accepted != nil && opts.Accepted(t.id, a.h) {
+				t.accepted = append(t.accepted, *f)
+				continue
+			}
 			if f != nil && (t.anchorBad == nil || f.Seq < t.anchorBad.Seq) {
 				t.anchorBad = f
 			}

@@ -1,13 +1,20 @@
 package chainverify
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/omlhq/oml/internal/bronze"
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/witness"
 )
@@ -18,18 +25,40 @@ type Querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
+// Anchor kinds the fork check compares the journal with.
+const (
+	AnchorWitness = "witness"
+	AnchorBronze  = "bronze"
+)
+
 // ForkCheckResult is the fork check's verdict for the tenants that have a
-// witnessed head.
+// witnessed head or a bronze table.
 type ForkCheckResult struct {
 	// Findings holds one tail-lost or fork finding per tenant whose journal
-	// disagrees with its newest witness (both heads in the evidence).
+	// disagrees with its newest witness or its newest bronze event (both
+	// heads in the evidence), unless a chain.fork_accepted covers it.
 	Findings []Finding
 	// Witnessed maps each checked tenant to its newest trusted witness.
 	Witnessed map[uuid.UUID]*witness.Head
+	// Bronze maps each tenant with a non-empty bronze table to its newest
+	// bronze event: the lake's second witness of the chain.
+	Bronze map[uuid.UUID]bronze.Head
+	// Accepted lists the disagreements a chain.fork_accepted event on the
+	// provider chain accepted: listed for ever, never failing.
+	Accepted []AcceptedFinding
 	// Untrusted lists witnesses that were ignored because their signature
 	// does not verify under an issued key (evidence of tampering with the
 	// witness store; never silently trusted).
 	Untrusted []error
+}
+
+// AcceptedFinding is a fork or lost tail that was accepted, with the
+// acceptance that covers it.
+type AcceptedFinding struct {
+	Finding    Finding `json:"finding"`
+	AcceptedAt int64   `json:"accepted_provider_seq"`
+	Reason     string  `json:"reason"`
+	By         string  `json:"by"`
 }
 
 // Forked reports whether tenant has a tail-lost or fork finding.
@@ -65,12 +94,157 @@ func IssuedKeys(ctx context.Context, q Querier) (witness.KeyLookup, error) {
 	return func(id string) (ed25519.PublicKey, bool) { k, ok := m[id]; return k, ok }, nil
 }
 
-// ForkCheck compares the journal with the newest head witnessed in st for
-// every tenant (or only one), in the order of the design notes: a journal
-// that does not reach the witnessed seq lost its tail (tail-lost); one that
-// holds another hash there forked (fork). It is cheap (two index lookups
-// per witnessed tenant) and is what a writer runs before building on a
-// chain: `oml lake drain` must not materialize a tenant it reports.
+// Acceptance is one chain.fork_accepted event of the provider chain.
+type Acceptance struct {
+	ProviderSeq int64
+	RecordedAt  time.Time
+	journal.ChainForkAccepted
+}
+
+// Acceptances maps tenants to the fork acceptances on the provider chain.
+type Acceptances map[uuid.UUID][]Acceptance
+
+// Covers returns the acceptance naming (seq, hash) as a lost head of
+// tenant, if any. Matching is exact: a later, different loss is never
+// covered by an earlier acceptance.
+func (a Acceptances) Covers(tenant uuid.UUID, h Head) (*Acceptance, bool) {
+	want := hex.EncodeToString(h.Hash)
+	for i := range a[tenant] {
+		for _, l := range a[tenant][i].Lost {
+			if l.Seq == h.Seq && l.Hash == want {
+				return &a[tenant][i], true
+			}
+		}
+	}
+	return nil, false
+}
+
+// Excuses reports whether an earlier witness w no longer has to be
+// extended: it was published before a fork of its tenant was accepted (the
+// acceptance covers the whole history lost as of then).
+func (a Acceptances) Excuses(w *witness.Head) bool {
+	for _, ac := range a[w.Tenant] {
+		if !w.Time.After(ac.RecordedAt) {
+			return true
+		}
+	}
+	return false
+}
+
+// CheckWitnessExtends is the rule every witness publisher applies before
+// publishing h (a head read from oml.chain_heads): h must extend every
+// earlier trusted witness of its tenant (witness.CheckExtends), whose
+// (seq, hash) the journal must still hold, except witnesses a
+// chain.fork_accepted excuses.
+func CheckWitnessExtends(ctx context.Context, q Querier, st store.Store, h *witness.Head, trusted witness.KeyLookup, acc Acceptances) error {
+	contains := func(ctx context.Context, seq int64, hash []byte) (bool, error) {
+		var stored []byte
+		err := q.QueryRow(ctx, `SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2`, h.Tenant, seq).Scan(&stored)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil
+		}
+		if err != nil {
+			return false, fmt.Errorf("read the journal of tenant %s at seq %d: %w", h.Tenant, seq, err)
+		}
+		return bytes.Equal(stored, hash), nil
+	}
+	return witness.CheckExtends(ctx, st, h, trusted, contains, acc.Excuses)
+}
+
+// ReadAcceptances reads every chain.fork_accepted event of the provider
+// chain (it is short: keys, tenants and acceptances).
+func ReadAcceptances(ctx context.Context, q Querier) (Acceptances, error) {
+	rows, err := q.Query(ctx, `SELECT seq, recorded_at, payload FROM oml.journal WHERE tenant_id = $1 AND event_type = $2 ORDER BY seq`,
+		ProviderTenant, string(journal.TypeChainForkAccepted))
+	if err != nil {
+		return nil, fmt.Errorf("read the fork acceptances of the provider chain: %w", err)
+	}
+	defer rows.Close()
+	out := Acceptances{}
+	for rows.Next() {
+		var seq int64
+		var at time.Time
+		var payload []byte
+		if err := rows.Scan(&seq, &at, &payload); err != nil {
+			return nil, fmt.Errorf("read the fork acceptances of the provider chain: %w", err)
+		}
+		p, err := journal.Decode(journal.TypeChainForkAccepted, payload)
+		if err != nil {
+			// A malformed acceptance accepts nothing; chain verify reports it.
+			continue
+		}
+		fa := p.(journal.ChainForkAccepted)
+		id, _ := uuid.Parse(fa.TenantID)
+		out[id] = append(out[id], Acceptance{ProviderSeq: seq, RecordedAt: at, ChainForkAccepted: fa})
+	}
+	return out, rows.Err()
+}
+
+// BronzeHeads reads the newest bronze event of each tenant (the provider
+// too), a few tables at a time. Tenants without a bronze table are left
+// out.
+func BronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) (map[uuid.UUID]bronze.Head, error) {
+	ids := []uuid.UUID{}
+	if only != nil {
+		ids = append(ids, *only)
+	} else {
+		rows, err := q.Query(ctx, `SELECT $1::uuid UNION SELECT id FROM oml.tenants UNION SELECT tenant_id FROM oml.chain_heads`, ProviderTenant)
+		if err != nil {
+			return nil, fmt.Errorf("list the tenants to compare with bronze: %w", err)
+		}
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	out := make(map[uuid.UUID]bronze.Head, len(ids))
+	var mu sync.Mutex
+	var firstErr error
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(id uuid.UUID) {
+			defer wg.Done()
+			defer func() { <-sem }()
+			h, ok, err := bronze.ReadHead(ctx, st, id)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil && firstErr == nil:
+				firstErr = err
+			case ok:
+				out[id] = h
+			}
+		}(id)
+	}
+	wg.Wait()
+	return out, firstErr
+}
+
+// ForkCheck compares the journal of every tenant (or only one) with two
+// witnesses kept outside PostgreSQL: the newest signed head in st and the
+// newest event of the tenant's bronze.events table. A journal that does not
+// reach the seq a witness saw lost its tail (tail-lost); one that holds
+// another hash there forked (fork) — so a lost tail is caught whether or not
+// a signed witness covered it. A disagreement that a chain.fork_accepted on
+// the provider chain names exactly is listed in Accepted instead.
+//
+// It is cheap: per tenant, the witness listing, the bronze table's log and
+// the data file(s) holding its newest seq, and two index lookups. Bronze is
+// read before the journal, so a lake writer draining meanwhile can never
+// make bronze look ahead of a journal it was copied from. It is what a
+// writer runs before building on a chain: `oml lake drain` must not
+// materialize a tenant it reports.
 func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) (*ForkCheckResult, error) {
 	trusted, err := IssuedKeys(ctx, q)
 	if err != nil {
@@ -80,17 +254,69 @@ func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) 
 	if err != nil {
 		return nil, err
 	}
-	res := &ForkCheckResult{Witnessed: newest, Untrusted: bad}
-	for id, w := range newest {
-		f, err := checkAnchorQ(ctx, q, id, "witness", Head{Seq: w.Seq, Hash: w.HashBytes()})
-		if err != nil {
-			return nil, err
+	heads, err := BronzeHeads(ctx, q, st, only)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := ReadAcceptances(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	res := &ForkCheckResult{Witnessed: newest, Bronze: heads, Untrusted: bad}
+	tenants := map[uuid.UUID]bool{}
+	for id := range newest {
+		tenants[id] = true
+	}
+	for id := range heads {
+		tenants[id] = true
+	}
+	for id := range tenants {
+		var worst *Finding
+		consider := func(kind string, a Head, extra map[string]string) error {
+			f, err := checkAnchorQ(ctx, q, id, kind, a)
+			if err != nil || f == nil {
+				return err
+			}
+			for k, v := range extra {
+				f.Evidence[k] = v
+			}
+			if ac, ok := acc.Covers(id, a); ok {
+				res.Accepted = append(res.Accepted, AcceptedFinding{Finding: *f, AcceptedAt: ac.ProviderSeq, Reason: ac.Reason, By: ac.By})
+				return nil
+			}
+			if worst == nil || f.Seq < worst.Seq {
+				worst = f
+			}
+			return nil
 		}
-		if f != nil {
-			f.Evidence["witness_time"] = w.Time.UTC().Format("2006-01-02T15:04:05.999999Z07:00")
-			f.Evidence["witness_system_identifier"] = w.SystemIdentifier
-			f.Evidence["witness_timeline"] = w.Timeline
-			res.Findings = append(res.Findings, *f)
+		if w := newest[id]; w != nil {
+			if err := consider(AnchorWitness, Head{Seq: w.Seq, Hash: w.HashBytes()}, map[string]string{
+				"witness_time":              w.Time.UTC().Format("2006-01-02T15:04:05.999999Z07:00"),
+				"witness_system_identifier": w.SystemIdentifier,
+				"witness_timeline":          w.Timeline,
+			}); err != nil {
+				return nil, err
+			}
+		}
+		if b, ok := heads[id]; ok {
+			extra := map[string]string{"bronze_table_version": fmt.Sprint(b.Version)}
+			if err := consider(AnchorBronze, Head{Seq: b.Seq, Hash: b.Hash}, extra); err != nil {
+				return nil, err
+			}
+			for _, other := range b.Others {
+				if bytes.Equal(other, b.Hash) {
+					continue
+				}
+				f := Finding{Tenant: id, Seq: b.Seq, Reason: ReasonFork,
+					Detail: fmt.Sprintf("bronze.events holds two different events at seq %d: the lake was written from two histories", b.Seq),
+					Evidence: map[string]string{"anchor": AnchorBronze, "bronze_hash": hex.EncodeToString(b.Hash), "bronze_other_hash": hex.EncodeToString(other)}}
+				if worst == nil || f.Seq < worst.Seq {
+					worst = &f
+				}
+			}
+		}
+		if worst != nil {
+			res.Findings = append(res.Findings, *worst)
 		}
 	}
 	sortFindings(res.Findings)

@@ -184,6 +184,18 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
 		d.log.Warn("could not read chain heads to witness them", "error", err)
 		return
 	}
+	// Every head must extend the tenant's earlier witnesses (not only
+	// differ from none at its seq), except losses a fork acceptance excuses.
+	trusted, err := chainverify.IssuedKeys(ctx, d.db)
+	if err != nil {
+		d.log.Warn("could not read the issued keys to witness heads", "error", err)
+		return
+	}
+	acc, err := chainverify.ReadAcceptances(ctx, d.db)
+	if err != nil {
+		d.log.Warn("could not read the fork acceptances to witness heads", "error", err)
+		return
+	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 8)
 	for _, h := range heads {
@@ -205,9 +217,12 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
 				d.log.Warn("could not sign a chain head", "tenant", h.Tenant.String(), "error", err)
 				return
 			}
-			_, err := witness.Publish(ctx, d.opts.Lake, h)
-			if errors.Is(err, witness.ErrConflict) {
-				d.log.Error("a different head is already witnessed at this seq: fork evidence; holding the tenant",
+			err := chainverify.CheckWitnessExtends(ctx, d.db, d.opts.Lake, h, trusted, acc)
+			if err == nil {
+				_, err = witness.Publish(ctx, d.opts.Lake, h)
+			}
+			if errors.Is(err, witness.ErrConflict) || errors.Is(err, witness.ErrNotExtending) {
+				d.log.Error("the head does not extend the tenant's witnessed history: fork evidence; holding the tenant",
 					"tenant", h.Tenant.String(), "seq", h.Seq, "error", err)
 				d.heldMu.Lock()
 				if d.held == nil {

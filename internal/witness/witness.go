@@ -242,3 +242,74 @@ func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyL
 
 // SameHash reports whether h witnesses hash.
 func (h *Head) SameHash(hash []byte) bool { return bytes.Equal(h.HashBytes(), hash) }
+
+// ErrNotExtending means a head does not extend an earlier witness of its
+// tenant: its seq is below the earlier witness, or its chain holds another
+// hash at the earlier witness's seq. Publishing it would release a chain
+// that lost or rewrote what was witnessed.
+var ErrNotExtending = errors.New("the head does not extend an earlier witness of its tenant")
+
+// Contains reports whether the chain of the head being published holds
+// hash at seq (for a journal head: the journal's hash at seq).
+type Contains func(ctx context.Context, seq int64, hash []byte) (bool, error)
+
+// CheckExtends returns nil when h extends every earlier trusted witness of
+// its tenant in st, else an error wrapping ErrNotExtending naming the first
+// earlier witness it does not extend. excused (may be nil) exempts earlier
+// witnesses whose loss was accepted (chain.fork_accepted).
+//
+// Earlier witnesses are visited newest first, and the walk stops at the
+// first one h's chain contains: every witness published through
+// CheckExtends extended all earlier ones, so containing the newest implies
+// containing them all, and the cost per publish is one listing and a
+// read or two. Witnesses that do not verify are ignored here (they are a
+// finding of the fork check, and cannot block a publish).
+func CheckExtends(ctx context.Context, st store.Store, h *Head, trusted KeyLookup, contains Contains, excused func(*Head) bool) error {
+	prefix := Prefix + h.Tenant.String() + "/"
+	var keys []string
+	after := ""
+	for {
+		infos, err := st.List(ctx, prefix, after)
+		if err != nil {
+			return fmt.Errorf("list the witnesses of tenant %s in %s: %w", h.Tenant, st, err)
+		}
+		if len(infos) == 0 {
+			break
+		}
+		for _, info := range infos {
+			if strings.HasSuffix(info.Key, ".json") {
+				keys = append(keys, info.Key)
+			}
+		}
+		after = infos[len(infos)-1].Key
+	}
+	for i := len(keys) - 1; i >= 0; i-- {
+		w, err := Read(ctx, st, keys[i])
+		if err != nil || w.Tenant != h.Tenant || Key(w.Tenant, w.Seq) != keys[i] {
+			continue
+		}
+		pub, ok := trusted(w.KeyID)
+		if !ok || w.Verify(pub) != nil {
+			continue
+		}
+		in := false
+		if w.Seq <= h.Seq {
+			if in, err = contains(ctx, w.Seq, w.HashBytes()); err != nil {
+				return err
+			}
+		}
+		if in {
+			return nil
+		}
+		if excused != nil && excused(w) {
+			continue
+		}
+		if w.Seq > h.Seq {
+			return fmt.Errorf("%w: tenant %s was witnessed at seq %d (%s) but the head to publish is seq %d: committed events were lost",
+				ErrNotExtending, h.Tenant, w.Seq, w.Time.UTC().Format(time.RFC3339), h.Seq)
+		}
+		return fmt.Errorf("%w: tenant %s was witnessed at seq %d with hash %s, and the chain of the head to publish (seq %d) holds another event there",
+			ErrNotExtending, h.Tenant, w.Seq, w.Hash, h.Seq)
+	}
+	return nil
+}

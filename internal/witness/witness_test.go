@@ -138,3 +138,48 @@ func TestCapture_ReadsHeadsWithTheDatabaseIdentity(t *testing.T) {
 	require.NotEmpty(t, heads[0].SystemIdentifier)
 	require.Len(t, heads[0].Timeline, 8)
 }
+
+// TestCheckExtends_RefusesAHeadThatDoesNotExtendAnEarlierWitness: a head
+// below an earlier witness (a lost tail) or whose chain holds another hash
+// at an earlier witness's seq (a fork) is refused, even when its own seq
+// was never witnessed; a head that extends the newest witness passes, and
+// an excused (accepted) loss is skipped.
+func TestCheckExtends_RefusesAHeadThatDoesNotExtendAnEarlierWitness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.NewMem()
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	a := uuid.New()
+	for _, h := range []*witness.Head{head(t, k, a, 5, 1), head(t, k, a, 12, 2)} {
+		_, err := witness.Publish(ctx, st, h)
+		require.NoError(t, err)
+	}
+	// The chain as the journal holds it: seq -> first hash byte.
+	chain := map[int64]byte{5: 1, 12: 2}
+	contains := func(_ context.Context, seq int64, hash []byte) (bool, error) {
+		b, ok := chain[seq]
+		return ok && hash[0] == b, nil
+	}
+	// Extends the newest witness: ok.
+	require.NoError(t, witness.CheckExtends(ctx, st, head(t, k, a, 20, 7), trust(k), contains, nil))
+	// Below the newest witness (the journal lost seq 12): refused.
+	delete(chain, 12)
+	err = witness.CheckExtends(ctx, st, head(t, k, a, 11, 7), trust(k), contains, nil)
+	require.ErrorIs(t, err, witness.ErrNotExtending)
+	require.ErrorContains(t, err, "seq 12")
+	// Past it, on another chain (a fork written over the lost tail): refused.
+	chain[12] = 9
+	err = witness.CheckExtends(ctx, st, head(t, k, a, 30, 7), trust(k), contains, nil)
+	require.ErrorIs(t, err, witness.ErrNotExtending)
+	// The loss of seq 12 accepted: the walk goes on to seq 5, which the
+	// chain holds.
+	excused := func(w *witness.Head) bool { return w.Seq == 12 }
+	require.NoError(t, witness.CheckExtends(ctx, st, head(t, k, a, 30, 7), trust(k), contains, excused))
+	// A forged witness (another key) never blocks a publish.
+	other, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = witness.Publish(ctx, st, head(t, other, a, 40, 3))
+	require.NoError(t, err)
+	require.NoError(t, witness.CheckExtends(ctx, st, head(t, k, a, 30, 7), trust(k), contains, excused))
+}

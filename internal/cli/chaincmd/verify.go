@@ -125,6 +125,9 @@ type verifyJSON struct {
 	SignatureRule  string                `json:"signature_rule"`
 	Checkpoints    int                   `json:"checkpoints_stored"`
 	Witnesses      witnessCheckJSON      `json:"witnesses"`
+	// AcceptedForks lists the forks and lost tails a chain.fork_accepted
+	// accepted: listed for ever, never failing.
+	AcceptedForks []chainverify.AcceptedFinding `json:"accepted_forks"`
 }
 
 type chainJSON struct {
@@ -135,6 +138,7 @@ type chainJSON struct {
 type witnessCheckJSON struct {
 	Checked  bool     `json:"checked"`
 	Tenants  int      `json:"tenants"`
+	Bronze   int      `json:"bronze_tables"`
 	Problems []string `json:"problems"`
 }
 
@@ -171,25 +175,42 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 	if err != nil {
 		return err
 	}
+	var acceptedForks []chainverify.AcceptedFinding
 	if st != nil {
-		trusted, err := issuedKeys(ctx, pool)
+		// The fork check reads the witnesses and the bronze heads (before
+		// the journal snapshot VerifyDB takes) and the fork acceptances.
+		fc, err := chainverify.ForkCheck(ctx, pool, st, dbo.Tenant)
 		if err != nil {
 			return cliutil.AsConfigError(err)
 		}
-		newest, bad, err := witness.Newest(ctx, st, dbo.Tenant, trusted)
+		acc, err := chainverify.ReadAcceptances(ctx, pool)
 		if err != nil {
 			return cliutil.AsConfigError(err)
 		}
+		newest := fc.Witnessed
 		wj.Checked, wj.Tenants = true, len(newest)
-		for _, e := range bad {
+		wj.Bronze = len(fc.Bronze)
+		for _, e := range fc.Untrusted {
 			wj.Problems = append(wj.Problems, e.Error())
 		}
+		acceptedForks = fc.Accepted
 		dbo.Witnessed = func(id uuid.UUID) (chainverify.Head, bool) {
 			h, ok := newest[id]
 			if !ok {
 				return chainverify.Head{}, false
 			}
 			return chainverify.Head{Seq: h.Seq, Hash: h.HashBytes()}, true
+		}
+		dbo.Bronze = func(id uuid.UUID) (chainverify.Head, bool) {
+			b, ok := fc.Bronze[id]
+			if !ok {
+				return chainverify.Head{}, false
+			}
+			return chainverify.Head{Seq: b.Seq, Hash: b.Hash}, true
+		}
+		dbo.Accepted = func(id uuid.UUID, a chainverify.Head) bool {
+			_, ok := acc.Covers(id, a)
+			return ok
 		}
 	}
 
@@ -215,8 +236,11 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 	if format == cliutil.FormatJSON {
 		doc := verifyJSON{OK: len(rep.Findings) == 0, Findings: rep.Findings, Events: rep.Events,
 			Resumed: rep.Resumed, ElapsedSeconds: rep.Elapsed.Seconds(), SignatureRule: rep.Rule, Witnesses: wj,
-			Checkpoints: rep.Checkpoints,
-			Chains:      make([]chainJSON, 0, len(rep.Chains))}
+			Checkpoints: rep.Checkpoints, AcceptedForks: acceptedForks,
+			Chains: make([]chainJSON, 0, len(rep.Chains))}
+		if doc.AcceptedForks == nil {
+			doc.AcceptedForks = []chainverify.AcceptedFinding{}
+		}
 		if doc.Findings == nil {
 			doc.Findings = []chainverify.Finding{}
 		}
@@ -248,6 +272,10 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 			if err := cliutil.Table(io, []string{"TENANT", "NAME", "FIRST BAD SEQ", "REASON", "DETAIL"}, frows); err != nil {
 				return err
 			}
+		}
+		for _, a := range acceptedForks {
+			fmt.Fprintf(io.ErrOut, "oml: accepted fork: tenant %s (%s): %s at seq %d (%s), accepted by provider seq %d (%s, by %s)\n",
+				a.Finding.Tenant, names[a.Finding.Tenant], a.Finding.Reason, a.Finding.Seq, a.Finding.Evidence["anchor"], a.AcceptedAt, a.Reason, a.By)
 		}
 		for _, p := range wj.Problems {
 			fmt.Fprintf(io.ErrOut, "oml: warning: %s\n", p)

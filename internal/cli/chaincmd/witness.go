@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/witness"
@@ -34,8 +35,14 @@ with the newest witness: a journal behind it lost committed events
 (tail-lost), one holding another hash at its seq forked (fork).
 
 Run it from cron, or after each lake batch. Needs --lake and --signing-key.
-Exit status: 0 published (or already witnessed); 1 a different head is
-already witnessed at a seq (fork evidence); 2 usage or connection error.`,
+A head is published only if it extends every earlier witness of its tenant:
+the journal must still hold each earlier witnessed (seq, hash). A head below
+an earlier witness (a lost tail) or on another chain (a fork) is refused,
+unless oml chain accept-fork accepted that loss.
+
+Exit status: 0 published (or already witnessed); 1 a head does not extend an
+earlier witness or a different head is already witnessed at its seq (fork
+evidence); 2 usage or connection error.`,
 		Example: `  oml chain witness
   oml chain witness --tenant acme`,
 		Args: cobra.NoArgs,
@@ -104,6 +111,10 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	acc, err := chainverify.ReadAcceptances(ctx, pool)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
 	rows := make([]witnessRow, 0, len(heads))
 	conflicts := 0
 	for _, h := range heads {
@@ -111,9 +122,16 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 			return err
 		}
 		row := witnessRow{Tenant: h.Tenant, Name: names[h.Tenant], Seq: h.Seq, Hash: h.Hash, Key: witness.Key(h.Tenant, h.Seq)}
-		created, err := witness.Publish(ctx, st, h)
+		// A head must extend every earlier witness, not only differ from
+		// none at its own seq: signing a head past a lost tail would
+		// release the tenant from the fork check.
+		var created bool
+		err := chainverify.CheckWitnessExtends(ctx, pool, st, h, trusted, acc)
+		if err == nil {
+			created, err = witness.Publish(ctx, st, h)
+		}
 		switch {
-		case errors.Is(err, witness.ErrConflict):
+		case errors.Is(err, witness.ErrConflict), errors.Is(err, witness.ErrNotExtending):
 			conflicts++
 			row.Error = err.Error()
 		case err != nil:
@@ -157,7 +175,7 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 		}
 	}
 	if conflicts > 0 {
-		return cliutil.Findingsf("%d head(s) conflict with an earlier witness: the chain forked; run oml chain verify", conflicts)
+		return cliutil.Findingsf("%d head(s) do not extend an earlier witness: the chain lost its tail or forked; run oml chain verify and see docs/runbooks/failover.md", conflicts)
 	}
 	return nil
 }

@@ -1,0 +1,471 @@
+package recovery
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/witness"
+)
+
+// RestoreOptions select what RestoreTail does.
+type RestoreOptions struct {
+	Pool *pgxpool.Pool
+	Lake store.Store
+	// Signer signs the chain.tail_restored events (not needed for DryRun).
+	Signer chain.Signer
+	// Tenant limits the restore to one chain (nil: the provider chain
+	// first, then every tenant).
+	Tenant *uuid.UUID
+	// DryRun plans and verifies, and writes nothing.
+	DryRun bool
+	// By is journalled as who restored.
+	By string
+}
+
+// RestoreResult is the outcome of RestoreTail, one entry per chain looked at.
+type RestoreResult struct {
+	Tenants []*TenantResult `json:"tenants"`
+	// OutboxSeq is the outbox sequence's last value afterwards.
+	OutboxSeq int64 `json:"outbox_seq"`
+	DryRun    bool  `json:"dry_run"`
+}
+
+// Refused counts the tenants that could not be restored.
+func (r *RestoreResult) Refused() int {
+	n := 0
+	for _, t := range r.Tenants {
+		if t.Status == StatusRefused {
+			n++
+		}
+	}
+	return n
+}
+
+// testHook, when set by a test, is called at named points inside a
+// tenant's restore transaction; an error aborts it (a crash in the middle).
+var testHook func(point string) error
+
+func hook(point string) error {
+	if testHook == nil {
+		return nil
+	}
+	return testHook(point)
+}
+
+// RestoreTail restores every lost tail it can (see the package doc). Each
+// tenant is planned (and every bronze row verified) first; unless DryRun,
+// each restorable tenant is then restored in its own transaction. Tenants
+// that cannot be restored are reported with the reason, never guessed at.
+func RestoreTail(ctx context.Context, opts RestoreOptions) (*RestoreResult, error) {
+	if !opts.DryRun && opts.Signer == nil {
+		return nil, errors.New("restoring journals chain.tail_restored and needs the deployment key")
+	}
+	res := &RestoreResult{DryRun: opts.DryRun}
+	keys, err := issuedKeys(ctx, opts.Pool)
+	if err != nil {
+		return nil, err
+	}
+	trusted := func(id string) (ed25519.PublicKey, bool) { p, ok := keys[id]; return p, ok }
+	newest, _, err := witness.Newest(ctx, opts.Lake, opts.Tenant, trusted)
+	if err != nil {
+		return nil, err
+	}
+	tv := &txnVersions{lake: opts.Lake, seen: map[uuid.UUID]bool{}}
+	known := map[int64]bool{} // outbox seqs the lake records, of every planned tail
+
+	var order []uuid.UUID
+	if opts.Tenant != nil {
+		order = []uuid.UUID{*opts.Tenant}
+	} else {
+		order = []uuid.UUID{journal.ProviderTenant}
+	}
+	done := map[uuid.UUID]bool{}
+	for len(order) > 0 {
+		// Plan every chain of this round before restoring any, so every
+		// outbox seq the lake records is known before one is reseated.
+		var round []*TenantResult
+		for _, id := range order {
+			done[id] = true
+			r, err := planTenant(ctx, opts.Pool, opts.Lake, id, newest[id], keys)
+			if err != nil {
+				return nil, err
+			}
+			if r.plan != nil {
+				for _, e := range r.plan.events {
+					known[e.OutboxSeq] = true
+				}
+				// The silver rows the tail's events last changed record
+				// their outbox seqs too.
+				if r.plan.silver, err = silverIndex(ctx, opts.Lake, id); err != nil {
+					return nil, err
+				}
+				for _, s := range r.plan.silver {
+					if s.journalSeq >= r.FromSeq {
+						known[s.outboxSeq] = true
+					}
+				}
+			}
+			round = append(round, r)
+		}
+		// Every table of every tenant, not only the restored one's: no new
+		// outbox row (a restore's own event included) may reuse a seq any
+		// table's txn version covers.
+		all, err := tenantIDs(ctx, opts.Pool, &RestoreResult{Tenants: append(res.Tenants, round...)})
+		if err != nil {
+			return nil, err
+		}
+		if _, err := tv.maxOver(ctx, append(all, journal.ProviderTenant)...); err != nil {
+			return nil, err
+		}
+		for _, r := range round {
+			if r.Status == StatusRestorable && !opts.DryRun {
+				if err := restoreTenant(ctx, opts, r, tv, known); err != nil {
+					return nil, err
+				}
+			}
+			res.Tenants = append(res.Tenants, r)
+		}
+		order = nil
+		if opts.Tenant == nil {
+			// After the provider chain: every tenant, including any created
+			// by provider events just restored (or planned, in a dry run).
+			ids, err := tenantIDs(ctx, opts.Pool, res)
+			if err != nil {
+				return nil, err
+			}
+			for _, id := range ids {
+				if !done[id] {
+					order = append(order, id)
+				}
+			}
+		}
+	}
+	if err := names(ctx, opts.Pool, res); err != nil {
+		return nil, err
+	}
+	if err := opts.Pool.QueryRow(ctx, `SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0)`).Scan(&res.OutboxSeq); err != nil {
+		return nil, fmt.Errorf("read the outbox sequence: %w", err)
+	}
+	return res, nil
+}
+
+// tenantIDs lists every tenant: oml.tenants, chain heads, and tenants the
+// planned provider tail creates.
+func tenantIDs(ctx context.Context, q Querier, res *RestoreResult) ([]uuid.UUID, error) {
+	rows, err := q.Query(ctx, `SELECT id FROM oml.tenants WHERE id <> $1 UNION SELECT tenant_id FROM oml.chain_heads WHERE tenant_id <> $1`, journal.ProviderTenant)
+	if err != nil {
+		return nil, fmt.Errorf("list the tenants: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("list the tenants: %w", err)
+	}
+	for _, r := range res.Tenants {
+		if r.Tenant != journal.ProviderTenant || r.plan == nil {
+			continue
+		}
+		for _, e := range r.plan.events {
+			if e.EventType != string(journal.TypeTenantCreated) {
+				continue
+			}
+			if p, err := journal.Decode(journal.TypeTenantCreated, e.Payload); err == nil {
+				if id, err := uuid.Parse(p.(journal.TenantCreated).TenantID); err == nil && !slices.Contains(ids, id) {
+					ids = append(ids, id)
+				}
+			}
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
+	return ids, nil
+}
+
+func names(ctx context.Context, q Querier, res *RestoreResult) error {
+	rows, err := q.Query(ctx, `SELECT id, name FROM oml.tenants`)
+	if err != nil {
+		return fmt.Errorf("read oml.tenants: %w", err)
+	}
+	defer rows.Close()
+	m := map[uuid.UUID]string{}
+	for rows.Next() {
+		var id uuid.UUID
+		var n string
+		if err := rows.Scan(&id, &n); err != nil {
+			return err
+		}
+		m[id] = n
+	}
+	for _, r := range res.Tenants {
+		r.Name = m[r.Tenant]
+		if r.Tenant == journal.ProviderTenant {
+			r.Name = "provider"
+		}
+	}
+	return rows.Err()
+}
+
+// restoreTenant restores one planned tail in one transaction, under the
+// tenant's chain lock, after checking the chain did not move since it was
+// planned.
+func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv *txnVersions, known map[int64]bool) error {
+	maxTxn, err := tv.maxOver(ctx, r.Tenant)
+	if err != nil {
+		return err
+	}
+	p := r.plan
+	silver := p.silver
+	return pgx.BeginTxFunc(ctx, opts.Pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT set_config('oml.tenant_id', $1, true)`, r.Tenant.String()); err != nil {
+			return fmt.Errorf("restore tenant %s: %w", r.Tenant, err)
+		}
+		if err := chain.Lock(ctx, tx, r.Tenant); err != nil {
+			return err
+		}
+		now, ok, err := journalHead(ctx, tx, r.Tenant)
+		if err != nil {
+			return err
+		}
+		if ok != p.hasHead || now.Seq != p.head.Seq || now.Hash != p.head.Hash {
+			return fmt.Errorf("tenant %s: the chain moved from seq %d to %d while the restore was planned: run oml chain restore-tail again", r.Tenant, p.head.Seq, now.Seq)
+		}
+
+		// The fold the restored events imply, by the journal's own fold.
+		evs := make([]journal.Event, len(p.events))
+		keyIDs := make([]string, len(p.events))
+		applied := make([]journal.Applied, len(p.events))
+		for i, e := range p.events {
+			evs[i] = journal.Event{Type: journal.Type(e.EventType), Payload: e.Payload}
+			if evs[i], err = evs[i].Prepared(); err != nil {
+				return err
+			}
+			keyIDs[i] = e.KeyID
+			applied[i] = journal.Applied{Seq: uint64(e.Seq), RecordedAt: e.RecordedAt}
+			copy(applied[i].Hash[:], e.Hash)
+		}
+		st := journal.NewState(r.Tenant)
+		needs := journal.NeedsOf(keyIDs[0], evs)
+		for _, k := range keyIDs[1:] {
+			if !slices.Contains(needs.KeyIDs, k) {
+				needs.KeyIDs = append(needs.KeyIDs, k)
+			}
+		}
+		var b pgx.Batch
+		journal.QueueLoad(&b, st, needs)
+		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
+			return fmt.Errorf("restore tenant %s: load the fold state: %w", r.Tenant, err)
+		}
+		plan, err := journal.Restore(st, keyIDs, applied, evs)
+		if err != nil {
+			return fmt.Errorf("tenant %s: the restored events do not fold: %w", r.Tenant, err)
+		}
+		seqs, reseated, pending, err := placeOutbox(ctx, tx, plan.Outbox, p.outboxOf, silver, known, maxTxn)
+		if err != nil {
+			return fmt.Errorf("tenant %s: %w", r.Tenant, err)
+		}
+
+		if err := writeChain(ctx, tx, r.Tenant, p); err != nil {
+			return err
+		}
+		if err := hook("after-journal"); err != nil {
+			return err
+		}
+		top := maxTxn
+		for _, s := range seqs {
+			top = max(top, s)
+		}
+		if err := bumpOutboxSeq(ctx, tx, top); err != nil {
+			return err
+		}
+		if err := plan.SetOutboxSeqs(seqs); err != nil {
+			return err
+		}
+		var w pgx.Batch
+		plan.Queue(&w)
+		if err := tx.SendBatch(ctx, &w).Close(); err != nil {
+			return fmt.Errorf("restore tenant %s: write the fold state and outbox rows: %w", r.Tenant, err)
+		}
+		if err := hook("after-fold"); err != nil {
+			return err
+		}
+
+		last := p.events[len(p.events)-1]
+		ev, err := journal.New(journal.ChainTailRestored{
+			FromSeq: p.events[0].Seq, ToSeq: last.Seq, ToHash: hexOf(last.Hash), Source: "bronze",
+			OutboxRows: len(plan.Outbox), BodyLost: plan.HeldWithoutBody(), By: opts.By,
+		})
+		if err != nil {
+			return err
+		}
+		recs, err := chain.AppendTx(ctx, tx, opts.Signer, r.Tenant, ev)
+		if err != nil {
+			return fmt.Errorf("tenant %s: journal chain.tail_restored: %w", r.Tenant, err)
+		}
+		r.Status = StatusRestored
+		r.OutboxRows, r.Reseated, r.Pending = len(plan.Outbox), reseated, pending
+		r.BodyLost = append([]journal.ClaimRef{}, plan.HeldWithoutBody()...)
+		r.RestoredSeq = int64(recs[0].Seq)
+		return nil
+	})
+}
+
+// writeChain inserts the verified events in seq order and moves the chain
+// head to the last one, as the append path writes them (one multi-row
+// insert in seq order, then the head). Kept in one small function so it
+// follows the append path if the database takes over the head.
+func writeChain(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, p *tenantPlan) error {
+	n := len(p.events)
+	seqs := make([]int64, n)
+	prevs, hashes, sigs, payloads := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
+	keyIDs, types, times := make([]string, n), make([]string, n), make([]time.Time, n)
+	for i, e := range p.events {
+		seqs[i], prevs[i], hashes[i], sigs[i], payloads[i] = e.Seq, e.PrevHash, e.Hash, e.Signature, e.Payload
+		keyIDs[i], types[i], times[i] = e.KeyID, e.EventType, e.RecordedAt
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
+	         SELECT $1, s, p, h, g, k, t, b, r
+	           FROM unnest($2::bigint[], $3::bytea[], $4::bytea[], $5::bytea[], $6::text[], $7::text[], $8::bytea[], $9::timestamptz[])
+	                AS u(s, p, h, g, k, t, b, r)
+	          ORDER BY s`,
+		tenant, seqs, prevs, hashes, sigs, keyIDs, types, payloads, times); err != nil {
+		return fmt.Errorf("restore tenant %s: insert the journal events: %w", tenant, err)
+	}
+	last := p.events[n-1]
+	var ct pgconn.CommandTag
+	var err error
+	if p.hasHead {
+		ct, err = tx.Exec(ctx, `UPDATE oml.chain_heads SET seq = $2, hash = $3, updated_at = $4 WHERE tenant_id = $1 AND seq = $5`,
+			tenant, last.Seq, last.Hash, last.RecordedAt, int64(p.head.Seq))
+	} else {
+		ct, err = tx.Exec(ctx, `INSERT INTO oml.chain_heads (tenant_id, seq, hash, updated_at) VALUES ($1, $2, $3, $4)
+		                        ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, updated_at = excluded.updated_at`,
+			tenant, last.Seq, last.Hash, last.RecordedAt)
+	}
+	if err != nil {
+		return fmt.Errorf("restore tenant %s: move the chain head: %w", tenant, err)
+	}
+	if ct.RowsAffected() != 1 {
+		return fmt.Errorf("restore tenant %s: oml.chain_heads does not hold the head at seq %d the journal ends at: run oml chain verify", tenant, p.head.Seq)
+	}
+	return nil
+}
+
+// bumpOutboxSeq moves the outbox sequence to at least top, so no new row
+// reuses a seq a table's txn version already covers. Sequences are not
+// transactional: the move stays even if the restore rolls back, which is
+// harmless (it only ever moves forward).
+func bumpOutboxSeq(ctx context.Context, tx pgx.Tx, top int64) error {
+	if top < 1 {
+		return nil
+	}
+	_, err := tx.Exec(ctx, `SELECT setval(s, GREATEST($1, coalesce(pg_sequence_last_value(s), 0)))
+	                          FROM (SELECT pg_get_serial_sequence('oml.outbox', 'seq')::regclass AS s) q`, top)
+	if err != nil {
+		return fmt.Errorf("move the outbox sequence past seq %d: %w", top, err)
+	}
+	return nil
+}
+
+// placeOutbox chooses the seq of each outbox row the restored events imply
+// (rows in fold order): a bronze row's seq is the one its bronze row
+// records; a silver row whose change is the claim's last in silver.claims
+// has the seq silver records; one the lake had not applied yet, after the
+// last restored bronze row, draws a new seq (0) above every txn version;
+// any other is reseated at the smallest free seq after the previous row's
+// and before the next known one, which is never above its real seq (so it
+// stays applied).
+func placeOutbox(ctx context.Context, tx pgx.Tx, rows []journal.OutboxRow, bronzeSeq map[int64]int64,
+	silver map[journal.ClaimRef]silverRow, known map[int64]bool, maxTxn int64) (seqs []int64, reseated, pending int, err error) {
+	seqs = make([]int64, len(rows))
+	lastBronze := -1
+	for i, o := range rows {
+		switch o.Target {
+		case journal.TargetBronzeEvents:
+			seqs[i] = bronzeSeq[o.JournalSeq]
+			lastBronze = i
+		case journal.TargetSilverClaims:
+			ref := journal.ClaimRef{ArtifactID: *o.ArtifactID, Version: *o.Version}
+			if s, ok := silver[ref]; ok && s.journalSeq == o.JournalSeq {
+				seqs[i] = s.outboxSeq
+			} else {
+				seqs[i] = -1 // decided below
+			}
+		default:
+			return nil, 0, 0, fmt.Errorf("the fold implies a %s row, which restore-tail cannot place", o.Target)
+		}
+	}
+	for i, o := range rows {
+		if seqs[i] != -1 {
+			continue
+		}
+		ref := journal.ClaimRef{ArtifactID: *o.ArtifactID, Version: *o.Version}
+		s, inSilver := silver[ref]
+		applied := inSilver && (o.Op == journal.OpMaterialize || s.journalSeq >= o.JournalSeq)
+		if !applied && i > lastBronze {
+			seqs[i] = 0
+			pending++
+			continue
+		}
+		lo := int64(0)
+		for j := i - 1; j >= 0; j-- {
+			if seqs[j] > 0 {
+				lo = seqs[j]
+				break
+			}
+		}
+		hi := maxTxn + 1
+		for j := i + 1; j < len(rows); j++ {
+			if seqs[j] > 0 {
+				hi = seqs[j]
+				break
+			}
+		}
+		free, err := freeSeq(ctx, tx, lo, hi, known)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		if free == 0 {
+			return nil, 0, 0, fmt.Errorf("no free outbox seq between %d and %d for the %s %s row of journal seq %d: accept the fork instead (oml chain accept-fork)",
+				lo, hi, o.Target, o.Op, o.JournalSeq)
+		}
+		seqs[i] = free
+		known[free] = true
+		reseated++
+	}
+	return seqs, reseated, pending, nil
+}
+
+// freeSeq is the smallest seq in (lo, hi) that no outbox row and no known
+// lake row holds (0 if none).
+func freeSeq(ctx context.Context, tx pgx.Tx, lo, hi int64, known map[int64]bool) (int64, error) {
+	rows, err := tx.Query(ctx, `SELECT seq FROM oml.outbox WHERE seq > $1 AND seq < $2 ORDER BY seq`, lo, hi)
+	if err != nil {
+		return 0, fmt.Errorf("look for a free outbox seq: %w", err)
+	}
+	used, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, fmt.Errorf("look for a free outbox seq: %w", err)
+	}
+	taken := map[int64]bool{}
+	for _, u := range used {
+		taken[u] = true
+	}
+	for s := lo + 1; s < hi; s++ {
+		if !taken[s] && !known[s] {
+			return s, nil
+		}
+	}
+	return 0, nil
+}

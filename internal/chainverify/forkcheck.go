@@ -308,7 +308,7 @@ func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) 
 					continue
 				}
 				f := Finding{Tenant: id, Seq: b.Seq, Reason: ReasonFork,
-					Detail: fmt.Sprintf("bronze.events holds two different events at seq %d: the lake was written from two histories", b.Seq),
+					Detail:   fmt.Sprintf("bronze.events holds two different events at seq %d: the lake was written from two histories", b.Seq),
 					Evidence: map[string]string{"anchor": AnchorBronze, "bronze_hash": hex.EncodeToString(b.Hash), "bronze_other_hash": hex.EncodeToString(other)}}
 				if worst == nil || f.Seq < worst.Seq {
 					worst = &f

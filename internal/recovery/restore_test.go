@@ -3,13 +3,18 @@ package recovery_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/bronze"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/recovery"
 )
 
@@ -116,6 +121,29 @@ func TestRestoreTail_PromotedCopyLostTail_JournalEqualsOldPrimary(t *testing.T) 
 	}
 	requireJournalEqualsOld(t, f, nil)
 	requireFoldsAgree(t, f.promoted, f.tenants...)
+	// Claims submitted in the lost tail and still held came back held,
+	// without their body (never in the lake), and are listed.
+	bodyLost := 0
+	for _, r := range res.Tenants {
+		for _, c := range r.BodyLost {
+			bodyLost++
+			var state string
+			var hasBody bool
+			require.NoError(t, f.promoted.QueryRow(ctx, `SELECT state, EXISTS (SELECT 1 FROM oml.claim_bodies b
+WHERE b.tenant_id = c.tenant_id AND b.artifact_id = c.artifact_id AND b.version = c.version)
+FROM oml.claims c WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`, r.Tenant, c.ArtifactID, c.Version).Scan(&state, &hasBody))
+			require.Equal(t, journal.StateHeld, state)
+			require.False(t, hasBody)
+		}
+		var payload []byte
+		require.NoError(t, f.promoted.QueryRow(ctx, `SELECT payload FROM oml.journal WHERE tenant_id = $1 AND seq = $2 AND event_type = 'chain.tail_restored'`,
+			r.Tenant, r.RestoredSeq).Scan(&payload))
+		p, err := journal.Decode(journal.TypeChainTailRestored, payload)
+		require.NoError(t, err)
+		require.Equal(t, r.ToSeq, p.(journal.ChainTailRestored).ToSeq)
+		require.Len(t, p.(journal.ChainTailRestored).BodyLost, len(r.BodyLost))
+	}
+	require.Positive(t, bodyLost, "the workload left held claims in the lost tail")
 	fc, err := chainverify.ForkCheck(ctx, f.promoted, f.lake, nil)
 	require.NoError(t, err)
 	require.Empty(t, fc.Findings)
@@ -163,4 +191,68 @@ func TestRestoreTail_CrashInTheMiddle_ReRunGivesTheSameEndState(t *testing.T) {
 	requireFoldsAgree(t, f.promoted, f.tenants...)
 	drainAll(t, f.promoted, f.lake, f.key)
 	requireReconcileClean(t, f.promoted, f.lake)
+}
+
+// rewriteBronze replaces every live file of tenant's bronze table with one
+// file holding edit(rows), as a hand-made change would.
+func rewriteBronze(t *testing.T, f *failover, tn uuid.UUID, edit func([]pq.Row) []pq.Row) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.Sub(f.lake, bronze.Path(tn))
+	require.NoError(t, err)
+	w, err := delta.OpenWriter(ctx, st, delta.Options{})
+	require.NoError(t, err)
+	var rows []pq.Row
+	require.NoError(t, w.Snapshot().Scan(ctx, st, delta.ScanOptions{}, func(_ *delta.Add, rs []pq.Row) error {
+		rows = append(rows, rs...)
+		return nil
+	}))
+	var c delta.Commit
+	for _, fl := range w.Snapshot().Files() {
+		p, err := delta.DecodePath(fl.Path)
+		require.NoError(t, err)
+		rm, err := w.Remove(p, true)
+		require.NoError(t, err)
+		c.Removes = append(c.Removes, rm)
+	}
+	add, err := w.WriteFile(ctx, map[string]*string{}, edit(rows))
+	require.NoError(t, err)
+	c.Adds, c.Operation = []*delta.Add{add}, "WRITE"
+	_, err = w.Commit(ctx, c)
+	require.NoError(t, err)
+}
+
+// TestRestoreTail_TamperedBronzeRow_IsRefusedAndNamed: one lost event's
+// bronze row has its payload edited (a digest changed); the tenant's
+// restore is refused naming that row, nothing of it is inserted, and the
+// other chains are restored.
+func TestRestoreTail_TamperedBronzeRow_IsRefusedAndNamed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFailover(t, true)
+	victim := f.tenants[0]
+	var head int64
+	require.NoError(t, f.promoted.QueryRow(ctx, `SELECT max(seq) FROM oml.journal WHERE tenant_id = $1`, victim).Scan(&head))
+	bad := head + 2
+	rewriteBronze(t, f, victim, func(rows []pq.Row) []pq.Row {
+		for _, r := range rows {
+			if r[1].(int64) == bad {
+				sig := append([]byte(nil), r[6].([]byte)...)
+				sig[5] ^= 0x40
+				r[6] = sig
+			}
+		}
+		return rows
+	})
+	res := restore(t, f, recovery.RestoreOptions{})
+	v := byTenant(res)[victim]
+	require.Equal(t, recovery.StatusRefused, v.Status)
+	require.True(t, v.Tampered)
+	require.Contains(t, v.Problem, fmt.Sprintf("seq %d", bad))
+	require.Contains(t, v.Problem, "signature")
+	require.Equal(t, 1, res.Refused())
+	var now int64
+	require.NoError(t, f.promoted.QueryRow(ctx, `SELECT max(seq) FROM oml.journal WHERE tenant_id = $1`, victim).Scan(&now))
+	require.Equal(t, head, now, "nothing of the refused tenant was inserted")
+	require.Equal(t, recovery.StatusRestored, byTenant(res)[f.tenants[1]].Status)
 }

@@ -322,3 +322,10 @@ func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) 
 	sortFindings(res.Findings)
 	return res, nil
 }
+
+// CheckAnchor compares one head known from outside the journal (kind names
+// it: AnchorWitness, AnchorBronze) with tenant's journal: nil when the
+// journal holds it, else the tail-lost or fork finding with both heads.
+func CheckAnchor(ctx context.Context, q Querier, tenant uuid.UUID, kind string, a Head) (*Finding, error) {
+	return checkAnchorQ(ctx, q, tenant, kind, a)
+}

@@ -480,12 +480,8 @@ func (p ChainTailRestored) Validate() error {
 }
 
 func (p ChainForkAccepted) Validate() error {
-	id, err := uuid.Parse(p.TenantID)
-	if err != nil {
+	if _, err := uuid.Parse(p.TenantID); err != nil {
 		return fmt.Errorf("tenant_id %q is not a UUID", p.TenantID)
-	}
-	if id == ProviderTenant {
-		return errors.New("the provider chain's own fork cannot be accepted on itself")
 	}
 	if len(p.Lost) == 0 {
 		return errors.New("lost must name at least one lost head")

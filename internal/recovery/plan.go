@@ -147,7 +147,11 @@ func journalHashAt(ctx context.Context, q Querier, tenant uuid.UUID, seq int64) 
 // planTenant decides what restoring tenant would do, verifying every bronze
 // row it would insert. keys is extended with keys a restored provider
 // key.issued issues.
-func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UUID, w *witness.Head, keys map[string]ed25519.PublicKey) (*TenantResult, error) {
+//
+// created reports whether a restore in the same run creates tenant (its
+// tenant.created is in a planned provider tail); a tenant neither stored
+// nor created cannot take a restored genesis.
+func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UUID, w *witness.Head, keys map[string]ed25519.PublicKey, created func(uuid.UUID) bool) (*TenantResult, error) {
 	r := &TenantResult{Tenant: tenant, BodyLost: []journal.ClaimRef{}}
 	head, hasHead, err := journalHead(ctx, q, tenant)
 	if err != nil {
@@ -198,6 +202,15 @@ func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UU
 		}
 		r.Status = StatusIntact
 		return r, nil
+	}
+	if !hasHead && tenant != journal.ProviderTenant && !created(tenant) {
+		var exists bool
+		if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.tenants WHERE id = $1)`, tenant).Scan(&exists); err != nil {
+			return nil, fmt.Errorf("look up tenant %s: %w", tenant, err)
+		}
+		if !exists {
+			return refusef(false, "the tenant does not exist in this database: its tenant.created was lost with the provider chain's tail, which is not being restored (restore the provider chain first, or accept the fork)")
+		}
 	}
 	if hasHead && (len(evs) == 0 || evs[0].Seq != int64(head.Seq)) {
 		return refusef(false, "bronze does not hold the journal head (seq %d) the lost tail links to: it cannot be checked against the chain", head.Seq)

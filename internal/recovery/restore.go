@@ -100,7 +100,9 @@ func RestoreTail(ctx context.Context, opts RestoreOptions) (*RestoreResult, erro
 		var round []*TenantResult
 		for _, id := range order {
 			done[id] = true
-			r, err := planTenant(ctx, opts.Pool, opts.Lake, id, newest[id], keys)
+			r, err := planTenant(ctx, opts.Pool, opts.Lake, id, newest[id], keys, func(id uuid.UUID) bool {
+				return slices.Contains(createdBy(res), id)
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -174,8 +176,21 @@ func tenantIDs(ctx context.Context, q Querier, res *RestoreResult) ([]uuid.UUID,
 	if err != nil {
 		return nil, fmt.Errorf("list the tenants: %w", err)
 	}
+	for _, id := range createdBy(res) {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
+	return ids, nil
+}
+
+// createdBy lists the tenants the planned (or restored) provider tail
+// creates.
+func createdBy(res *RestoreResult) []uuid.UUID {
+	var out []uuid.UUID
 	for _, r := range res.Tenants {
-		if r.Tenant != journal.ProviderTenant || r.plan == nil {
+		if r.Tenant != journal.ProviderTenant || r.plan == nil || r.Status == StatusRefused {
 			continue
 		}
 		for _, e := range r.plan.events {
@@ -183,14 +198,13 @@ func tenantIDs(ctx context.Context, q Querier, res *RestoreResult) ([]uuid.UUID,
 				continue
 			}
 			if p, err := journal.Decode(journal.TypeTenantCreated, e.Payload); err == nil {
-				if id, err := uuid.Parse(p.(journal.TenantCreated).TenantID); err == nil && !slices.Contains(ids, id) {
-					ids = append(ids, id)
+				if id, err := uuid.Parse(p.(journal.TenantCreated).TenantID); err == nil {
+					out = append(out, id)
 				}
 			}
 		}
 	}
-	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
-	return ids, nil
+	return out
 }
 
 func names(ctx context.Context, q Querier, res *RestoreResult) error {

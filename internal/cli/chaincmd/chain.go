@@ -36,7 +36,8 @@ committed events is caught; oml chain head shows where every chain stands;
 oml chain export writes a bundle an auditor verifies offline with
 oml chain verify --bundle. See docs/chain-verify.md and docs/chain-bundle.md.`,
 	}
-	cmd.AddCommand(NewCmdVerify(f, nil), NewCmdHead(f, nil), NewCmdWitness(f, nil), NewCmdExport(f, nil))
+	cmd.AddCommand(NewCmdVerify(f, nil), NewCmdHead(f, nil), NewCmdWitness(f, nil), NewCmdExport(f, nil),
+		NewCmdRestoreTail(f, nil), NewCmdAcceptFork(f, nil))
 	return cmd
 }
 

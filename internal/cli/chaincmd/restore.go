@@ -1,0 +1,351 @@
+package chaincmd
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/recovery"
+)
+
+// RestoreTailOptions are `oml chain restore-tail`'s flags and dependencies.
+type RestoreTailOptions struct {
+	F      *cliutil.Factory
+	Tenant string
+	DryRun bool
+	Yes    bool
+	By     string
+}
+
+// NewCmdRestoreTail builds `oml chain restore-tail`.
+func NewCmdRestoreTail(f *cliutil.Factory, runF func(context.Context, *RestoreTailOptions) error) *cobra.Command {
+	opts := &RestoreTailOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "restore-tail",
+		Short: "Re-insert the events a failover or restore lost, from the lake's bronze.events",
+		Long: `After a failover to a standby that had not received every commit, or a
+point-in-time restore, a chain's journal can end below what the lake's
+bronze.events (and the witnessed heads) hold: its tail was lost. When nothing
+was appended to that chain since, the lost events are still in bronze, each
+row the full signed envelope. restore-tail puts them back:
+
+  - every bronze row is verified against the chain first (seq, prev_hash
+    link, recomputed hash, signature under a key the provider chain issued,
+    canonical payload); a row that fails is named and its chain is not
+    touched;
+  - the events are inserted in seq order and the fold they imply is rebuilt
+    (claims, dead letters), the outbox rows the lake already applied are put
+    back at their seqs and the outbox sequence is moved past every table's
+    txn version, so no new row reuses a seq the lake has applied;
+  - claims submitted in the lost tail and still held come back held without
+    their body (held bodies never reach the lake) and are listed;
+  - the restore itself is journalled as chain.tail_restored on the chain.
+
+The provider chain is restored first, then every tenant (or only --tenant).
+Each chain is one transaction: a crash leaves it as it was, and running the
+command again finishes the work. A chain the database already wrote over is a
+fork: it is refused; see oml chain accept-fork and docs/runbooks/failover.md.
+
+Asks for confirmation on a terminal unless --yes; --dry-run prints the plan
+and writes nothing. Needs --lake and, unless --dry-run, --signing-key.
+Exit status: 0 every lost tail restored (or none lost); 1 a chain could not
+be restored (refused: see the problem); 2 usage or connection error.`,
+		Example: `  oml chain restore-tail --dry-run
+  oml chain restore-tail --yes
+  oml chain restore-tail --tenant acme -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.By == "" {
+				opts.By = defaultBy()
+			}
+			if strings.TrimSpace(opts.By) == "" {
+				return cliutil.FlagErrorf("cannot tell who you are: pass --by NAME (it is journalled)")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return restoreTailRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Tenant, "tenant", "", "restore only this chain (tenant name or id, or provider)")
+	fl.BoolVar(&opts.DryRun, "dry-run", false, "verify and print the plan; write nothing")
+	fl.BoolVarP(&opts.Yes, "yes", "y", false, "do not ask for confirmation")
+	fl.StringVar(&opts.By, "by", "", "who is restoring (journalled; default: the OS user)")
+	return cmd
+}
+
+// defaultBy is the OS user name, the journalled identity of a manual
+// recovery when --by is not given.
+func defaultBy() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	return os.Getenv("USER")
+}
+
+// confirm asks on a terminal; without one, --yes is required.
+func confirm(f *cliutil.Factory, yes bool, prompt string) (bool, error) {
+	if yes {
+		return true, nil
+	}
+	if !f.IO.IsStdinTTY() {
+		return false, cliutil.FlagErrorf("refusing to change the journal without confirmation: stdin is not a terminal; pass --yes")
+	}
+	fmt.Fprint(f.IO.ErrOut, prompt)
+	line, err := bufio.NewReader(f.IO.In).ReadString('\n')
+	if err != nil && line == "" {
+		return false, nil
+	}
+	switch strings.ToLower(strings.TrimSpace(line)) {
+	case "y", "yes":
+		return true, nil
+	}
+	return false, nil
+}
+
+func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
+	f := opts.F
+	format, _ := f.Format()
+	if f.LakeURL() == "" {
+		return cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to the lake whose bronze.events holds the lost events")
+	}
+	var signer *keys.Key
+	if !opts.DryRun {
+		if f.SigningKeyPath() == "" {
+			return cliutil.ConfigErrorf("restore-tail journals chain.tail_restored and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE (or use --dry-run)")
+		}
+		k, err := keys.LoadFile(f.SigningKeyPath())
+		if err != nil {
+			return cliutil.AsConfigError(err)
+		}
+		signer = k
+	}
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := openLake(ctx, f)
+	if err != nil {
+		return err
+	}
+	ro := recovery.RestoreOptions{Pool: pool, Lake: st, DryRun: true, By: opts.By}
+	if opts.Tenant != "" {
+		id, err := resolveTenant(ctx, pool, opts.Tenant)
+		if err != nil {
+			return err
+		}
+		ro.Tenant = &id
+	}
+	res, err := recovery.RestoreTail(ctx, ro)
+	if err != nil {
+		return cliutil.AsConfigError(fmt.Errorf("plan the restore: %w", err))
+	}
+	restorable := 0
+	for _, t := range res.Tenants {
+		if t.Status == recovery.StatusRestorable {
+			restorable++
+		}
+	}
+	if !opts.DryRun && restorable > 0 {
+		if format != cliutil.FormatJSON {
+			if err := printRestore(f, res); err != nil {
+				return err
+			}
+		}
+		ok, err := confirm(f, opts.Yes, fmt.Sprintf("Restore the lost tail of %d chain(s) from bronze.events, as %s? [y/N] ", restorable, opts.By))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintln(f.IO.ErrOut, "Nothing restored.")
+			return cliutil.ErrSilent
+		}
+		ro.DryRun, ro.Signer = false, signer
+		if res, err = recovery.RestoreTail(ctx, ro); err != nil {
+			return cliutil.AsConfigError(fmt.Errorf("restore: %w", err))
+		}
+	}
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(f.IO.Out, res); err != nil {
+			return err
+		}
+	} else if err := printRestore(f, res); err != nil {
+		return err
+	}
+	if n := res.Refused(); n > 0 {
+		return cliutil.Findingsf("%d chain(s) could not be restored: see the problems above (docs/runbooks/failover.md)", n)
+	}
+	return nil
+}
+
+func printRestore(f *cliutil.Factory, res *recovery.RestoreResult) error {
+	rows := make([][]string, 0, len(res.Tenants))
+	for _, t := range res.Tenants {
+		span := "-"
+		if t.Events > 0 {
+			span = fmt.Sprintf("%d..%d", t.FromSeq, t.ToSeq)
+		}
+		rows = append(rows, []string{t.Tenant.String(), t.Name, t.Status, fmt.Sprint(t.JournalSeq), fmt.Sprint(t.BronzeSeq),
+			fmt.Sprint(t.WitnessSeq), span, fmt.Sprint(t.OutboxRows), fmt.Sprint(len(t.BodyLost))})
+	}
+	if err := cliutil.Table(f.IO, []string{"TENANT", "NAME", "STATUS", "JOURNAL", "BRONZE", "WITNESS", "EVENTS", "OUTBOX", "BODY LOST"}, rows); err != nil {
+		return err
+	}
+	for _, t := range res.Tenants {
+		if t.Problem != "" {
+			fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): %s\n", t.Tenant, t.Name, t.Problem)
+		}
+		for _, c := range t.BodyLost {
+			fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): claim %s v%d came back held without its body (never in the lake)\n", t.Tenant, t.Name, c.ArtifactID, c.Version)
+		}
+		if t.Status == recovery.StatusRestored {
+			fmt.Fprintf(f.IO.ErrOut, "restored tenant %s (%s): events %d..%d, %d outbox rows (%d reseated, %d pending), journalled at seq %d\n",
+				t.Tenant, t.Name, t.FromSeq, t.ToSeq, t.OutboxRows, t.Reseated, t.Pending, t.RestoredSeq)
+		}
+	}
+	if res.DryRun {
+		fmt.Fprintln(f.IO.ErrOut, "dry run: nothing was written")
+	}
+	return nil
+}
+
+// AcceptForkOptions are `oml chain accept-fork`'s flags and dependencies.
+type AcceptForkOptions struct {
+	F      *cliutil.Factory
+	Tenant string
+	Reason string
+	Yes    bool
+	By     string
+}
+
+// NewCmdAcceptFork builds `oml chain accept-fork`.
+func NewCmdAcceptFork(f *cliutil.Factory, runF func(context.Context, *AcceptForkOptions) error) *cobra.Command {
+	opts := &AcceptForkOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "accept-fork",
+		Short: "Accept that a tenant's journal forked from (or lost) the history its witness and bronze saw",
+		Long: `When the database already wrote over a lost tail (a failover to a standby
+that had not received every commit, and the application went on writing),
+the journal wins: accept-fork journals, on the provider chain, a
+chain.fork_accepted event naming the lost heads (the witnessed head and the
+newest bronze event that the journal no longer holds), the last seq both
+histories share, and the journal's new head. Afterwards oml chain verify,
+oml chain head, oml doctor and the fork check list the fork as accepted
+instead of failing, the lake writer stops holding the tenant, and the
+witness publisher signs the new heads. The loss stays listed for ever.
+
+The lake's tables still hold the lost history: rewind them with
+oml lake repair --tenant T (docs/runbooks/failover.md). A lost tail that
+restore-tail can bring back (bronze holds it and nothing was appended since)
+is refused: restore it instead.
+
+Asks for confirmation on a terminal unless --yes. Needs --lake and
+--signing-key.
+Exit status: 0 accepted (or already accepted); 2 usage or connection error,
+nothing to accept, or the tail can be restored instead.`,
+		Example: `  oml chain accept-fork --tenant acme --reason "failover to db-2 at 03:12, 170 events lost"`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Tenant == "" {
+				return cliutil.FlagErrorf("--tenant is required: a fork is accepted one chain at a time")
+			}
+			if strings.TrimSpace(opts.Reason) == "" {
+				return cliutil.FlagErrorf("--reason is required: say what happened (it is journalled)")
+			}
+			if opts.By == "" {
+				opts.By = defaultBy()
+			}
+			if strings.TrimSpace(opts.By) == "" {
+				return cliutil.FlagErrorf("cannot tell who you are: pass --by NAME (it is journalled)")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return acceptForkRun(cmd.Context(), opts)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&opts.Tenant, "tenant", "", "the forked chain (tenant name or id, or provider)")
+	fl.StringVar(&opts.Reason, "reason", "", "what happened (journalled)")
+	fl.BoolVarP(&opts.Yes, "yes", "y", false, "do not ask for confirmation")
+	fl.StringVar(&opts.By, "by", "", "who accepts (journalled; default: the OS user)")
+	return cmd
+}
+
+func acceptForkRun(ctx context.Context, opts *AcceptForkOptions) error {
+	f := opts.F
+	format, _ := f.Format()
+	if f.LakeURL() == "" {
+		return cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to the lake whose witnesses and bronze.events saw the lost history")
+	}
+	if f.SigningKeyPath() == "" {
+		return cliutil.ConfigErrorf("accept-fork journals chain.fork_accepted and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")
+	}
+	k, err := keys.LoadFile(f.SigningKeyPath())
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return err
+	}
+	st, err := openLake(ctx, f)
+	if err != nil {
+		return err
+	}
+	id, err := resolveTenant(ctx, pool, opts.Tenant)
+	if err != nil {
+		return err
+	}
+	ao := recovery.AcceptOptions{Pool: pool, Lake: st, Tenant: id, Reason: opts.Reason, By: opts.By, DryRun: true}
+	res, err := recovery.AcceptFork(ctx, ao)
+	if errors.Is(err, recovery.ErrNothingToAccept) || errors.Is(err, recovery.ErrRestorable) {
+		return cliutil.ConfigErrorf("%v", err)
+	}
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if !res.AlreadyAccepted {
+		if format != cliutil.FormatJSON {
+			printAccept(f, res)
+		}
+		ok, err := confirm(f, opts.Yes, fmt.Sprintf("Journal on the provider chain that tenant %s's journal wins over the lost history, as %s? [y/N] ", id, opts.By))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			fmt.Fprintln(f.IO.ErrOut, "Nothing accepted.")
+			return cliutil.ErrSilent
+		}
+		ao.DryRun, ao.Signer = false, k
+		if res, err = recovery.AcceptFork(ctx, ao); err != nil {
+			return cliutil.AsConfigError(err)
+		}
+	}
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(f.IO.Out, res)
+	}
+	if res.AlreadyAccepted {
+		_, err := fmt.Fprintf(f.IO.Out, "The fork of tenant %s is already accepted: nothing to do.\n", id)
+		return err
+	}
+	_, err = fmt.Fprintf(f.IO.Out, "Accepted the fork of tenant %s: journalled chain.fork_accepted at provider seq %d. Next: oml lake repair --tenant %s rewinds its tables to seq %d (docs/runbooks/failover.md).\n",
+		id, res.ProviderSeq, id, res.SharedSeq)
+	return err
+}
+
+func printAccept(f *cliutil.Factory, res *recovery.AcceptResult) {
+	for _, l := range res.Lost {
+		fmt.Fprintf(f.IO.ErrOut, "lost head (%s): seq %d hash %s\n", l.Source, l.Seq, l.Hash)
+	}
+	fmt.Fprintf(f.IO.ErrOut, "shared with the journal up to seq %d; journal head now seq %d hash %s\n", res.SharedSeq, res.NewSeq, res.NewHash)
+}

@@ -46,6 +46,10 @@ type ForkCheckResult struct {
 	// Accepted lists the disagreements a chain.fork_accepted event on the
 	// provider chain accepted: listed for ever, never failing.
 	Accepted []AcceptedFinding
+	// BronzeProblems lists bronze tables whose newest event could not be
+	// read (a data file missing, a corrupt log): that tenant is compared
+	// with its witness only; reconcile and the delta check name the damage.
+	BronzeProblems []error
 	// Untrusted lists witnesses that were ignored because their signature
 	// does not verify under an issued key (evidence of tampering with the
 	// witness store; never silently trusted).
@@ -182,27 +186,28 @@ func ReadAcceptances(ctx context.Context, q Querier) (Acceptances, error) {
 
 // BronzeHeads reads the newest bronze event of each tenant (the provider
 // too), a few tables at a time. Tenants without a bronze table are left
-// out.
-func BronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) (map[uuid.UUID]bronze.Head, error) {
+// out; a table that cannot be read (one table's fault: a missing data file,
+// a corrupt log) is returned in problems, never failing the others.
+func BronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) (heads map[uuid.UUID]bronze.Head, problems []error, err error) {
 	ids := []uuid.UUID{}
 	if only != nil {
 		ids = append(ids, *only)
 	} else {
 		rows, err := q.Query(ctx, `SELECT $1::uuid UNION SELECT id FROM oml.tenants UNION SELECT tenant_id FROM oml.chain_heads`, ProviderTenant)
 		if err != nil {
-			return nil, fmt.Errorf("list the tenants to compare with bronze: %w", err)
+			return nil, nil, fmt.Errorf("list the tenants to compare with bronze: %w", err)
 		}
 		for rows.Next() {
 			var id uuid.UUID
 			if err := rows.Scan(&id); err != nil {
 				rows.Close()
-				return nil, err
+				return nil, nil, err
 			}
 			ids = append(ids, id)
 		}
 		rows.Close()
 		if err := rows.Err(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	out := make(map[uuid.UUID]bronze.Head, len(ids))
@@ -220,15 +225,19 @@ func BronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case err != nil && firstErr == nil:
-				firstErr = err
+			case err != nil && ctx.Err() != nil:
+				if firstErr == nil {
+					firstErr = ctx.Err()
+				}
+			case err != nil:
+				problems = append(problems, err)
 			case ok:
 				out[id] = h
 			}
 		}(id)
 	}
 	wg.Wait()
-	return out, firstErr
+	return out, problems, firstErr
 }
 
 // ForkCheck compares the journal of every tenant (or only one) with two
@@ -254,7 +263,7 @@ func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) 
 	if err != nil {
 		return nil, err
 	}
-	heads, err := BronzeHeads(ctx, q, st, only)
+	heads, bronzeBad, err := BronzeHeads(ctx, q, st, only)
 	if err != nil {
 		return nil, err
 	}
@@ -262,7 +271,7 @@ func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) 
 	if err != nil {
 		return nil, err
 	}
-	res := &ForkCheckResult{Witnessed: newest, Bronze: heads, Untrusted: bad}
+	res := &ForkCheckResult{Witnessed: newest, Bronze: heads, BronzeProblems: bronzeBad, Untrusted: bad}
 	tenants := map[uuid.UUID]bool{}
 	for id := range newest {
 		tenants[id] = true

@@ -381,6 +381,16 @@ func checkFork(ctx context.Context, r *run, res *Result) {
 		untrusted = append(untrusted, e.Error())
 		res.detail("untrusted witness ignored: %v", e)
 	}
+	accepted := make([]map[string]any, 0, len(fc.Accepted))
+	for _, a := range fc.Accepted {
+		accepted = append(accepted, map[string]any{"tenant": a.Finding.Tenant, "seq": a.Finding.Seq, "reason": a.Finding.Reason, "accepted_provider_seq": a.AcceptedAt})
+		res.detail("tenant %s: accepted fork (%s at seq %d), provider seq %d: %s", r.tenantLabel(ctx, a.Finding.Tenant), a.Finding.Reason, a.Finding.Seq, a.AcceptedAt, a.Reason)
+	}
+	bronzeBad := make([]string, 0, len(fc.BronzeProblems))
+	for _, e := range fc.BronzeProblems {
+		bronzeBad = append(bronzeBad, e.Error())
+		res.detail("bronze table not compared (unreadable): %v", e)
+	}
 	res.Data["tenants_witnessed"] = len(fc.Witnessed)
 	var newest time.Time
 	for _, w := range fc.Witnessed {
@@ -391,6 +401,9 @@ func checkFork(ctx context.Context, r *run, res *Result) {
 	if !newest.IsZero() { // the witness publisher's liveness, for the witness-age alert
 		res.Data["newest_witness_at"] = newest
 	}
+	res.Data["bronze_tables"] = len(fc.Bronze)
+	res.Data["bronze_problems"] = bronzeBad
+	res.Data["accepted_forks"] = accepted
 	res.Data["findings"] = forked
 	res.Data["untrusted_witnesses"] = untrusted
 	switch {
@@ -399,10 +412,13 @@ func checkFork(ctx context.Context, r *run, res *Result) {
 	case len(untrusted) > 0:
 		res.Status = StatusWarn
 		res.Summary = fmt.Sprintf("%d witness(es) do not verify under an issued key and were ignored; %d tenant(s) match their witnesses", len(untrusted), len(fc.Witnessed))
-	case len(fc.Witnessed) == 0:
+	case len(bronzeBad) > 0:
+		res.Status = StatusWarn
+		res.Summary = fmt.Sprintf("%d bronze table(s) could not be read and were compared with their witness only (see the delta and reconcile checks)", len(bronzeBad))
+	case len(fc.Witnessed) == 0 && len(fc.Bronze) == 0:
 		res.Summary = "no heads witnessed yet, nothing to compare (oml chain witness publishes them)"
 	default:
-		res.Summary = fmt.Sprintf("%d tenant(s) match their newest witnessed head", len(fc.Witnessed))
+		res.Summary = fmt.Sprintf("%d tenant(s) match their newest witnessed head; %d bronze table(s) agree with the journal", len(fc.Witnessed), len(fc.Bronze))
 	}
 }
 

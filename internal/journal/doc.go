@@ -19,7 +19,9 @@
 //     promotion yields one silver.claims materialize row, and a retirement
 //     (demote, erase, simulation end, reassign) of a claim that was ever
 //     promoted yields one silver.claims retract row. Nothing else writes the
-//     outbox except a dead-letter re-enqueue (a copy of the original row).
+//     outbox except a dead-letter re-enqueue (a copy of the original row)
+//     and a restore of a lost tail (Restore: the same rows, put back at the
+//     seqs the lake applied them at).
 //   - Outbox rows are queued in event order, under the tenant lock, so a
 //     tenant's outbox order equals its journal order.
 //   - A held body reaches the lake only through a materialize row, and a

@@ -34,6 +34,9 @@ func (d *Drainer) checkForks(ctx context.Context) error {
 	for _, e := range res.Untrusted {
 		d.log.Warn("ignoring a witnessed head whose signature does not verify (tampered witness store?)", "error", e)
 	}
+	for _, e := range res.BronzeProblems {
+		d.log.Warn("could not read a bronze table's newest event; comparing that tenant with its witness only", "error", e)
+	}
 	held := map[uuid.UUID]chainverify.Finding{}
 	for _, f := range res.Findings {
 		held[f.Tenant] = f

@@ -1,8 +1,10 @@
 // Package chaincmd is `oml chain`: verify every journal chain end to end
-// (verify), show stored, checkpointed and witnessed heads (head), and
-// publish signed heads outside PostgreSQL (witness). The verification
-// itself lives in internal/chainverify, the signed heads in
-// internal/witness; this package is flags, output and exit codes.
+// (verify), show stored, checkpointed and witnessed heads (head), publish
+// signed heads outside PostgreSQL (witness), and recover after a failover
+// that lost a tail (restore-tail, accept-fork). The verification itself
+// lives in internal/chainverify, the signed heads in internal/witness, the
+// recovery in internal/recovery; this package is flags, output and exit
+// codes.
 package chaincmd
 
 import (
@@ -34,7 +36,10 @@ checks all of it from the stored rows; oml chain witness keeps signed copies
 of the heads in the lake's object store so that a failover that lost
 committed events is caught; oml chain head shows where every chain stands;
 oml chain export writes a bundle an auditor verifies offline with
-oml chain verify --bundle. See docs/chain-verify.md and docs/chain-bundle.md.`,
+oml chain verify --bundle. After a failover that lost a tail, oml chain
+restore-tail puts the lost events back from the lake's bronze.events, and
+oml chain accept-fork accepts a fork the database already wrote over. See
+docs/chain-verify.md, docs/chain-bundle.md and docs/runbooks/failover.md.`,
 	}
 	cmd.AddCommand(NewCmdVerify(f, nil), NewCmdHead(f, nil), NewCmdWitness(f, nil), NewCmdExport(f, nil),
 		NewCmdRestoreTail(f, nil), NewCmdAcceptFork(f, nil))

@@ -33,8 +33,12 @@ PostgreSQL in the lake (when --lake is set), with the fork check's verdict:
 
   ok         the stored chain contains the witnessed head
   no-witness nothing witnessed yet for this tenant (or no lake configured)
-  tail-lost  PostgreSQL is behind the witness: committed events were lost
-  fork       PostgreSQL holds a different hash at the witnessed seq
+  tail-lost  PostgreSQL is behind the witness or the lake's bronze.events:
+             committed events were lost
+  fork       PostgreSQL holds a different hash at the witnessed seq (or at
+             bronze's newest seq)
+  accepted   a fork or lost tail that oml chain accept-fork accepted (listed
+             for ever, not a failure)
 
 This is a quick look, not a verification: run oml chain verify for that.
 Exit status: 0 no tail-lost or fork; 1 otherwise; 2 usage or connection error.`,
@@ -120,6 +124,12 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 		if idErr == nil && (w.SystemIdentifier != sysID || w.Timeline != timeline) {
 			r.Failover = fmt.Sprintf("the database changed since this head was witnessed (system %s timeline %s, now system %s timeline %s): a failover or restore happened",
 				w.SystemIdentifier, w.Timeline, sysID, timeline)
+		}
+		for _, a := range fc.Accepted {
+			if a.Finding.Tenant == r.Tenant {
+				r.Status = "accepted"
+				r.StatusDetail = fmt.Sprintf("%s at seq %d (%s), accepted by provider seq %d: %s", a.Finding.Reason, a.Finding.Seq, a.Finding.Evidence["anchor"], a.AcceptedAt, a.Reason)
+			}
 		}
 		if fd, bad := fc.Forked(r.Tenant); bad {
 			r.Status = string(fd.Reason)

@@ -193,6 +193,9 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 		for _, e := range fc.Untrusted {
 			wj.Problems = append(wj.Problems, e.Error())
 		}
+		for _, e := range fc.BronzeProblems {
+			wj.Problems = append(wj.Problems, "bronze table not compared: "+e.Error())
+		}
 		acceptedForks = fc.Accepted
 		dbo.Witnessed = func(id uuid.UUID) (chainverify.Head, bool) {
 			h, ok := newest[id]

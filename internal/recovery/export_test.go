@@ -1,16 +1,8 @@
 package recovery
 
-import (
-	"sync"
-	"testing"
-)
-
-var hookMu sync.Mutex
-
-// SetTestHook sets the crash hook for one test (tests using it must not
-// run in parallel with other restores of the same package... they share
-// the hook, so the hook is held by one test at a time).
-func SetTestHook(t *testing.T, h func(point string) error) {
-	t.Helper()
-	testHook = h
+// WithCrashAt returns opts whose restore transactions call crash at each
+// named point ("after-journal", "after-fold"); an error aborts there.
+func WithCrashAt(opts RestoreOptions, crash func(point string) error) RestoreOptions {
+	opts.hook = crash
+	return opts
 }

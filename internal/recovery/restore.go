@@ -34,6 +34,10 @@ type RestoreOptions struct {
 	DryRun bool
 	// By is journalled as who restored.
 	By string
+
+	// hook, set by tests (export_test.go), is called at named points inside
+	// a tenant's restore transaction; an error aborts it (a crash there).
+	hook func(point string) error
 }
 
 // RestoreResult is the outcome of RestoreTail, one entry per chain looked at.
@@ -55,15 +59,11 @@ func (r *RestoreResult) Refused() int {
 	return n
 }
 
-// testHook, when set by a test, is called at named points inside a
-// tenant's restore transaction; an error aborts it (a crash in the middle).
-var testHook func(point string) error
-
-func hook(point string) error {
-	if testHook == nil {
+func (o *RestoreOptions) at(point string) error {
+	if o.hook == nil {
 		return nil
 	}
-	return testHook(point)
+	return o.hook(point)
 }
 
 // RestoreTail restores every lost tail it can (see the package doc). Each
@@ -293,7 +293,7 @@ func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv
 		if err := writeChain(ctx, tx, r.Tenant, p); err != nil {
 			return err
 		}
-		if err := hook("after-journal"); err != nil {
+		if err := opts.at("after-journal"); err != nil {
 			return err
 		}
 		top := maxTxn
@@ -311,7 +311,7 @@ func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv
 		if err := tx.SendBatch(ctx, &w).Close(); err != nil {
 			return fmt.Errorf("restore tenant %s: write the fold state and outbox rows: %w", r.Tenant, err)
 		}
-		if err := hook("after-fold"); err != nil {
+		if err := opts.at("after-fold"); err != nil {
 			return err
 		}
 

@@ -164,29 +164,48 @@ FROM oml.claims c WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`, r
 }
 
 // TestRestoreTail_CrashInTheMiddle_ReRunGivesTheSameEndState: the restore
-// of the first tenant with a tail (the provider) fails inside its
-// transaction, after the journal rows and after the fold; nothing of it
-// stays, and a re-run restores everything exactly.
+// fails inside a tenant's transaction — after the journal rows, after the
+// fold — of the first chain (the provider), and then of the second chain
+// after the provider's restore committed. Nothing of a crashed chain's
+// restore stays; a re-run restores everything exactly.
 func TestRestoreTail_CrashInTheMiddle_ReRunGivesTheSameEndState(t *testing.T) {
 	t.Parallel()
 	f := newFailover(t, true)
 	before := chainOf(t, f.promoted)
-	for _, point := range []string{"after-journal", "after-fold"} {
-		crash := errors.New("crash at " + point)
-		recovery.SetTestHook(t, func(p string) error {
-			if p == point {
-				return crash
-			}
-			return nil
-		})
-		_, err := recovery.RestoreTail(context.Background(), recovery.RestoreOptions{
-			Pool: f.promoted, Lake: f.lake, Signer: f.key, By: "test"})
+	for _, c := range []struct {
+		point string
+		nth   int
+	}{{"after-journal", 1}, {"after-fold", 1}, {"after-fold", 2}} {
+		crash := errors.New("crash at " + c.point)
+		n := 0
+		opts := recovery.WithCrashAt(recovery.RestoreOptions{Pool: f.promoted, Lake: f.lake, Signer: f.key, By: "test"},
+			func(p string) error {
+				if p == c.point {
+					if n++; n == c.nth {
+						return crash
+					}
+				}
+				return nil
+			})
+		_, err := recovery.RestoreTail(context.Background(), opts)
 		require.ErrorIs(t, err, crash)
-		require.Equal(t, before, chainOf(t, f.promoted), "the crashed tenant's restore left nothing behind")
-		recovery.SetTestHook(t, nil)
+		if c.nth == 1 {
+			require.Equal(t, before, chainOf(t, f.promoted), "the crashed chain's restore left nothing behind")
+		} else {
+			// The provider chain was restored and committed; the crashed
+			// tenant's chain is as it was.
+			now := chainOf(t, f.promoted)
+			require.Greater(t, len(now), len(before))
+			for e, h := range now {
+				if _, was := before[e]; !was {
+					require.Equal(t, journal.ProviderTenant, e.tenant, "only the provider chain grew: %s", h)
+				}
+			}
+		}
 	}
 	res := restore(t, f, recovery.RestoreOptions{})
 	require.Zero(t, res.Refused())
+	require.Equal(t, recovery.StatusIntact, byTenant(res)[journal.ProviderTenant].Status, "restored before the crash")
 	requireJournalEqualsOld(t, f, nil)
 	requireFoldsAgree(t, f.promoted, f.tenants...)
 	drainAll(t, f.promoted, f.lake, f.key)

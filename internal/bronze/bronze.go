@@ -71,17 +71,24 @@ func seqBounds(f *delta.Add) (lo, hi int64, ok bool) {
 	if f.Stats == "" {
 		return 0, 0, false
 	}
+	// Other columns' bounds are strings and timestamps: decode loosely and
+	// take seq's.
 	var s struct {
-		MinValues map[string]json.Number `json:"minValues"`
-		MaxValues map[string]json.Number `json:"maxValues"`
+		MinValues map[string]any `json:"minValues"`
+		MaxValues map[string]any `json:"maxValues"`
 	}
 	dec := json.NewDecoder(bytes.NewReader([]byte(f.Stats)))
 	dec.UseNumber()
 	if dec.Decode(&s) != nil {
 		return 0, 0, false
 	}
-	l, lerr := s.MinValues["seq"].Int64()
-	h, herr := s.MaxValues["seq"].Int64()
+	ln, lok := s.MinValues["seq"].(json.Number)
+	hn, hok := s.MaxValues["seq"].(json.Number)
+	if !lok || !hok {
+		return 0, 0, false
+	}
+	l, lerr := ln.Int64()
+	h, herr := hn.Int64()
 	if lerr != nil || herr != nil {
 		return 0, 0, false
 	}

@@ -165,6 +165,12 @@ func TestChainRestoreTailAndAcceptFork_EndToEnd(t *testing.T) {
 	require.NotEmpty(t, doc.Accepted)
 	require.Equal(t, "failover test", doc.Accepted[0].Reason)
 	require.True(t, strings.Contains(doc.Accepted[0].Finding.Reason, "fork") || doc.Accepted[0].Finding.Reason == "tail-lost")
-	code, _, stderr = e.c.Run(t, forked, "chain", "accept-fork", "--tenant", "acme", "--reason", "again", "--yes")
+	code, out, stderr = e.c.Run(t, forked, "chain", "head", "--tenant", "acme", "-o", "json")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var heads []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &heads))
+	require.Equal(t, "accepted", heads[0]["status"])
+	code, out, stderr = e.c.Run(t, forked, "chain", "accept-fork", "--tenant", "acme", "--reason", "again", "--yes")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "already accepted")
 }

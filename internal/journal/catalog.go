@@ -207,6 +207,7 @@ type DeadletterAbandoned struct {
 }
 
 func (DeadletterAbandoned) EventType() Type { return TypeDeadletterAbandoned }
+
 // ChainTailRestored, on the chain it restores, records that the events
 // FromSeq..ToSeq (ToHash the last one's hash), lost by a failover or a
 // restore, were re-inserted from the lake's bronze.events after each was

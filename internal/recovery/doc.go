@@ -25,8 +25,9 @@
 //   - One tenant's restore is one transaction under the tenant's chain
 //     lock: a crash leaves the tenant as it was, and a re-run plans again
 //     from what is stored (a restored tenant has nothing left to restore).
-//   - The journal rows and the chain head are written by writeChain, one
-//     small function, in seq order, the way the append path writes them.
+//   - The journal rows are written by writeChain, one small function, in
+//     seq order, the way the append path writes them; the database checks
+//     each extends the chain and moves oml.chain_heads (migration 004).
 //
 // Rows the lake no longer records exactly: a silver.claims row keeps only
 // the outbox seq of a claim's last change, so an earlier change's outbox

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/chain"
@@ -335,10 +334,14 @@ func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv
 	})
 }
 
-// writeChain inserts the verified events in seq order and moves the chain
-// head to the last one, as the append path writes them (one multi-row
-// insert in seq order, then the head). Kept in one small function so it
-// follows the append path if the database takes over the head.
+// writeChain inserts the verified events in seq order, as the append path
+// writes them (one multi-row insert in seq order). The database checks each
+// row extends the chain and moves oml.chain_heads itself (the
+// journal_extends_chain trigger); writeChain then checks the head is the
+// last restored event. Kept in one small function so it follows the
+// append path. It inserts directly rather than through oml.append_journal,
+// which takes one key id per call while a restored tail may span keys:
+// restore-tail runs as the schema owner.
 func writeChain(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, p *tenantPlan) error {
 	n := len(p.events)
 	seqs := make([]int64, n)
@@ -357,21 +360,14 @@ func writeChain(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, p *tenantPlan)
 		return fmt.Errorf("restore tenant %s: insert the journal events: %w", tenant, err)
 	}
 	last := p.events[n-1]
-	var ct pgconn.CommandTag
-	var err error
-	if p.hasHead {
-		ct, err = tx.Exec(ctx, `UPDATE oml.chain_heads SET seq = $2, hash = $3, updated_at = $4 WHERE tenant_id = $1 AND seq = $5`,
-			tenant, last.Seq, last.Hash, last.RecordedAt, int64(p.head.Seq))
-	} else {
-		ct, err = tx.Exec(ctx, `INSERT INTO oml.chain_heads (tenant_id, seq, hash, updated_at) VALUES ($1, $2, $3, $4)
-		                        ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, updated_at = excluded.updated_at`,
-			tenant, last.Seq, last.Hash, last.RecordedAt)
+	var seq int64
+	var hash []byte
+	err := tx.QueryRow(ctx, `SELECT seq, hash FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&seq, &hash)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("restore tenant %s: read the chain head: %w", tenant, err)
 	}
-	if err != nil {
-		return fmt.Errorf("restore tenant %s: move the chain head: %w", tenant, err)
-	}
-	if ct.RowsAffected() != 1 {
-		return fmt.Errorf("restore tenant %s: oml.chain_heads does not hold the head at seq %d the journal ends at: run oml chain verify", tenant, p.head.Seq)
+	if seq != last.Seq || !bytes.Equal(hash, last.Hash) {
+		return fmt.Errorf("restore tenant %s: oml.chain_heads is at seq %d after the restore, not at the last restored event %d: run oml chain verify", tenant, seq, last.Seq)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ func TestDecode_RoundTripsEveryTypeAndIsStrict(t *testing.T) {
 		journal.MaterializeSkipped{OutboxSeq: 9, JournalSeq: 3, Target: "silver.claims", Op: "materialize", ArtifactID: "a", Version: 1, Attempts: 5, Error: "digest mismatch", By: "oml-lakewriter"},
 		journal.DeadletterReenqueued{DeadLetterID: 1, OutboxSeq: 9, By: "ops"},
 		journal.DeadletterAbandoned{DeadLetterID: 1, OutboxSeq: 9, By: "ops", Reason: "body gone for good"},
+		journal.KeyRevoked{KeyID: "0123456789abcdef0123456789abcdef", By: "ops", Reason: "rotated", Heads: []journal.RevokedHead{{TenantID: "3f2504e0-4f89-11d3-9a0c-0305e82c3301", Seq: 4, Hash: h}}},
 		journal.ChainTailRestored{FromSeq: 4, ToSeq: 9, ToHash: h, Source: "bronze", OutboxRows: 7, BodyLost: []journal.ClaimRef{{ArtifactID: "a", Version: 1}}, By: "ops"},
 		journal.ChainForkAccepted{TenantID: "3f2504e0-4f89-11d3-9a0c-0305e82c3301", Lost: []journal.LostHead{{Source: "witness", Seq: 9, Hash: h}}, SharedSeq: 3, NewSeq: 5, NewHash: h, Reason: "failover", By: "ops"},
 	}

@@ -29,6 +29,7 @@ var checkDefs = []checkDef{
 	{id: IDHorizon, title: "snapshot horizon", needsDB: true, run: checkHorizon},
 	{id: IDDeadLetters, title: "dead letters", needsDB: true, run: checkDeadLetters},
 	{id: IDContinuity, title: "lake and database share their history", needsDB: true, needsLake: true, run: checkContinuity},
+	{id: IDReplication, title: "replication and durability profile", needsDB: true, run: checkReplication},
 	{id: IDFork, title: "fork check against witnessed heads", needsDB: true, needsLake: true, run: checkFork},
 	{id: IDChain, title: "chain verification (incremental)", needsDB: true, run: checkChain},
 	{id: IDDelta, title: "Delta table health", needsDB: true, needsLake: true, run: checkDelta},

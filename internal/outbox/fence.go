@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/omlhq/oml/internal/replication"
 )
 
 // Querier is what the read functions need: a pool, a connection or a tx.
@@ -79,4 +81,27 @@ func Horizon(ctx context.Context, q Querier) (uint64, error) {
 		return 0, fmt.Errorf("outbox: read the snapshot horizon: %w", err)
 	}
 	return h, nil
+}
+
+// CoverLSN returns a WAL position at or past the commit record of every
+// transaction that has ended before the call (see "Not ahead of a failover"
+// in the package doc). Call it only after Final(horizon) was seen true for a
+// fence, in a later statement: then every transaction that could hold a row
+// of the fence's prefix has left the process array, and a transaction
+// inserts its commit record before it leaves, so the current WAL insert
+// position covers all of them.
+//
+// The insert position, not pg_current_wal_lsn() (the write position): with
+// synchronous_commit = off a committed transaction's commit record can sit
+// in the WAL buffers, unwritten, for up to three wal_writer_delay rounds,
+// below the insert position and above the write position. The standby can
+// only flush what the primary has flushed, so waiting for it to reach the
+// insert position also waits out the primary's own WAL writer.
+func CoverLSN(ctx context.Context, q Querier) (replication.LSN, error) {
+	var insert, block, seg int64
+	if err := q.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+       current_setting('wal_block_size')::bigint, pg_size_bytes(current_setting('wal_segment_size'))`).Scan(&insert, &block, &seg); err != nil {
+		return 0, fmt.Errorf("outbox fence: read the WAL insert position: %w", err)
+	}
+	return replication.InsertCover(replication.LSN(insert), uint64(block), uint64(seg)), nil
 }

@@ -7,17 +7,23 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/witness"
 )
 
 // WitnessOptions are `oml chain witness`'s flags and dependencies.
 type WitnessOptions struct {
-	F      *cliutil.Factory
-	Tenant string
+	F              *cliutil.Factory
+	Tenant         string
+	DurableOn      string
+	DurableTimeout time.Duration
+	durable        replication.Policy
 }
 
 // NewCmdWitness builds `oml chain witness`.
@@ -34,12 +40,27 @@ with the newest witness: a journal behind it lost committed events
 (tail-lost), one holding another hash at its seq forked (fork).
 
 Run it from cron, or after each lake batch. Needs --lake and --signing-key.
-Exit status: 0 published (or already witnessed); 1 a different head is
-already witnessed at a seq (fork evidence); 2 usage or connection error.`,
+
+A witness never gets ahead of what a failover keeps: the heads are signed only
+once the streaming standbys required by --durable-on (auto: every streaming
+standby; N: at least N; none: no wait) have flushed the WAL that holds them.
+If they have not within --durable-timeout, nothing is published, the standby
+is named, and the exit status is 0 (lag, not loss: run it again later).
+
+Exit status: 0 published (or already witnessed, or deferred for a lagging
+standby); 1 a different head is already witnessed at a seq (fork evidence);
+2 usage or connection error.`,
 		Example: `  oml chain witness
   oml chain witness --tenant acme`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
+				return cliutil.FlagErrorf("%v", err)
+			}
+			if opts.DurableTimeout <= 0 {
+				return cliutil.FlagErrorf("--durable-timeout must be positive")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -47,6 +68,8 @@ already witnessed at a seq (fork evidence); 2 usage or connection error.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "witness only this tenant's head (name or id)")
+	cmd.Flags().StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, replication.FlagUsage)
+	cmd.Flags().DurationVar(&opts.DurableTimeout, "durable-timeout", time.Minute, "how long to wait for the standbys to flush the heads")
 	return cmd
 }
 
@@ -104,6 +127,15 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	if v, err := headsDurable(ctx, pool, opts); err != nil {
+		return cliutil.AsConfigError(err)
+	} else if !v.Durable {
+		fmt.Fprintf(f.IO.ErrOut, "oml: nothing witnessed: %s; a failover to that standby would lose heads the witness would already vouch for. Run again once it catches up (see oml lake status), or pass --durable-on none\n", v.Reason)
+		if format == cliutil.FormatJSON {
+			return cliutil.WriteJSON(f.IO.Out, []witnessRow{})
+		}
+		return nil
+	}
 	rows := make([]witnessRow, 0, len(heads))
 	conflicts := 0
 	for _, h := range heads {
@@ -160,4 +192,18 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 		return cliutil.Findingsf("%d head(s) conflict with an earlier witness: the chain forked; run oml chain verify", conflicts)
 	}
 	return nil
+}
+
+// headsDurable waits until the standbys --durable-on requires have flushed
+// the WAL holding the heads just captured: the insert position read after
+// the read covers every commit the read saw.
+func headsDurable(ctx context.Context, pool *pgxpool.Pool, opts *WitnessOptions) (replication.Verdict, error) {
+	if !opts.durable.Waits() {
+		return replication.Verdict{Durable: true}, nil
+	}
+	lsn, err := outbox.CoverLSN(ctx, pool)
+	if err != nil {
+		return replication.Verdict{}, err
+	}
+	return replication.Wait(ctx, pool, opts.durable, lsn, opts.DurableTimeout, 100*time.Millisecond)
 }

@@ -51,6 +51,13 @@ func TakeFence(ctx context.Context, db Beginner) (Fence, error) {
 		return f, fmt.Errorf("outbox fence: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// The fence's own commit protects no data (it only spends an xid), so it
+	// must not wait for synchronous standbys: during a synchronous-standby
+	// outage the writer, `oml lake status` and `oml doctor` then report the
+	// lag and the missing standby instead of hanging on their own commit.
+	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = local`); err != nil {
+		return f, fmt.Errorf("outbox fence: %w", err)
+	}
 	// pg_sequence_last_value is NULL until the first nextval.
 	var last pgtype.Int8
 	if err := tx.QueryRow(ctx,

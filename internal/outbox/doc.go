@@ -46,9 +46,9 @@
 // before ProcArrayEndTransaction, with or without synchronous_commit), and
 // the horizon passing X means every one of them has left it. So the WAL
 // insert position read *after* the horizon was seen past X (CoverLSN) is at
-// or past every one of those commit records; everything the batch reads
-// besides outbox rows (journal events, held bodies) was committed by
-// earlier transactions, whose commit records come earlier still. A position
+// or past every one of those commit records; everything else the batch
+// reads (journal events, held bodies) was committed by the same
+// transactions or by earlier ones, whose commit records come earlier still. A position
 // read with the fence itself (before the horizon passed) is not enough: a
 // transaction of the prefix may commit after it. pg_current_wal_lsn() (the
 // write position) is not enough either: an asynchronous commit's record may

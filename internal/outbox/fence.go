@@ -55,7 +55,9 @@ func TakeFence(ctx context.Context, db Beginner) (Fence, error) {
 	// must not wait for synchronous standbys: during a synchronous-standby
 	// outage the writer, `oml lake status` and `oml doctor` then report the
 	// lag and the missing standby instead of hanging on their own commit.
-	if _, err := tx.Exec(ctx, `SET LOCAL synchronous_commit = local`); err != nil {
+	// (off stays off: local would add a flush.)
+	if _, err := tx.Exec(ctx, `SELECT set_config('synchronous_commit',
+       CASE WHEN current_setting('synchronous_commit') = 'off' THEN 'off' ELSE 'local' END, true)`); err != nil {
 		return f, fmt.Errorf("outbox fence: %w", err)
 	}
 	// pg_sequence_last_value is NULL until the first nextval.

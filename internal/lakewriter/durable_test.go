@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
@@ -181,6 +182,45 @@ func TestDurable_StandbyStopsFlushing_DrainWaitsNamingItThenResumes(t *testing.T
 	require.NoError(t, <-done)
 	p.verifyLake(t, lake)
 	require.GreaterOrEqual(t, p.standbySeq(t), before, "the standby caught up")
+
+	// A writer role that may not see pg_stat_replication's positions is
+	// told so (configuration), never left to read NULL as "flushed".
+	p.load(t, workload.Config{Claims: 2, Seed: 74})
+	lw := p.roleWithoutMonitor(t)
+	o = p.opts(lake)
+	o.DB = lw
+	blind, err := lakewriter.New(o)
+	require.NoError(t, err)
+	_, err = blind.DrainOnce(ctx)
+	var hidden *replication.HiddenError
+	require.ErrorAs(t, err, &hidden)
+	require.Contains(t, err.Error(), "GRANT pg_monitor TO oml_blind_writer")
+	require.Equal(t, target, blind.Frontier(), "nothing was cut")
+	o.Durable = replication.Policy{Mode: replication.ModeNone}
+	blind, err = lakewriter.New(o)
+	require.NoError(t, err)
+	p.drainAll(t, blind)
+	p.verifyLake(t, lake)
+}
+
+// roleWithoutMonitor is a pool for a login role that can do the lake
+// writer's work in the oml schema but is not a member of pg_monitor.
+func (p *pair) roleWithoutMonitor(t *testing.T) *pgxpool.Pool {
+	t.Helper()
+	ctx := context.Background()
+	for _, s := range []string{
+		`CREATE ROLE oml_blind_writer LOGIN BYPASSRLS`,
+		`GRANT USAGE ON SCHEMA oml TO oml_blind_writer`,
+		`GRANT ALL ON ALL TABLES IN SCHEMA oml TO oml_blind_writer`,
+		`GRANT ALL ON ALL SEQUENCES IN SCHEMA oml TO oml_blind_writer`,
+	} {
+		_, err := p.pool.Exec(ctx, s)
+		require.NoError(t, err, s)
+	}
+	pool, err := pgconn.Open(ctx, p.primary.URL("oml")+"&user=oml_blind_writer", pgconn.Options{ApplicationName: "oml-test"})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // TestDurable_SingleNode_AutoProceeds_CountWaitsAndOnceEndsBounded: on a

@@ -3,6 +3,7 @@ package lakewriter_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit"
+	"github.com/omlhq/oml/internal/witness"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -92,6 +94,27 @@ func (p *pair) stopReceiver(t *testing.T) (resume func()) {
 	return resume
 }
 
+// witnessedSeqs lists the newest witnessed seq of every tenant in lake.
+func (p *pair) witnessedSeqs(t *testing.T, lake store.Store) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	after := ""
+	for {
+		infos, err := lake.List(context.Background(), witness.Prefix, after)
+		require.NoError(t, err)
+		if len(infos) == 0 {
+			return out
+		}
+		for _, in := range infos {
+			tenant, file, _ := strings.Cut(strings.TrimPrefix(in.Key, witness.Prefix), "/")
+			if file > out[tenant] {
+				out[tenant] = file
+			}
+		}
+		after = infos[len(infos)-1].Key
+	}
+}
+
 // standbySeq is the newest outbox seq the standby has replayed (its
 // receiver stopped, that is at most what it flushed).
 func (p *pair) standbySeq(t *testing.T) int64 {
@@ -116,8 +139,9 @@ func (p *pair) drainer(t *testing.T, lake store.Store, policy replication.Policy
 
 // TestDurable_StandbyStopsFlushing_DrainWaitsNamingItThenResumes: with a
 // real streaming standby whose WAL receiver is frozen, the lake writer
-// (auto, and N=1) drains nothing past what the standby holds and names it;
-// --durable-on none proceeds; the long-running loop waits, reporting the
+// (auto, and N=1) drains nothing past what the standby holds and names it,
+// and its witness publisher signs no head the standby lacks; --durable-on
+// none proceeds; the long-running loop waits, reporting the
 // standby in its metrics, and catches up by itself once the receiver
 // resumes. Every row ends in the lake exactly once.
 func TestDurable_StandbyStopsFlushing_DrainWaitsNamingItThenResumes(t *testing.T) {
@@ -129,6 +153,8 @@ func TestDurable_StandbyStopsFlushing_DrainWaitsNamingItThenResumes(t *testing.T
 	p.drainAll(t, p.drainer(t, lake, auto, 20*time.Second))
 	before := p.lastSeq(t)
 
+	witnessed := p.witnessedSeqs(t, lake)
+	require.NotEmpty(t, witnessed)
 	resume := p.stopReceiver(t)
 	p.load(t, workload.Config{Claims: 5, Seed: 72})
 	require.Greater(t, p.lastSeq(t), before)
@@ -147,8 +173,16 @@ func TestDurable_StandbyStopsFlushing_DrainWaitsNamingItThenResumes(t *testing.T
 		require.Positive(t, sum.Durability.Waiting[0].BehindBytes)
 	}
 
+	// The witness publisher does not sign heads the standby lacks either
+	// (nor did it in the passes above, which replayed the newest batch).
+	d := p.drainer(t, lake, auto, 200*time.Millisecond)
+	d.PublishWitnessesNow(ctx, p.tenants)
+	require.Equal(t, witnessed, p.witnessedSeqs(t, lake), "no head the standby has not flushed is witnessed")
+
 	// --durable-on none does not look at the standbys.
 	none := p.drainer(t, lake, replication.Policy{Mode: replication.ModeNone}, time.Millisecond)
+	none.PublishWitnessesNow(ctx, p.tenants)
+	require.NotEqual(t, witnessed, p.witnessedSeqs(t, lake), "none witnesses the primary's heads")
 	sum, err := none.DrainOnce(ctx)
 	require.NoError(t, err)
 	require.False(t, sum.DurabilityHeld)
@@ -161,15 +195,22 @@ func TestDurable_StandbyStopsFlushing_DrainWaitsNamingItThenResumes(t *testing.T
 	m := lakewriter.NewMetrics(reg)
 	o := p.opts(lake)
 	o.Metrics = m
+	// Only the cut reports here: the witness publisher (which also waits
+	// for the standby, after a batch) would set the same gauges.
+	o.WitnessInterval = -1
 	loop, err := lakewriter.New(o)
 	require.NoError(t, err)
 	lctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(lctx) }()
+	start := none.Frontier()
 	waitFor(t, "the loop to report the lagging standby", func() bool {
+		if f := loop.Frontier(); f > start {
+			t.Fatalf("the loop cut past what the standby flushed: frontier %d, was %d", f, start)
+		}
 		return testutil.ToFloat64(m.DurabilityBlocked) == 1 && testutil.CollectAndCount(m.StandbyBehind) == 1
 	})
-	require.Less(t, loop.Frontier(), target, "the loop does not pass what the standby flushed")
+	require.Equal(t, none.Frontier(), loop.Frontier(), "the loop cuts nothing the standby has not flushed")
 	v := loop.Durability()
 	require.NotNil(t, v)
 	require.False(t, v.Durable)

@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
 )
 
@@ -218,6 +219,14 @@ func checkLag(ctx context.Context, r *run, res *Result) {
 		r.th.LagWarn, r.th.LagFail, r.th.BacklogWarn, r.th.BacklogFail, r.th.SeqGapWarn, r.th.SeqGapFail)
 	if st.HorizonHeld {
 		res.detail("an open transaction holds the snapshot horizon: see the horizon check")
+	}
+	// Rows waiting and a standby behind: that is what a lake writer with
+	// the default --durable-on waits for (see the replication check).
+	if st.BacklogRows > 0 && !st.HorizonHeld {
+		s := st.Status // a copy: the reading is shared with the other checks
+		if err := s.ReadDurability(ctx, r.pool, replication.DefaultPolicy); err == nil && s.Durability != nil && !s.Durability.Durable {
+			res.detail("a lake writer with --durable-on %s is %s", s.Durability.Policy, s.Durability.Reason)
+		}
 	}
 }
 

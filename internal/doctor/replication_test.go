@@ -2,6 +2,7 @@ package doctor_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,9 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/doctor"
+	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/pgconn"
 	"github.com/omlhq/oml/internal/pgdev"
 	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
 )
 
@@ -33,6 +36,8 @@ func TestDoctor_Replication_AsyncWarns_SyncQuorumOK_MissingSyncStandbyFails(t *t
 	t.Parallel()
 	ctx := context.Background()
 	primary := testdb.NewPrimary(t)
+	// A frozen receiver's walsender stays listed for the whole test.
+	setSystem(t, primary, `ALTER SYSTEM SET wal_sender_timeout = '10min'`)
 	url := primary.CreateDatabase(t, "oml", schema.Migrate)
 	standby := testdb.StartStandby(t, primary)
 	pool, err := pgconn.Open(ctx, url, pgconn.Options{ApplicationName: "oml-test"})
@@ -45,6 +50,22 @@ func TestDoctor_Replication_AsyncWarns_SyncQuorumOK_MissingSyncStandbyFails(t *t
 	require.Equal(t, doctor.StatusWarn, c.Status, c.Summary)
 	require.Contains(t, c.Summary, "asynchronous replication to 1 standby")
 	require.Equal(t, "asynchronous", c.Data["profile"])
+
+	// Rows wait while the standby flushes nothing: the lag check says what
+	// a lake writer is waiting for, naming the standby.
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	resume := testdb.StopWALReceiver(t, standby)
+	_, _, err = tenant.Create(ctx, pool, k, "acme")
+	require.NoError(t, err)
+	lag := check(t, doctor.Run(ctx, opts), doctor.IDLag)
+	require.Contains(t, strings.Join(lag.Details, "\n"), "a lake writer with --durable-on auto is waiting for")
+	standbys := c.Data["standbys"].([]map[string]any)
+	require.Len(t, standbys, 1)
+	require.Contains(t, strings.Join(lag.Details, "\n"), standbys[0]["name"].(string))
+	resume()
 
 	setSystem(t, primary, `ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (*)'`, `ALTER SYSTEM SET synchronous_commit = 'remote_apply'`)
 	waitUntil(t, "the standby to acknowledge commits", func() bool { return replicationCheck().Status == doctor.StatusOK })

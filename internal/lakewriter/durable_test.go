@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -65,33 +64,6 @@ func setupPair(t *testing.T, tenants int) *pair {
 	}
 	return &pair{bundle: &bundle{Deployment: d, pool: pool, key: k, tenants: d.Tenants},
 		primary: primary, standby: standby, standbyURL: standby.URL("oml")}
-}
-
-// stopReceiver freezes the standby's WAL receiver (SIGSTOP): the standby
-// stays connected, listed as streaming, and flushes nothing more. The
-// returned function resumes it (SIGCONT); it also runs at cleanup.
-func (p *pair) stopReceiver(t *testing.T) (resume func()) {
-	t.Helper()
-	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, p.standby.URL("postgres"))
-	require.NoError(t, err)
-	var pid int
-	require.NoError(t, conn.QueryRow(ctx, `SELECT pid FROM pg_stat_wal_receiver`).Scan(&pid))
-	require.NoError(t, conn.Close(ctx))
-	require.NoError(t, syscall.Kill(pid, syscall.SIGSTOP))
-	stopped := true
-	resume = func() {
-		if stopped {
-			stopped = false
-			require.NoError(t, syscall.Kill(pid, syscall.SIGCONT))
-		}
-	}
-	t.Cleanup(func() {
-		if stopped {
-			_ = syscall.Kill(pid, syscall.SIGCONT)
-		}
-	})
-	return resume
 }
 
 // witnessedSeqs lists the newest witnessed seq of every tenant in lake.
@@ -155,7 +127,7 @@ func TestDurable_StandbyStopsFlushing_DrainWaitsNamingItThenResumes(t *testing.T
 
 	witnessed := p.witnessedSeqs(t, lake)
 	require.NotEmpty(t, witnessed)
-	resume := p.stopReceiver(t)
+	resume := testdb.StopWALReceiver(t, p.standby)
 	p.load(t, workload.Config{Claims: 5, Seed: 72})
 	require.Greater(t, p.lastSeq(t), before)
 	held := p.standbySeq(t)

@@ -264,6 +264,16 @@ func TestDurable_SingleNode_AutoProceeds_CountWaitsAndOnceEndsBounded(t *testing
 	sum = b.drainAll(t, auto)
 	require.Positive(t, sum.Rows)
 	b.verifyLake(t, lake)
+
+	// Nothing new to cut: nothing to wait for, even under a policy that
+	// could never be met here.
+	o.DurableTimeout = time.Hour
+	idle, err := lakewriter.New(o)
+	require.NoError(t, err)
+	sum, err = idle.DrainOnce(ctx)
+	require.NoError(t, err)
+	require.False(t, sum.DurabilityHeld)
+	require.Equal(t, b.lastSeq(t), idle.Frontier())
 }
 
 // waitFor polls cond (a state to reach, not a timing claim) for at most a

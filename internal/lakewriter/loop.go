@@ -64,17 +64,20 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 			"frontier", d.frontier.Load(), "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))
 		return sum, nil
 	}
-	// The durability fence: only what the required standbys flushed.
-	cover, err := d.coverFence(ctx, fence)
-	if err != nil {
-		return sum, err
-	}
-	v, err := d.waitDurable(ctx, cover.lsn, d.opts.DurableTimeout)
-	if err != nil {
-		return sum, err
-	}
-	if d.opts.Durable.Waits() {
-		sum.Durability = &v
+	// The durability fence: only what the required standbys flushed (and
+	// nothing to wait for when nothing new is there to cut).
+	v := replication.Verdict{Durable: true}
+	if fence.LastSeq > d.frontier.Load() {
+		cover, err := d.coverFence(ctx, fence)
+		if err != nil {
+			return sum, err
+		}
+		if v, err = d.waitDurable(ctx, cover.lsn, d.opts.DurableTimeout); err != nil {
+			return sum, err
+		}
+		if d.opts.Durable.Waits() {
+			sum.Durability = &v
+		}
 	}
 	if !v.Durable {
 		sum.DurabilityHeld = true

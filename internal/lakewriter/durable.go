@@ -41,8 +41,16 @@ func (p *pendingFences) add(f durableFence) {
 	*p = append(*p, f)
 }
 
-// pop removes the fences v's reading makes durable (durable(lsn) for each,
-// oldest first) and returns the largest seq among them (0: none).
+// newest is the seq of the newest queued fence (0: none).
+func (p pendingFences) newest() int64 {
+	if len(p) == 0 {
+		return 0
+	}
+	return p[len(p)-1].seq
+}
+
+// pop removes the fences durable accepts (oldest first, stopping at the
+// first it does not) and returns the largest seq among them (0: none).
 func (p *pendingFences) pop(durable func(replication.LSN) bool) int64 {
 	var seq int64
 	i := 0
@@ -111,9 +119,10 @@ func (d *Drainer) waitDurable(ctx context.Context, lsn replication.LSN, timeout 
 	}
 }
 
-// settleDurable is the loop's step: it records the newly final fence (if
-// any), reads the standbys once when fences wait, and returns the largest
-// seq now both final and durable (0: none new). It never sleeps.
+// settleDurable is the loop's step: when final fences wait, it reads the
+// standbys once, removes the fences they now hold and returns the largest
+// seq both final and durable (0: none new), logging the wait's start, every
+// 30s of it, and its end. It never sleeps.
 func (d *Drainer) settleDurable(ctx context.Context, pending *pendingFences) (int64, error) {
 	if len(*pending) == 0 {
 		return 0, nil

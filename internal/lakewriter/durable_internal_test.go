@@ -17,6 +17,7 @@ func TestPendingFences_PopOnlyTheDurablePrefix(t *testing.T) {
 	p.add(durableFence{seq: 20, lsn: 200})
 	p.add(durableFence{seq: 30, lsn: 300})
 	require.Len(t, p, 3)
+	require.EqualValues(t, 30, p.newest())
 	flushed := replication.LSN(250)
 	durable := func(l replication.LSN) bool { return l <= flushed }
 	require.EqualValues(t, 20, p.pop(durable))

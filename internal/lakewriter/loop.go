@@ -212,7 +212,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 		}
 		blocked := false
 		if fence.Final(h) {
-			if fence.LastSeq > stable {
+			if fence.LastSeq > max(stable, waiting.newest()) {
 				if !d.opts.Durable.Waits() {
 					stable = fence.LastSeq
 				} else if c, err := d.coverFence(ctx, fence); err != nil {

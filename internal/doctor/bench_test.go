@@ -22,13 +22,13 @@ func BenchmarkDoctor_HealthyDemo100Tenants(b *testing.B) {
 	d.witnessAll(b)
 	opts := d.options(nil)
 	rep := doctor.Run(context.Background(), opts)
-	require.Equal(b, doctor.StatusOK, rep.Status, "%+v", rep.Checks)
+	require.Equal(b, doctor.StatusWarn, rep.Status, "%+v", rep.Checks) // replication: a single node
 	b.ResetTimer()
 	for b.Loop() {
 		rep = doctor.Run(context.Background(), opts)
 	}
 	b.StopTimer()
-	require.Equal(b, doctor.StatusOK, rep.Status)
+	require.Equal(b, doctor.StatusWarn, rep.Status)
 	for _, c := range rep.Checks {
 		b.ReportMetric(c.DurationSeconds*1e3, "ms-"+c.ID)
 	}

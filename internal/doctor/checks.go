@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
 )
 
@@ -29,6 +30,7 @@ var checkDefs = []checkDef{
 	{id: IDHorizon, title: "snapshot horizon", needsDB: true, run: checkHorizon},
 	{id: IDDeadLetters, title: "dead letters", needsDB: true, run: checkDeadLetters},
 	{id: IDContinuity, title: "lake and database share their history", needsDB: true, needsLake: true, run: checkContinuity},
+	{id: IDReplication, title: "replication and durability profile", needsDB: true, run: checkReplication},
 	{id: IDFork, title: "fork check against witnessed heads", needsDB: true, needsLake: true, run: checkFork},
 	{id: IDChain, title: "chain verification (incremental)", needsDB: true, run: checkChain},
 	{id: IDDelta, title: "Delta table health", needsDB: true, needsLake: true, run: checkDelta},
@@ -217,6 +219,14 @@ func checkLag(ctx context.Context, r *run, res *Result) {
 		r.th.LagWarn, r.th.LagFail, r.th.BacklogWarn, r.th.BacklogFail, r.th.SeqGapWarn, r.th.SeqGapFail)
 	if st.HorizonHeld {
 		res.detail("an open transaction holds the snapshot horizon: see the horizon check")
+	}
+	// Rows waiting and a standby behind: that is what a lake writer with
+	// the default --durable-on waits for (see the replication check).
+	if st.BacklogRows > 0 && !st.HorizonHeld {
+		s := st.Status // a copy: the reading is shared with the other checks
+		if err := s.ReadDurability(ctx, r.pool, replication.DefaultPolicy); err == nil && s.Durability != nil && !s.Durability.Durable {
+			res.detail("a lake writer with --durable-on %s is %s", s.Durability.Policy, s.Durability.Reason)
+		}
 	}
 }
 

@@ -52,6 +52,7 @@ const (
 	IDChain       = "chain"
 	IDDelta       = "delta"
 	IDReconcile   = "reconcile"
+	IDReplication = "replication"
 )
 
 // Result is one check's outcome.

@@ -60,4 +60,13 @@
 //     promoted sequence (WAL-logged 32 ahead) is already above the lake.
 //     The lake root's _oml_deployment.json (put-if-absent, by the writer
 //     only) names the deployment, so a wrong --lake is refused too.
+//  7. Never ahead of a failover (durable.go, Options.Durable). A batch is cut
+//     only from the part of the stable prefix whose commit records the
+//     streaming standbys required by --durable-on have flushed
+//     (pg_stat_replication.flush_lsn ≥ outbox.CoverLSN read after the fence
+//     was seen final), and a chain head is witnessed only once they hold it.
+//     Waiting is lag, never loss: DrainOnce gives up after DurableTimeout
+//     with nothing cut; the loop keeps the final fences in a queue and
+//     advances as the standbys catch up. A standby whose position the role
+//     may not see stops the writer (configuration), never counts as flushed.
 package lakewriter

@@ -19,6 +19,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 )
 
 // CrashPoint names a step of the drain protocol. Tests stop the writer there
@@ -92,6 +93,15 @@ type Options struct {
 	// published as a signed witness after a batch touched it (default 10s;
 	// needs Signer; negative turns publishing off).
 	WitnessInterval time.Duration
+	// Durable is which streaming standbys must have flushed the WAL of a
+	// stable prefix before a batch is cut from it, and of a chain head
+	// before it is witnessed (--durable-on; the zero value is
+	// replication.DefaultPolicy, auto).
+	Durable replication.Policy
+	// DurableTimeout is how long DrainOnce waits for the standbys before it
+	// gives up for this run with the rows it has (default 60s). The witness
+	// publisher waits at most min(DurableTimeout, 5s) after a batch.
+	DurableTimeout time.Duration
 }
 
 // BatchResult describes one completed batch.
@@ -123,6 +133,10 @@ type Summary struct {
 	RecoverDuration time.Duration    `json:"recover_duration_ns"`
 	HorizonHeld     bool             `json:"horizon_held"` // the horizon did not pass the fence in time
 	Blockers        []outbox.Blocker `json:"blockers,omitempty"`
+	// DurabilityHeld: the required standbys did not flush the stable prefix
+	// within DurableTimeout; Durability says which standby, how far behind.
+	DurabilityHeld bool                 `json:"durability_held"`
+	Durability     *replication.Verdict `json:"durability,omitempty"`
 	// Refused lists tenants not materialized because their chain is forked
 	// or lost its tail (the fork check against the witnessed heads).
 	Refused []chainverify.Finding `json:"refused"`
@@ -155,6 +169,11 @@ type Drainer struct {
 	lastAnchor *Anchor
 	current    *BatchBounds
 	cutRows    *BatchBounds // Start, End and Rows of the batch last cut
+
+	durableMu        sync.Mutex
+	lastVerdict      *replication.Verdict
+	durableWaitSince time.Time // the loop: when the current wait for standbys began
+	durableLoggedAt  time.Time
 }
 
 // New checks the options and returns a Drainer. It does not touch the
@@ -205,6 +224,9 @@ func New(opts Options) (*Drainer, error) {
 	}
 	if opts.ContinuityRecheck <= 0 {
 		opts.ContinuityRecheck = 30 * time.Second
+	}
+	if opts.DurableTimeout <= 0 {
+		opts.DurableTimeout = time.Minute
 	}
 	if opts.WitnessInterval == 0 {
 		opts.WitnessInterval = 10 * time.Second

@@ -12,6 +12,8 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -187,6 +189,12 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
 		d.log.Warn("could not read chain heads to witness them", "error", err)
 		return
 	}
+	// A witness must not get ahead of what a failover keeps either: the
+	// heads just read are covered by the WAL insert position read after
+	// them; sign them only once the required standbys flushed it.
+	if !d.headsDurable(ctx, due) {
+		return
+	}
 	// Every head must extend the tenant's earlier witnesses (not only
 	// differ from none at its seq), except losses a fork acceptance excuses.
 	trusted, err := chainverify.IssuedKeys(ctx, d.db)
@@ -261,4 +269,36 @@ func (d *Drainer) currentSigner() chain.Signer {
 		return r.Current()
 	}
 	return d.opts.Signer
+}
+
+// witnessDurableWait bounds the witness publisher's wait for the standbys
+// after a batch (the batch itself was already durable when it was cut).
+const witnessDurableWait = 5 * time.Second
+
+// headsDurable waits (bounded) until the required standbys flushed the WAL
+// position read now; if they do not, the due tenants are witnessed after a
+// later batch instead (lag, never a witness ahead of a failover).
+func (d *Drainer) headsDurable(ctx context.Context, due map[uuid.UUID]bool) bool {
+	if !d.opts.Durable.Waits() {
+		return true
+	}
+	lsn, err := outbox.CoverLSN(ctx, d.db)
+	var v replication.Verdict
+	if err == nil {
+		v, err = d.waitDurable(ctx, lsn, min(d.opts.DurableTimeout, witnessDurableWait))
+	}
+	if err == nil && v.Durable {
+		return true
+	}
+	if err != nil {
+		d.log.Warn("could not tell whether the standbys hold the chain heads; witnessing them after a later batch", "error", err)
+	} else {
+		d.log.Warn("not witnessing chain heads the standbys have not flushed; will try after a later batch (lag, not loss)", "reason", v.Reason)
+	}
+	d.witnessMu.Lock()
+	for t := range due {
+		delete(d.witnessedAt, t)
+	}
+	d.witnessMu.Unlock()
+	return false
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 )
 
 // DrainOnce drains up to the stable prefix seen at its start and returns
@@ -61,6 +62,30 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.Duration = time.Since(started)
 		d.log.Warn("a transaction holds the snapshot horizon; nothing past the frontier is final yet (lag, not loss)",
 			"frontier", d.frontier.Load(), "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))
+		return sum, nil
+	}
+	// The durability fence: only what the required standbys flushed (and
+	// nothing to wait for when nothing new is there to cut).
+	v := replication.Verdict{Durable: true}
+	if fence.LastSeq > d.frontier.Load() {
+		cover, err := d.coverFence(ctx, fence)
+		if err != nil {
+			return sum, err
+		}
+		if v, err = d.waitDurable(ctx, cover.lsn, d.opts.DurableTimeout); err != nil {
+			return sum, err
+		}
+		if d.opts.Durable.Waits() {
+			sum.Durability = &v
+		}
+	}
+	if !v.Durable {
+		sum.DurabilityHeld = true
+		sum.Target = d.frontier.Load()
+		sum.Refused = d.Refused()
+		sum.Duration = time.Since(started)
+		d.log.Warn("the standbys have not flushed the stable prefix; nothing past the frontier is cut (lag, not loss)",
+			"frontier", d.frontier.Load(), "fence_seq", fence.LastSeq, "reason", v.Reason)
 		return sum, nil
 	}
 	target := fence.LastSeq
@@ -149,6 +174,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 		haveFence    bool
 		stable       = d.frontier.Load()
 		pendingSince time.Time
+		waiting      pendingFences // final fences the standbys have not flushed yet
 	)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -186,12 +212,33 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 		}
 		blocked := false
 		if fence.Final(h) {
-			if fence.LastSeq > stable {
-				stable = fence.LastSeq
+			if fence.LastSeq > max(stable, waiting.newest()) {
+				if !d.opts.Durable.Waits() {
+					stable = fence.LastSeq
+				} else if c, err := d.coverFence(ctx, fence); err != nil {
+					if werr := d.outage(ctx, "WAL position", err, 0); werr != nil {
+						return leaseErr(ctx, werr)
+					}
+					continue
+				} else {
+					waiting.add(c)
+				}
 			}
 			haveFence = false // take a fresh one next round
 		} else {
 			blocked = true
+		}
+		if seq, err := d.settleDurable(ctx, &waiting); err != nil {
+			var hidden *replication.HiddenError
+			if errors.As(err, &hidden) {
+				return err // configuration: waiting cannot fix it
+			}
+			if werr := d.outage(ctx, "read pg_stat_replication", err, 0); werr != nil {
+				return leaseErr(ctx, werr)
+			}
+			continue
+		} else if seq > stable {
+			stable = seq
 		}
 		d.reportLag(ctx, blocked)
 

@@ -2,6 +2,8 @@ package lakewriter
 
 import (
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/omlhq/oml/internal/replication"
 )
 
 // Metrics are the lake writer's Prometheus metrics. A nil *Metrics is valid
@@ -32,6 +34,11 @@ type Metrics struct {
 	// ContinuityRefused is 1 while the writer refuses to write because the
 	// lake is ahead of or diverged from the database.
 	ContinuityRefused prometheus.Gauge
+	// DurabilityBlocked is 1 while the required standbys have not flushed
+	// the stable prefix; StandbyBehind is each streaming standby's flush
+	// position behind the position waited for, in bytes, by standby name.
+	DurabilityBlocked prometheus.Gauge
+	StandbyBehind     *prometheus.GaugeVec
 }
 
 // NewMetrics registers the metrics on reg.
@@ -57,10 +64,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		LastWitness:    prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_last_witness_timestamp_seconds", Help: "When this writer last published a signed chain head (Unix seconds)."}),
 		ContinuityRefused: prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_continuity_refused",
 			Help: "1 while the writer refuses to write because the lake is ahead of or diverged from the database (docs/runbooks/continuity.md)."}),
+		DurabilityBlocked: prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_durability_blocked",
+			Help: "1 while the standbys required by --durable-on have not flushed the stable prefix (lag, not loss)."}),
+		StandbyBehind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "oml_lakewriter_standby_behind_bytes",
+			Help: "Bytes of WAL a streaming standby has not flushed, below the position the lake writer waits for."}, []string{"standby"}),
 	}
 	reg.MustRegister(m.Batches, m.Rows, m.Bytes, m.CommitLatency, m.FrontierLagSeq, m.FrontierLagSecs,
 		m.DeadLetters, m.Retries, m.Checkpoints, m.Frontier, m.HorizonBlocked,
-		m.LeaseHeld, m.LastBatch, m.HeldTenants, m.LastWitness, m.ContinuityRefused)
+		m.LeaseHeld, m.LastBatch, m.HeldTenants, m.LastWitness, m.ContinuityRefused, m.DurabilityBlocked, m.StandbyBehind)
 	return m
 }
 
@@ -145,5 +156,22 @@ func (m *Metrics) continuity(ok bool) {
 		m.ContinuityRefused.Set(0)
 	} else {
 		m.ContinuityRefused.Set(1)
+	}
+}
+
+func (m *Metrics) durability(v replication.Verdict) {
+	if m == nil {
+		return
+	}
+	if v.Durable {
+		m.DurabilityBlocked.Set(0)
+	} else {
+		m.DurabilityBlocked.Set(1)
+	}
+	m.StandbyBehind.Reset()
+	for _, ps := range [][]replication.Position{v.Flushed, v.Waiting} {
+		for _, p := range ps {
+			m.StandbyBehind.WithLabelValues(p.Standby).Set(float64(p.BehindBytes))
+		}
 	}
 }

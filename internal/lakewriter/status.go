@@ -2,6 +2,7 @@ package lakewriter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 )
 
 // Status is what `oml lake status` shows: where the lake writer is and what
@@ -38,6 +40,15 @@ type Status struct {
 	// ContinuityError says why the check could not run (the lake is
 	// unreachable, say); the rest of the status is still there.
 	ContinuityError string `json:"continuity_error,omitempty"`
+	// StableLSN is the WAL position covering the stable prefix (read after
+	// the fence was seen final; 0 when the horizon is held).
+	StableLSN replication.LSN `json:"stable_lsn"`
+	// Durability is the stable prefix against the streaming standbys under
+	// a --durable-on policy (filled by ReadDurability; nil otherwise).
+	Durability *replication.Verdict `json:"durability,omitempty"`
+	// DurabilityError says why Durability could not be judged (the role
+	// cannot see the standbys' positions).
+	DurabilityError string `json:"durability_error,omitempty"`
 }
 
 // TableStatus is one Delta table's position.
@@ -93,6 +104,9 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 	}
 	if f.Final(h) {
 		s.StableSeq = f.LastSeq
+		if s.StableLSN, err = outbox.CoverLSN(ctx, db); err != nil {
+			return s, err
+		}
 	} else {
 		s.HorizonHeld = true
 		s.StableSeq = s.Frontier
@@ -152,4 +166,30 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 		}
 	}
 	return s, nil
+}
+
+// ReadDurability fills s.Durability: whether the standbys p requires have
+// flushed the stable prefix s read (what a lake writer running with p would
+// be waiting for). With the horizon held there is no new prefix to judge and
+// Durability stays nil. When the role cannot see the standbys' positions
+// (*replication.HiddenError) it says so in DurabilityError instead.
+func (s *Status) ReadDurability(ctx context.Context, db *pgxpool.Pool, p replication.Policy) error {
+	if !p.Waits() || s.HorizonHeld {
+		return nil
+	}
+	r, err := replication.Read(ctx, db)
+	if err != nil {
+		return err
+	}
+	v, err := replication.Evaluate(p, s.StableLSN, r)
+	var hidden *replication.HiddenError
+	if errors.As(err, &hidden) {
+		s.DurabilityError = err.Error()
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.Durability = &v
+	return nil
 }

@@ -30,4 +30,36 @@
 //
 // A long-running transaction anywhere in the cluster (any database) keeps
 // the horizon behind X. That is lag, never loss; Blockers names it.
+//
+// # Not ahead of a failover
+//
+// A prefix that is final on the primary can still be lost by a failover to
+// a standby that has not flushed it; a lake (or a witness) built on it would
+// then be ahead of the promoted database. So the lake writer cuts batches
+// only from the part of the stable prefix that the required standbys have
+// flushed (internal/replication: --durable-on auto|none|N).
+//
+// Which WAL position covers the prefix: the commit records of its rows, and
+// nothing less. Those are the commit records of transactions with an xid
+// below X (the fence's xid). A transaction inserts its commit record into
+// WAL before it leaves the process array (RecordTransactionCommit runs
+// before ProcArrayEndTransaction, with or without synchronous_commit), and
+// the horizon passing X means every one of them has left it. So the WAL
+// insert position read *after* the horizon was seen past X (CoverLSN) is at
+// or past every one of those commit records; everything else the batch
+// reads (journal events, held bodies) was committed by the same
+// transactions or by earlier ones, whose commit records come earlier still. A position
+// read with the fence itself (before the horizon passed) is not enough: a
+// transaction of the prefix may commit after it. pg_current_wal_lsn() (the
+// write position) is not enough either: an asynchronous commit's record may
+// not be written yet. The insert position overshoots by whatever other
+// sessions wrote meanwhile, which costs only a little wait, never safety.
+//
+// The wait comes before the cut, not before the table commits: the batch
+// bounds recorded in the lake (and replayed after a crash) are then always
+// inside what the standbys held when the batch was cut, a retry never has
+// to wait again, and the stable horizon that status reports is the durable
+// one. The cost is that one fence's LSN stands for its whole prefix; the
+// loop keeps a short queue of final fences so the frontier advances in
+// steps while a standby catches up.
 package outbox

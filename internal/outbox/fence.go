@@ -6,6 +6,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/omlhq/oml/internal/replication"
 )
 
 // Querier is what the read functions need: a pool, a connection or a tx.
@@ -49,6 +51,15 @@ func TakeFence(ctx context.Context, db Beginner) (Fence, error) {
 		return f, fmt.Errorf("outbox fence: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	// The fence's own commit protects no data (it only spends an xid), so it
+	// must not wait for synchronous standbys: during a synchronous-standby
+	// outage the writer, `oml lake status` and `oml doctor` then report the
+	// lag and the missing standby instead of hanging on their own commit.
+	// (off stays off: local would add a flush.)
+	if _, err := tx.Exec(ctx, `SELECT set_config('synchronous_commit',
+       CASE WHEN current_setting('synchronous_commit') = 'off' THEN 'off' ELSE 'local' END, true)`); err != nil {
+		return f, fmt.Errorf("outbox fence: %w", err)
+	}
 	// pg_sequence_last_value is NULL until the first nextval.
 	var last pgtype.Int8
 	if err := tx.QueryRow(ctx,
@@ -79,4 +90,27 @@ func Horizon(ctx context.Context, q Querier) (uint64, error) {
 		return 0, fmt.Errorf("outbox: read the snapshot horizon: %w", err)
 	}
 	return h, nil
+}
+
+// CoverLSN returns a WAL position at or past the commit record of every
+// transaction that has ended before the call (see "Not ahead of a failover"
+// in the package doc). Call it only after Final(horizon) was seen true for a
+// fence, in a later statement: then every transaction that could hold a row
+// of the fence's prefix has left the process array, and a transaction
+// inserts its commit record before it leaves, so the current WAL insert
+// position covers all of them.
+//
+// The insert position, not pg_current_wal_lsn() (the write position): with
+// synchronous_commit = off a committed transaction's commit record can sit
+// in the WAL buffers, unwritten, for up to three wal_writer_delay rounds,
+// below the insert position and above the write position. The standby can
+// only flush what the primary has flushed, so waiting for it to reach the
+// insert position also waits out the primary's own WAL writer.
+func CoverLSN(ctx context.Context, q Querier) (replication.LSN, error) {
+	var insert, block, seg int64
+	if err := q.QueryRow(ctx, `SELECT (pg_current_wal_insert_lsn() - '0/0'::pg_lsn)::bigint,
+       current_setting('wal_block_size')::bigint, pg_size_bytes(current_setting('wal_segment_size'))`).Scan(&insert, &block, &seg); err != nil {
+		return 0, fmt.Errorf("outbox fence: read the WAL insert position: %w", err)
+	}
+	return replication.InsertCover(replication.LSN(insert), uint64(block), uint64(seg)), nil
 }

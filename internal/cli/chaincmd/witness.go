@@ -7,18 +7,24 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/witness"
 )
 
 // WitnessOptions are `oml chain witness`'s flags and dependencies.
 type WitnessOptions struct {
-	F      *cliutil.Factory
-	Tenant string
+	F              *cliutil.Factory
+	Tenant         string
+	DurableOn      string
+	DurableTimeout time.Duration
+	durable        replication.Policy
 }
 
 // NewCmdWitness builds `oml chain witness`.
@@ -40,13 +46,26 @@ the journal must still hold each earlier witnessed (seq, hash). A head below
 an earlier witness (a lost tail) or on another chain (a fork) is refused,
 unless oml chain accept-fork accepted that loss.
 
-Exit status: 0 published (or already witnessed); 1 a head does not extend an
-earlier witness or a different head is already witnessed at its seq (fork
-evidence); 2 usage or connection error.`,
+A witness never gets ahead of what a failover keeps: the heads are signed only
+once the streaming standbys required by --durable-on (auto: every streaming
+standby; N: at least N; none: no wait) have flushed the WAL that holds them.
+If they have not within --durable-timeout, nothing is published, the standby
+is named, and the exit status is 0 (lag, not loss: run it again later).
+
+Exit status: 0 published (or already witnessed, or deferred for a lagging
+standby); 1 a head does not extend an earlier witness or a different head is
+already witnessed at its seq (fork evidence); 2 usage or connection error.`,
 		Example: `  oml chain witness
   oml chain witness --tenant acme`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
+				return cliutil.FlagErrorf("%v", err)
+			}
+			if opts.DurableTimeout <= 0 {
+				return cliutil.FlagErrorf("--durable-timeout must be positive")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -54,6 +73,8 @@ evidence); 2 usage or connection error.`,
 		},
 	}
 	cmd.Flags().StringVar(&opts.Tenant, "tenant", "", "witness only this tenant's head (name or id)")
+	cmd.Flags().StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, replication.FlagUsage)
+	cmd.Flags().DurationVar(&opts.DurableTimeout, "durable-timeout", time.Minute, "how long to wait for the standbys to flush the heads")
 	return cmd
 }
 
@@ -110,6 +131,15 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 	heads, err := witness.Capture(ctx, pool, only, time.Now())
 	if err != nil {
 		return cliutil.AsConfigError(err)
+	}
+	if v, err := headsDurable(ctx, pool, opts); err != nil {
+		return cliutil.AsConfigError(err)
+	} else if !v.Durable {
+		fmt.Fprintf(f.IO.ErrOut, "oml: nothing witnessed: %s; a failover to that standby would lose heads the witness would already vouch for. Run again once it catches up (see oml lake status), or pass --durable-on none\n", v.Reason)
+		if format == cliutil.FormatJSON {
+			return cliutil.WriteJSON(f.IO.Out, []witnessRow{})
+		}
+		return nil
 	}
 	acc, err := chainverify.ReadAcceptances(ctx, pool)
 	if err != nil {
@@ -178,4 +208,18 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 		return cliutil.Findingsf("%d head(s) do not extend an earlier witness: the chain lost its tail or forked; run oml chain verify and see docs/runbooks/failover.md", conflicts)
 	}
 	return nil
+}
+
+// headsDurable waits until the standbys --durable-on requires have flushed
+// the WAL holding the heads just captured: the insert position read after
+// the read covers every commit the read saw.
+func headsDurable(ctx context.Context, pool *pgxpool.Pool, opts *WitnessOptions) (replication.Verdict, error) {
+	if !opts.durable.Waits() {
+		return replication.Verdict{Durable: true}, nil
+	}
+	lsn, err := outbox.CoverLSN(ctx, pool)
+	if err != nil {
+		return replication.Verdict{}, err
+	}
+	return replication.Wait(ctx, pool, opts.durable, lsn, opts.DurableTimeout, 100*time.Millisecond)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
 )
 
@@ -44,7 +45,10 @@ type DrainOptions struct {
 	CheckpointEvery  int
 	LogLevel         string
 	LogFormat        string
+	DurableOn        string
+	DurableTimeout   time.Duration
 	batchBytes       int64
+	durable          replication.Policy
 }
 
 // NewCmdDrain builds `oml lake drain`.
@@ -69,6 +73,14 @@ body, ciphertext digest mismatch) is retried --poison-budget times, then
 journalled as materialize.skipped (this needs --signing-key) and moved to
 oml.dead_letter. An outage of the database or the object store is never a
 poison row: the writer backs off and retries.
+
+It never gets ahead of what a failover keeps: a batch is cut only from WAL the
+streaming standbys have flushed (pg_stat_replication.flush_lsn). --durable-on
+auto (the default) waits for every standby streaming at the time, N for at
+least N streaming standbys, none never waits. Waiting is lag, reported with
+the standby named; with --once the pass gives up after --durable-timeout and
+exits 0 having drained what the standbys hold. The role needs pg_monitor (or
+pg_read_all_stats) to see the standbys' positions.
 
 Logs are structured (JSON when stderr is not a terminal). Prometheus metrics
 are served on --metrics-addr. See docs/lake-writer.md.`,
@@ -99,6 +111,12 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 			default:
 				return cliutil.FlagErrorf("--log-format must be json or text")
 			}
+			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
+				return cliutil.FlagErrorf("%v", err)
+			}
+			if opts.DurableTimeout <= 0 {
+				return cliutil.FlagErrorf("--durable-timeout must be positive")
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -117,6 +135,8 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", 30*time.Second, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", time.Minute, "with --once: how long to wait for open transactions to end")
 	fl.IntVar(&opts.CheckpointEvery, "checkpoint-interval", 0, "write a Delta checkpoint every N commits (0: the table's delta.checkpointInterval, else 100)")
+	fl.StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, replication.FlagUsage)
+	fl.DurationVar(&opts.DurableTimeout, "durable-timeout", time.Minute, "with --once: how long to wait for the standbys to flush the stable prefix")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", "", "json or text (default: text on a terminal, json otherwise)")
 	return cmd
@@ -201,6 +221,7 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 		MaxWait: opts.MaxWait, PoisonBudget: opts.PoisonBudget, Parallel: opts.Parallel,
 		LeaseTTL: opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout,
 		CheckpointInterval: opts.CheckpointEvery, Log: log, Metrics: metrics,
+		Durable: opts.durable, DurableTimeout: opts.DurableTimeout,
 	})
 	if err != nil {
 		return err
@@ -292,12 +313,17 @@ type drainSummaryJSON struct {
 	DurationMS    int64                 `json:"duration_ms"`
 	HorizonHeld   bool                  `json:"horizon_held"`
 	Blockers      []outbox.Blocker      `json:"blockers"`
+	// DurabilityHeld: the standbys --durable-on requires did not flush the
+	// stable prefix within --durable-timeout (lag, not loss).
+	DurabilityHeld bool                 `json:"durability_held"`
+	Durability     *replication.Verdict `json:"durability"`
 }
 
 func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	out := drainSummaryJSON{StartFrontier: s.StartFrontier, EndFrontier: s.EndFrontier, Target: s.Target,
 		Batches: s.Batches, Rows: s.Rows, TableCommits: s.TableCommits, DeadLettered: s.DeadLettered, Refused: s.Refused,
-		DurationMS: s.Duration.Milliseconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers}
+		DurationMS: s.Duration.Milliseconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers,
+		DurabilityHeld: s.DurabilityHeld, Durability: s.Durability}
 	if out.DeadLettered == nil {
 		out.DeadLettered = []int64{}
 	}
@@ -332,6 +358,12 @@ func printSummary(f *cliutil.Factory, s lakewriter.Summary) error {
 		pairs = append(pairs, [2]string{"horizon", "held by an open transaction: nothing past the frontier is final yet (lag, not loss)"})
 		for _, b := range s.Blockers {
 			pairs = append(pairs, [2]string{"  blocker", describeBlocker(b)})
+		}
+	}
+	if s.DurabilityHeld && s.Durability != nil {
+		pairs = append(pairs, [2]string{"durability", s.Durability.Reason + " (lag, not loss: nothing past the frontier was cut)"})
+		for _, w := range s.Durability.Waiting {
+			pairs = append(pairs, [2]string{"  standby", fmt.Sprintf("%s flushed %s, %d bytes behind", w.Name, w.Flush, w.BehindBytes)})
 		}
 	}
 	return cliutil.KeyValues(f.IO.Out, pairs)

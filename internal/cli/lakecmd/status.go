@@ -11,6 +11,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
 )
 
@@ -18,8 +19,10 @@ func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdSt
 
 // StatusOptions are the inputs of `oml lake status`.
 type StatusOptions struct {
-	Factory *cliutil.Factory
-	Tables  bool
+	Factory   *cliutil.Factory
+	Tables    bool
+	DurableOn string
+	durable   replication.Policy
 }
 
 // NewCmdStatus builds `oml lake status`.
@@ -35,11 +38,19 @@ the lease holder, dead letters, and — when an open transaction anywhere in the
 cluster holds the snapshot horizon back — which backend it is.
 
 With --tables (needs --lake), every tenant table's Delta version, lake-writer
-txn version and commits since its last checkpoint.`,
+txn version and commits since its last checkpoint.
+
+Durability: whether the streaming standbys have flushed the stable prefix, as
+a lake writer running with the same --durable-on would see it, naming every
+standby that is behind (that writer waits for it: lag, not loss).`,
 		Example: `  oml lake status
   oml lake status --tables -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
+				return cliutil.FlagErrorf("%v", err)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
@@ -47,6 +58,7 @@ txn version and commits since its last checkpoint.`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Tables, "tables", false, "also show every tenant table's Delta version and txn version")
+	cmd.Flags().StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, "judge the stable prefix as a lake writer with this --durable-on would: auto, none or N")
 	return cmd
 }
 
@@ -70,6 +82,9 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	}
 	st, err := lakewriter.ReadStatus(ctx, pool, lake, opts.Tables)
 	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if err := st.ReadDurability(ctx, pool, opts.durable); err != nil {
 		return cliutil.AsConfigError(err)
 	}
 	if format == cliutil.FormatJSON {
@@ -116,6 +131,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		pairs = append(pairs, [2]string{"blocking", describeBlocker(b)})
 	}
 	pairs = append(pairs, [2]string{"continuity", describeContinuity(st)})
+	pairs = append(pairs, durabilityPairs(st.Durability)...)
+	if st.DurabilityError != "" {
+		pairs = append(pairs, [2]string{"durability", "cannot tell: " + st.DurabilityError})
+	}
 	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
 		return err
 	}
@@ -169,4 +188,27 @@ func continuityFinding(st lakewriter.Status) error {
 		return cliutil.Findingsf("%s", (&lakewriter.ContinuityError{C: *c}).Error())
 	}
 	return nil
+}
+
+// durabilityPairs renders the stable prefix against the standbys.
+func durabilityPairs(v *replication.Verdict) [][2]string {
+	if v == nil {
+		return nil
+	}
+	var out [][2]string
+	switch {
+	case !v.Durable:
+		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: %s (a writer waits: lag, not loss)", v.Policy, v.Reason)})
+	case len(v.Flushed) == 0:
+		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: no standby is streaming; the stable prefix is on this node only (see oml doctor, replication)", v.Policy)})
+	default:
+		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: stable prefix (WAL %s) flushed by %d streaming standby(s)", v.Policy, v.LSN, len(v.Flushed))})
+	}
+	for _, p := range v.Flushed {
+		out = append(out, [2]string{"  standby", fmt.Sprintf("%s flushed %s", p.Name, p.Flush)})
+	}
+	for _, p := range v.Waiting {
+		out = append(out, [2]string{"  standby", fmt.Sprintf("%s flushed %s, %d bytes BEHIND", p.Name, p.Flush, p.BehindBytes)})
+	}
+	return out
 }

@@ -3,6 +3,7 @@ package lakewriter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -295,7 +296,7 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 		res = r
 		if errors.Is(err, ErrCrashed) || errors.Is(err, ErrNoSigner) || isContinuity(err) || ctx.Err() != nil {
 			res.DeadLettered = dead
-			return res, err
+			return res, interrupted(ctx, err)
 		}
 		reason := "outage"
 		if errors.Is(err, errPoisonRetry) {
@@ -316,7 +317,7 @@ func (d *Drainer) retry(ctx context.Context, what string, fn func(context.Contex
 	for attempt := 0; ; attempt++ {
 		err := fn(ctx)
 		if err == nil || errors.Is(err, ErrCrashed) || isContinuity(err) || ctx.Err() != nil {
-			return err
+			return interrupted(ctx, err)
 		}
 		if werr := d.outage(ctx, what, err, attempt); werr != nil {
 			return werr
@@ -431,4 +432,14 @@ func sleep(ctx context.Context, d time.Duration) error {
 func isContinuity(err error) bool {
 	var ce *ContinuityError
 	return errors.As(err, &ce)
+}
+
+// interrupted makes an error that coincided with the end of ctx say so: a
+// step that failed because (or while) the run was stopped is an
+// interruption, not an outage or a poison row, whatever it returned.
+func interrupted(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || errors.Is(err, ctx.Err()) || errors.Is(err, ErrCrashed) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", ctx.Err(), err)
 }

@@ -49,7 +49,7 @@ func BenchmarkAppend(b *testing.B) {
 // about 200 events (the order flipped every round), so both see the same
 // load on a shared machine; each side appends b.N events.
 //
-//	go test -run '^$' -bench BenchmarkAppendEnforcement -benchtime 3000x ./internal/chain/
+//	go test -run '^$' -bench BenchmarkAppendEnforcement -benchtime 6000x ./internal/chain/
 func BenchmarkAppendEnforcement(b *testing.B) {
 	cases := []struct{ tenants, writers, batch int }{{1, 1, 1}, {1, 1, 100}, {16, 8, 1}, {16, 8, 100}}
 	for _, c := range cases {

@@ -144,7 +144,7 @@ CREATE FUNCTION oml.append_journal(
 DECLARE
     n    integer := coalesce(array_length(p_seq, 1), 0);
     prev record;
-    bad  integer;
+    bad  bigint;
     at   bigint;
     why  text;
 BEGIN
@@ -181,13 +181,16 @@ BEGIN
         END IF;
     END IF;
     IF why IS NULL AND n > 1 THEN
-        SELECT i INTO bad FROM generate_subscripts(p_seq, 1) AS i
-         WHERE i > 1 AND (p_seq[i] <> p_seq[i - 1] + 1 OR p_prev_hash[i] <> p_hash[i - 1]
-                          OR p_recorded_at[i] < p_recorded_at[i - 1])
-         ORDER BY i LIMIT 1;
+        -- One pass over the arrays (unnest and lag, no subscripting: an
+        -- element of a bytea[] is found by walking the ones before it).
+        SELECT s, ps INTO at, bad
+          FROM (SELECT s, p, r, lag(s) OVER w AS ps, lag(h) OVER w AS ph, lag(r) OVER w AS pr
+                  FROM unnest(p_seq, p_prev_hash, p_hash, p_recorded_at) WITH ORDINALITY AS u(s, p, h, r, ord)
+                WINDOW w AS (ORDER BY ord)) x
+         WHERE ps IS NOT NULL AND (s <> ps + 1 OR p <> ph OR r < pr)
+         LIMIT 1;
         IF FOUND THEN
-            at := p_seq[bad];
-            why := format('it does not extend the event before it in the same append (seq %s)', p_seq[bad - 1]);
+            why := format('it does not extend the event before it in the same append (seq %s)', bad);
         END IF;
     END IF;
     IF why IS NOT NULL THEN

@@ -39,7 +39,7 @@ var (
 	// the lock wait and the head read would be stale.
 	ErrIsolation = errors.New("the append path needs a READ COMMITTED transaction")
 	// ErrChainConflict means the journal's (tenant_id, seq) primary key or
-	// its journal_extends_chain trigger refused the insert: someone appended
+	// the database's chain check (journal_extends_chain) refused the insert: someone appended
 	// at the same seq, or the rows do not extend the chain. Under the tenant
 	// lock this cannot happen; if it does, the lock discipline was broken
 	// somewhere and the database has just prevented a fork.
@@ -149,7 +149,7 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 	b.Queue(`SELECT pg_advisory_xact_lock($1, $2)`, LockClass, TenantLockKey(tenant))
 	// The head is the journal's own last row, not oml.chain_heads: nothing
 	// a role could move decides where the next event goes (and the
-	// database's journal_extends_chain trigger would refuse it anyway).
+	// database would refuse it anyway).
 	b.Queue(`SELECT seq, hash, recorded_at FROM oml.journal WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1`, tenant).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
@@ -219,8 +219,8 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 		types[i], times[i] = r.EventType, r.RecordedAt
 	}
 	// Through oml.append_journal, the one way into the journal for the job
-	// roles; the journal_extends_chain trigger checks every row extends the
-	// chain and moves oml.chain_heads, so the head is not written here.
+	// roles: it checks the rows extend the chain and moves oml.chain_heads,
+	// so the head is not written here.
 	w.Queue(`SELECT oml.append_journal($1, $2, $3::bigint[], $4::bytea[], $5::bytea[], $6::bytea[], $7::text[], $8::bytea[], $9::timestamptz[])`,
 		tenant, keyID, seqs, prevs, hashes, sigs, types, payloads, times)
 	plan.Queue(&w)

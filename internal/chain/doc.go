@@ -18,10 +18,11 @@
 //   - oml.chain_heads holds the last (seq, hash); the journal row, the head,
 //     the fold state and the outbox rows commit together or not at all.
 //   - The database enforces the shape whoever inserts (migration 004,
-//     docs/security.md): the journal_extends_chain trigger refuses a row
-//     that does not extend its chain (seq, prev_hash, recorded_at, against
-//     the journal itself) and moves oml.chain_heads; job roles cannot write
-//     the head and append only through oml.append_journal.
+//     docs/security.md): oml.append_journal (the job roles' only way into
+//     the journal) and, for any other insert, the journal_extends_chain
+//     trigger refuse a row that does not extend its chain (seq, prev_hash,
+//     recorded_at, against the journal itself) and move oml.chain_heads,
+//     which no job role may write.
 //   - Within a tenant, commit order = seq order = outbox order: the tenant's
 //     advisory lock is taken before the head is read and held to commit.
 //
@@ -33,7 +34,7 @@
 // statement, then the head (the journal's last row: never oml.chain_heads,
 // which a role could move) and the fold state, each read by a later
 // statement whose snapshot postdates the lock grant; (2) the journal rows
-// through oml.append_journal (whose trigger also moves the head) and the
+// through oml.append_journal (which checks them and moves the head) and the
 // fold's writes (internal/journal). Sealing and
 // folding happen in between, in memory; an illegal event is rejected before
 // anything is written. Append (and InTx) add BEGIN and COMMIT and retry the
@@ -63,8 +64,8 @@
 //
 // # Failure handling
 //
-//   - ErrChainConflict: the primary key refused a seq, or the database's
-//     journal_extends_chain trigger refused the rows as not extending the
+//   - ErrChainConflict: the primary key refused a seq, or the database
+//     (journal_extends_chain) refused the rows as not extending the
 //     chain — the lock discipline was broken somewhere (it cannot happen
 //     through this package). Nothing was written; the chain did not fork.
 //   - journal.ErrRejected / journal.ErrUnknownTenant: the events are not

@@ -71,6 +71,10 @@ type Summary struct {
 	// provider seq that created it, so a caller can tell a tenant whose
 	// whole chain is missing.
 	Created map[uuid.UUID]int64
+	// Keys holds every key the verified provider chain issued (issued
+	// before its first bad event), by key id: the only keys anything signed
+	// for this deployment (events, witnessed heads) may be checked against.
+	Keys map[string]*Key
 }
 
 // ErrOutOfOrder means the event source broke its contract (chains must be
@@ -118,6 +122,10 @@ func Verify(ctx context.Context, events iter.Seq2[*Event, error], opts Options) 
 		if old, dup := e.summary.Created[r.tenant]; !dup || seq < old {
 			e.summary.Created[r.tenant] = seq
 		}
+	}
+	e.summary.Keys = make(map[string]*Key, len(e.keys))
+	for id, k := range e.keys {
+		e.summary.Keys[id] = k
 	}
 	return e.summary, nil
 }

@@ -274,3 +274,18 @@ func TestIssuedKeys_KeyIssuedAfterABrokenProviderEvent_IsNotTrusted(t *testing.T
 	_, ok := trusted(d.key.KeyID())
 	require.False(t, ok, "the root key was trusted although its key.issued event was edited")
 }
+
+// A row signed as it is (by someone holding the key) whose payload is not
+// UTF-8 is a finding: such a payload must never reach a lake string column.
+func TestVerifyDB_SignedEventWithAnInvalidUTF8Payload_IsBadPayload(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	id := d.tenants[1]
+	d.tamper(t, func(tx pgx.Tx) {
+		ev := readRow(t, tx, id, eventsPerTenant) // the head: nothing links to it
+		ev.Payload = []byte("{\"x\":\"\xff\xfe\"}")
+		reseal(t, tx, ev, d.key)
+		mustExec(t, tx, `UPDATE oml.chain_heads SET hash = (SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2) WHERE tenant_id = $1`, id, eventsPerTenant)
+	})
+	requireFinding(t, verify(t, d, chainverify.DBOptions{}), id, eventsPerTenant, chainverify.ReasonBadPayload)
+}

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
@@ -307,6 +308,13 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 				"stored_hash":   hex.EncodeToString(ev.Hash),
 			},
 		}, nil
+	}
+
+	if !utf8.Valid(ev.Payload) {
+		// Checked after the hash: an edited payload is a hash-mismatch; this
+		// is a row someone holding the key signed as it is.
+		return &Finding{Seq: ev.Seq, Reason: ReasonBadPayload,
+			Detail: "the payload is not valid UTF-8 (journal payloads are UTF-8 JSON; the lake writer refuses such a row)"}, nil
 	}
 
 	isProvider := c.tenant == ProviderTenant

@@ -49,6 +49,10 @@ const (
 	// chain (the chain's head recorded in the revocation; the revocation's
 	// own seq on the provider chain); or a key.revoked is malformed.
 	ReasonRevokedKey Reason = "revoked-key"
+	// ReasonBadPayload: the event hashes and may be signed, but its payload
+	// is not valid UTF-8: the journal only ever holds UTF-8 JSON payloads,
+	// and such a row must never reach a lake string column.
+	ReasonBadPayload Reason = "bad-payload"
 	// ReasonBadWitness: a witnessed head in the lake cannot be trusted (not
 	// a signed head, stored under another key, signed by a key the verified
 	// provider chain never issued, or a signature that does not verify).
@@ -61,8 +65,7 @@ const (
 var Reasons = []Reason{
 	ReasonHashMismatch, ReasonBrokenLink, ReasonSeqGap, ReasonBadSignature,
 	ReasonUnknownKey, ReasonBadGenesis, ReasonHeadMismatch, ReasonTailLost, ReasonFork,
-	ReasonRevokedKey,
-	ReasonBadWitness,
+	ReasonRevokedKey, ReasonBadPayload, ReasonBadWitness,
 }
 
 // Finding is the first bad event of one chain.

@@ -61,7 +61,7 @@ witnesses are still compared.
 
 Each broken chain is reported once, at its first bad event, with one of the
 reasons: hash-mismatch, broken-link, seq-gap, bad-signature, unknown-key,
-bad-genesis, head-mismatch, tail-lost, fork, bad-witness.
+bad-genesis, bad-payload, head-mismatch, tail-lost, fork, bad-witness.
 
 By default every chain is verified from its genesis, so an event edited
 after an earlier clean run is found. A clean chain's verified head is stored

@@ -145,7 +145,7 @@ func DefaultThresholds() Thresholds {
 		CheckpointWarn:  200, CheckpointFail: 1000,
 		SmallFileSize: 8 << 20, SmallFilesWarn: 1000,
 		VacuumWarn:  1 << 30,
-		ScrubEvents: 50_000, ScrubPeriod: 7 * 24 * time.Hour,
+		ScrubEvents: 20_000, ScrubPeriod: 7 * 24 * time.Hour,
 	}
 }
 

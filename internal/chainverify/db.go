@@ -27,8 +27,27 @@ type DBOptions struct {
 	// genesis or the checkpoint. Its Hash is required: a head is trusted
 	// because its hash came from outside the database.
 	From *Head
-	// Full ignores stored checkpoints and verifies every chain from its
-	// genesis (checkpoints are still checked as anchors and updated).
+	// SinceCheckpoint is the fast path: each tenant's chain resumes after
+	// its stored checkpoint (the last verified head) instead of its genesis,
+	// so only what was appended since is read. Without it (the default)
+	// every chain is verified from its genesis; checkpoints are then still
+	// checked as anchors and updated. An auditor's run must not set it: an
+	// edit of an event below a checkpoint is invisible to it (ScrubEvents is
+	// how an incremental caller still reaches old history).
+	SinceCheckpoint bool
+	// ScrubEvents, with SinceCheckpoint, also re-verifies from their genesis
+	// the chains whose checkpoints were least recently verified in full, as
+	// many whole chains as fit in this many events (the scrub: run often
+	// enough, every event is re-checked; Report.LastFullPass says since
+	// when). A chain longer than ScrubEvents is never scrubbed and is listed
+	// in Report.ScrubTooLarge. 0: no scrub.
+	ScrubEvents int64
+	// ScrubMinAge: only chains last verified in full longer ago than this
+	// (by the database's clock) are due for the scrub, so a caller that runs
+	// often (doctor --watch) does not re-read the same history each time.
+	ScrubMinAge time.Duration
+	// Full is accepted for compatibility and ignored: verifying every chain
+	// from its genesis is the default (SinceCheckpoint is the fast path).
 	Full bool
 	// Strict is Options.Strict: per-signature crypto/ed25519.
 	Strict bool
@@ -73,6 +92,14 @@ type ChainReport struct {
 	OK bool `json:"ok"`
 	// Reason is the finding's reason, "" when OK.
 	Reason Reason `json:"reason,omitempty"`
+	// Scrubbed is true when the chain had a checkpoint but was re-verified
+	// from its genesis by the scrub (DBOptions.ScrubEvents).
+	Scrubbed bool `json:"scrubbed,omitempty"`
+	// FullPassAt, for a clean chain, is the time since which every event up
+	// to Seq was last verified (from the genesis): the start of this run if
+	// it read the chain from its genesis, else when its checkpoint's range
+	// was last verified in full.
+	FullPassAt *time.Time `json:"full_pass_at,omitempty"`
 }
 
 // Report is the outcome of VerifyDB.
@@ -86,8 +113,24 @@ type Report struct {
 	Accepted []Finding `json:"accepted_forks"`
 	Rule     string    `json:"signature_rule"`
 	// Checkpoints is how many verified heads were stored this run.
-	Checkpoints int           `json:"checkpoints_stored"`
-	Elapsed     time.Duration `json:"-"`
+	Checkpoints int `json:"checkpoints_stored"`
+	// Invalidated is how many checkpoints this run moved back below a
+	// finding (or removed): a checkpoint at or above a chain's first bad
+	// event is no longer a place to resume from.
+	Invalidated int `json:"checkpoints_invalidated"`
+	// Scrubbed is how many checkpointed chains the scrub re-verified from
+	// their genesis (DBOptions.ScrubEvents), ScrubEvents how many events
+	// that read, ScrubTooLarge the chains too long for the scrub budget.
+	Scrubbed      int         `json:"scrubbed"`
+	ScrubEvents   int64       `json:"scrub_events"`
+	ScrubTooLarge []uuid.UUID `json:"scrub_too_large"`
+	// LastFullPass is the oldest FullPassAt over the clean chains: every
+	// event of every clean chain up to its verified head was re-verified at
+	// or after it. Nil when no chain is clean.
+	LastFullPass *time.Time `json:"last_full_pass,omitempty"`
+	// LastFullPassTenant is the chain LastFullPass is about.
+	LastFullPassTenant *uuid.UUID    `json:"last_full_pass_tenant,omitempty"`
+	Elapsed            time.Duration `json:"-"`
 }
 
 // ErrNoProvider means the database has no provider chain: nothing was ever
@@ -102,10 +145,15 @@ type dbTenant struct {
 	dbSeqKnown bool
 	start      Head // trusted start (zero: genesis)
 	resumed    bool
+	scrubbed   bool
 	anchorBad  *Finding
 	accepted   []Finding
 	head       *Head // oml.chain_heads row
 	result     *ChainResult
+	// cp is the stored checkpoint, if any; cpVerifiedAt is when its range
+	// was last verified from the genesis.
+	cp           *Head
+	cpVerifiedAt time.Time
 }
 
 // VerifyDB verifies the journal in pool: every chain (or one tenant's and
@@ -131,6 +179,12 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
+	// The snapshot's start on the server's clock: what a chain verified
+	// from its genesis in this run records as its last full pass.
+	var runAt time.Time
+	if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&runAt); err != nil {
+		return Report{}, fmt.Errorf("begin the verification snapshot: %w", err)
+	}
 	tenants, err := planTenants(ctx, tx, opts)
 	if err != nil {
 		return Report{}, err
@@ -138,6 +192,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	if len(tenants) == 0 {
 		return Report{}, ErrNoProvider
 	}
+	scrubbed, tooLarge := planScrub(tenants, opts, runAt)
 	// A journal with tenants but no provider chain was tampered with; the
 	// engine reports it (and every tenant's genesis then fails).
 	byID := make(map[uuid.UUID]*dbTenant, len(tenants))
@@ -152,7 +207,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 		opts.OnPlan(expect)
 	}
 
-	cw := &checkpointWriter{pool: pool, off: opts.NoCheckpoint}
+	cw := &checkpointWriter{pool: pool, off: opts.NoCheckpoint, runAt: runAt}
 	if !cw.off {
 		// A hot standby verifies fine but cannot store checkpoints.
 		var standby bool
@@ -182,7 +237,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 			rr := r
 			t.result = &rr
 			if f := t.finding(); f == nil && cbErr == nil {
-				cbErr = cw.add(ctx, t.id, t.verifiedHead())
+				cbErr = cw.add(ctx, t.id, t.verifiedHead(), t.start.IsZero())
 			}
 		},
 	}
@@ -201,7 +256,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 		return Report{}, cbErr
 	}
 
-	rep := Report{Events: sum.Events, Rule: "cofactored-batch"}
+	rep := Report{Events: sum.Events, Rule: "cofactored-batch", Scrubbed: scrubbed, ScrubTooLarge: tooLarge}
 	if opts.Strict {
 		rep.Rule = "strict-stdlib"
 	}
@@ -214,18 +269,33 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 		if t.result == nil && f == nil {
 			// Nothing new was read for this chain: it is clean as of its
 			// start (checked against its head above); keep the checkpoint.
-			if err := cw.add(ctx, t.id, t.verifiedHead()); err != nil {
+			if err := cw.add(ctx, t.id, t.verifiedHead(), t.start.IsZero()); err != nil {
 				return Report{}, err
 			}
 		}
+		if t.result != nil && t.result.Finding != nil {
+			// Only the chain's own findings move its checkpoint: head and
+			// anchor findings are recomputed from stored state every run
+			// (and a checkpoint an anchor finding is about is its evidence).
+			cw.invalidate(t, t.result.Finding)
+		}
 		h := t.verifiedHead()
-		cr := ChainReport{Tenant: t.id, FromSeq: t.start.Seq, Seq: h.Seq, Hash: h.HashHex(), OK: f == nil}
+		cr := ChainReport{Tenant: t.id, FromSeq: t.start.Seq, Seq: h.Seq, Hash: h.HashHex(), OK: f == nil, Scrubbed: t.scrubbed}
 		if t.result != nil {
 			cr.Events = t.result.Events
+			if t.scrubbed {
+				rep.ScrubEvents += t.result.Events
+			}
 		}
 		if f != nil {
 			cr.Reason = f.Reason
 			rep.Findings = append(rep.Findings, *f)
+		} else if at := t.fullPassAt(runAt); at != nil {
+			cr.FullPassAt = at
+			if rep.LastFullPass == nil || at.Before(*rep.LastFullPass) {
+				id := t.id
+				rep.LastFullPass, rep.LastFullPassTenant = at, &id
+			}
 		}
 		rep.Chains = append(rep.Chains, cr)
 	}
@@ -255,11 +325,30 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	if err := cw.flush(ctx); err != nil {
 		return Report{}, err
 	}
+	if err := cw.rewind(ctx); err != nil {
+		return Report{}, err
+	}
 	rep.Checkpoints = cw.stored
+	rep.Invalidated = cw.invalidated
 	sortFindings(rep.Findings)
 	slices.SortFunc(rep.Chains, func(a, b ChainReport) int { return bytes.Compare(a.Tenant[:], b.Tenant[:]) })
 	rep.Elapsed = time.Since(started)
 	return rep, nil
+}
+
+// fullPassAt is when every event of the (clean) chain up to its verified
+// head was last verified from the genesis: now if this run started there,
+// else when its checkpoint's range last was; nil if unknown (a trusted
+// --from start without a checkpoint).
+func (t *dbTenant) fullPassAt(runAt time.Time) *time.Time {
+	switch {
+	case t.start.IsZero():
+		return &runAt
+	case t.resumed && t.cp != nil:
+		at := t.cpVerifiedAt
+		return &at
+	}
+	return nil
 }
 
 // verifiedHead is the chain's head as verified by this run: the engine's
@@ -335,7 +424,7 @@ WITH RECURSIVE jt AS (
   UNION SELECT tenant_id FROM oml.chain_heads
   UNION SELECT tenant_id FROM oml.chain_checkpoints
 )
-SELECT ids.tenant_id, h.seq, h.hash, c.seq, c.hash
+SELECT ids.tenant_id, h.seq, h.hash, c.seq, c.hash, c.verified_at
 FROM ids
 LEFT JOIN oml.chain_heads h USING (tenant_id)
 LEFT JOIN oml.chain_checkpoints c USING (tenant_id)
@@ -353,24 +442,25 @@ ORDER BY ids.tenant_id`
 		}
 		return nil, fmt.Errorf("list the chains to verify: %w", err)
 	}
-	type cp struct {
-		seq  *int64
-		hash []byte
-	}
 	var out []*dbTenant
-	cps := map[uuid.UUID]cp{}
 	for rows.Next() {
 		var t dbTenant
 		var hs, cs *int64
 		var hh, ch []byte
-		if err := rows.Scan(&t.id, &hs, &hh, &cs, &ch); err != nil {
+		var cat *time.Time
+		if err := rows.Scan(&t.id, &hs, &hh, &cs, &ch, &cat); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("list the chains to verify: %w", err)
 		}
 		if hs != nil {
 			t.head = &Head{Seq: *hs, Hash: hh}
 		}
-		cps[t.id] = cp{cs, ch}
+		if cs != nil {
+			t.cp = &Head{Seq: *cs, Hash: ch}
+			if cat != nil {
+				t.cpVerifiedAt = *cat
+			}
+		}
 		out = append(out, &t)
 	}
 	if err := rows.Err(); err != nil {
@@ -381,11 +471,11 @@ ORDER BY ids.tenant_id`
 			kind string
 			h    Head
 		}{}
-		if c := cps[t.id]; c.seq != nil {
+		if t.cp != nil {
 			anchors = append(anchors, struct {
 				kind string
 				h    Head
-			}{"checkpoint", Head{Seq: *c.seq, Hash: c.hash}})
+			}{"checkpoint", *t.cp})
 		}
 		if opts.Witnessed != nil {
 			if w, ok := opts.Witnessed(t.id); ok {
@@ -426,17 +516,60 @@ ORDER BY ids.tenant_id`
 		if t.id == ProviderTenant {
 			continue // always from its genesis
 		}
-		switch c := cps[t.id]; {
+		switch {
 		case opts.From != nil && t.id == *opts.Tenant:
 			if t.anchorBad == nil {
 				t.start = *opts.From
 			}
-		case !opts.Full && !opts.Strict && c.seq != nil && t.anchorBad == nil:
-			t.start = Head{Seq: *c.seq, Hash: c.hash}
+		case opts.SinceCheckpoint && !opts.Strict && t.cp != nil && t.anchorBad == nil:
+			t.start = *t.cp
 			t.resumed = true
 		}
 	}
 	return out, nil
+}
+
+// planScrub picks, among the chains planTenants resumed from a checkpoint,
+// those least recently verified from their genesis (oldest checkpoint
+// verified_at first, then tenant id) and has them verified from their
+// genesis instead, as many whole chains as fit in opts.ScrubEvents events.
+// verified_at is the scrub's persisted cursor: every chain verified from its
+// genesis stores the run's start there, so the next run moves on to the
+// next-oldest chains and each one comes round again. Only chains verified
+// in full more than opts.ScrubMinAge ago are due. A chain longer than the
+// whole budget is never picked and is returned in tooLarge.
+func planScrub(tenants []*dbTenant, opts DBOptions, runAt time.Time) (scrubbed int, tooLarge []uuid.UUID) {
+	tooLarge = []uuid.UUID{}
+	if !opts.SinceCheckpoint || opts.ScrubEvents <= 0 {
+		return 0, tooLarge
+	}
+	var cands []*dbTenant
+	for _, t := range tenants {
+		if t.resumed && t.cpVerifiedAt.Before(runAt.Add(-opts.ScrubMinAge)) {
+			cands = append(cands, t)
+		}
+	}
+	slices.SortStableFunc(cands, func(a, b *dbTenant) int {
+		if c := a.cpVerifiedAt.Compare(b.cpVerifiedAt); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.id[:], b.id[:])
+	})
+	var used int64
+	for _, t := range cands {
+		n := t.start.Seq
+		if n > opts.ScrubEvents {
+			tooLarge = append(tooLarge, t.id)
+			continue
+		}
+		if used+n > opts.ScrubEvents {
+			break // the rest wait for the next run, in order
+		}
+		used += n
+		t.start, t.resumed, t.scrubbed = Head{}, false, true
+		scrubbed++
+	}
+	return scrubbed, tooLarge
 }
 
 // checkAnchor compares a head known from elsewhere (a checkpoint, a
@@ -535,7 +668,34 @@ func journalSource(ctx context.Context, tx pgx.Tx, tenants []*dbTenant, page int
 	}
 }
 
-func journalPageRead(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, after int64, page int, ev *Event,
+// ProviderKeys verifies the provider chain alone, from its genesis, and
+// returns the keys it issued before its first bad event (none if it has no
+// events). Pages are read outside one snapshot: the chain is append-only,
+// and a page appended meanwhile is simply read too.
+func ProviderKeys(ctx context.Context, q Querier) (map[string]*Key, error) {
+	src := func(yield func(*Event, error) bool) {
+		ev := &Event{}
+		var after int64
+		for {
+			n, stop, err := journalPageRead(ctx, q, ProviderTenant, after, defaultJournalPage, ev, yield, func(uuid.UUID) bool { return false })
+			if err != nil {
+				yield(nil, fmt.Errorf("read the provider chain: %w", err))
+				return
+			}
+			if stop || n < defaultJournalPage {
+				return
+			}
+			after = ev.Seq
+		}
+	}
+	sum, err := Verify(ctx, src, Options{})
+	if err != nil {
+		return nil, err
+	}
+	return sum.Keys, nil
+}
+
+func journalPageRead(ctx context.Context, tx Querier, tenant uuid.UUID, after int64, page int, ev *Event,
 	yield func(*Event, error) bool, skip func(uuid.UUID) bool) (n int, stop bool, err error) {
 	rows, err := tx.Query(ctx, `
 SELECT seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at
@@ -563,45 +723,106 @@ FROM oml.journal WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, tenan
 
 // checkpointWriter upserts verified heads in batches, on its own
 // connection (the verification snapshot is read only). A checkpoint only
-// moves forward.
+// moves forward, except that a finding at or below it moves it back
+// (invalidate). Its verified_at is when its whole range was last verified
+// from the genesis: a chain verified from its genesis stores the run's
+// start; one resumed from its checkpoint keeps the old verified_at (the
+// events below it were not re-read).
 type checkpointWriter struct {
-	pool    *pgxpool.Pool
-	off     bool
-	stored  int
-	tenants []uuid.UUID
-	seqs    []int64
-	hashes  [][]byte
+	pool        *pgxpool.Pool
+	off         bool
+	runAt       time.Time
+	stored      int
+	invalidated int
+	tenants     []uuid.UUID
+	seqs        []int64
+	hashes      [][]byte
+	full        []bool
+	rewinds     []rewind
+}
+
+// rewind moves tenant's checkpoint, if it is at or above seq below, back
+// to head (or removes it when head is zero).
+type rewind struct {
+	tenant uuid.UUID
+	below  int64
+	head   Head
+	full   bool
 }
 
 const checkpointBatch = 500
 
-func (w *checkpointWriter) add(ctx context.Context, t uuid.UUID, h Head) error {
+func (w *checkpointWriter) add(ctx context.Context, t uuid.UUID, h Head, full bool) error {
 	if w.off || h.IsZero() {
 		return nil
 	}
 	w.tenants = append(w.tenants, t)
 	w.seqs = append(w.seqs, h.Seq)
 	w.hashes = append(w.hashes, slices.Clone(h.Hash))
+	w.full = append(w.full, full)
 	if len(w.tenants) >= checkpointBatch {
 		return w.flush(ctx)
 	}
 	return nil
 }
 
+// invalidate records that t's chain has its first bad event at f.Seq: a
+// checkpoint at or above it must not be resumed from, so it goes back to
+// the last event this run verified below f (or away).
+func (w *checkpointWriter) invalidate(t *dbTenant, f *Finding) {
+	if w.off || t.cp == nil || t.cp.Seq < f.Seq {
+		return
+	}
+	var h Head
+	if t.result != nil && t.result.Last.Seq >= 1 && t.result.Last.Seq < f.Seq {
+		h = Head{Seq: t.result.Last.Seq, Hash: slices.Clone(t.result.Last.Hash)}
+	}
+	w.rewinds = append(w.rewinds, rewind{tenant: t.id, below: f.Seq, head: h, full: t.start.IsZero()})
+}
+
 func (w *checkpointWriter) flush(ctx context.Context) error {
 	if len(w.tenants) == 0 {
 		return nil
 	}
+	// UPDATE then INSERT rather than ON CONFLICT: the new verified_at
+	// depends on whether the row's chain was verified from its genesis.
 	_, err := w.pool.Exec(ctx, `
-INSERT INTO oml.chain_checkpoints AS c (tenant_id, seq, hash, verified_at)
-SELECT t.tenant_id, t.seq, t.hash, now()
-FROM unnest($1::uuid[], $2::bigint[], $3::bytea[]) AS t (tenant_id, seq, hash)
-ON CONFLICT (tenant_id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash, verified_at = excluded.verified_at
-WHERE c.seq <= excluded.seq`, w.tenants, w.seqs, w.hashes)
+WITH t AS (
+    SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::bool[]) AS t (tenant_id, seq, hash, full_pass)
+), moved AS (
+    UPDATE oml.chain_checkpoints c
+    SET seq = t.seq, hash = t.hash, verified_at = CASE WHEN t.full_pass THEN $5 ELSE c.verified_at END
+    FROM t WHERE c.tenant_id = t.tenant_id AND c.seq <= t.seq
+)
+INSERT INTO oml.chain_checkpoints (tenant_id, seq, hash, verified_at)
+SELECT t.tenant_id, t.seq, t.hash, CASE WHEN t.full_pass THEN $5 ELSE now() END
+FROM t WHERE NOT EXISTS (SELECT 1 FROM oml.chain_checkpoints c WHERE c.tenant_id = t.tenant_id)
+ON CONFLICT (tenant_id) DO NOTHING`, w.tenants, w.seqs, w.hashes, w.full, w.runAt)
 	if err != nil {
 		return fmt.Errorf("store verification checkpoints: %w", err)
 	}
 	w.stored += len(w.tenants)
-	w.tenants, w.seqs, w.hashes = w.tenants[:0], w.seqs[:0], w.hashes[:0]
+	w.tenants, w.seqs, w.hashes, w.full = w.tenants[:0], w.seqs[:0], w.hashes[:0], w.full[:0]
+	return nil
+}
+
+// rewind applies the invalidations (a handful: one per broken chain).
+func (w *checkpointWriter) rewind(ctx context.Context) error {
+	for _, r := range w.rewinds {
+		var err error
+		var tag pgconn.CommandTag
+		if r.head.IsZero() {
+			tag, err = w.pool.Exec(ctx, `DELETE FROM oml.chain_checkpoints WHERE tenant_id = $1 AND seq >= $2`, r.tenant, r.below)
+		} else {
+			tag, err = w.pool.Exec(ctx, `
+UPDATE oml.chain_checkpoints SET seq = $3, hash = $4, verified_at = CASE WHEN $5 THEN $6 ELSE verified_at END
+WHERE tenant_id = $1 AND seq >= $2`, r.tenant, r.below, r.head.Seq, r.head.Hash, r.full, w.runAt)
+		}
+		if err != nil {
+			return fmt.Errorf("move the checkpoint of tenant %s below its finding at seq %d: %w", r.tenant, r.below, err)
+		}
+		w.invalidated += int(tag.RowsAffected())
+	}
+	w.rewinds = w.rewinds[:0]
 	return nil
 }

@@ -161,9 +161,9 @@ func TestVerifyDB_CleanDeploymentAndResume(t *testing.T) {
 	require.Zero(t, rep.Resumed)
 	require.Equal(t, 4, rep.Checkpoints)
 
-	// A re-run reads only what is new.
+	// A re-run on the fast path reads only what is new.
 	d.appendClaims(t, d.tenants[1], 5)
-	rep = verify(t, d, chainverify.DBOptions{})
+	rep = verify(t, d, chainverify.DBOptions{SinceCheckpoint: true})
 	require.Empty(t, rep.Findings)
 	require.Equal(t, 3, rep.Resumed)
 	require.EqualValues(t, 4+5, rep.Events)
@@ -173,11 +173,15 @@ func TestVerifyDB_CleanDeploymentAndResume(t *testing.T) {
 			require.EqualValues(t, eventsPerTenant+5, c.Seq)
 		}
 	}
-	// --full starts over (here in keyset pages of 7 rows, so chains span
-	// many pages and some pages end exactly at a chain's end).
-	rep = verify(t, d, chainverify.DBOptions{Full: true, Strict: true, PageSize: 7})
+	// The default starts over (here in keyset pages of 7 rows, so chains
+	// span many pages and some pages end exactly at a chain's end).
+	rep = verify(t, d, chainverify.DBOptions{Strict: true, PageSize: 7})
 	require.Empty(t, rep.Findings)
 	require.EqualValues(t, 4+3*eventsPerTenant+5, rep.Events)
+	require.Zero(t, rep.Resumed)
+	rep = verify(t, d, chainverify.DBOptions{})
+	require.EqualValues(t, 4+3*eventsPerTenant+5, rep.Events)
+	require.Zero(t, rep.Resumed)
 
 	// One tenant only (plus the provider chain it depends on).
 	id := d.tenants[2]

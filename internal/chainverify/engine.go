@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
@@ -71,6 +72,10 @@ type Summary struct {
 	// provider seq that created it, so a caller can tell a tenant whose
 	// whole chain is missing.
 	Created map[uuid.UUID]int64
+	// Keys holds every key the verified provider chain issued (issued
+	// before its first bad event), by key id: the only keys anything signed
+	// for this deployment (events, witnessed heads) may be checked against.
+	Keys map[string]*Key
 }
 
 // ErrOutOfOrder means the event source broke its contract (chains must be
@@ -118,6 +123,10 @@ func Verify(ctx context.Context, events iter.Seq2[*Event, error], opts Options) 
 		if old, dup := e.summary.Created[r.tenant]; !dup || seq < old {
 			e.summary.Created[r.tenant] = seq
 		}
+	}
+	e.summary.Keys = make(map[string]*Key, len(e.keys))
+	for id, k := range e.keys {
+		e.summary.Keys[id] = k
 	}
 	return e.summary, nil
 }
@@ -299,6 +308,13 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 				"stored_hash":   hex.EncodeToString(ev.Hash),
 			},
 		}, nil
+	}
+
+	if !utf8.Valid(ev.Payload) {
+		// Checked after the hash: an edited payload is a hash-mismatch; this
+		// is a row someone holding the key signed as it is.
+		return &Finding{Seq: ev.Seq, Reason: ReasonBadPayload,
+			Detail: "the payload is not valid UTF-8 (journal payloads are UTF-8 JSON; the lake writer refuses such a row)"}, nil
 	}
 
 	isProvider := c.tenant == ProviderTenant

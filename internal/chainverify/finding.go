@@ -2,9 +2,12 @@ package chainverify
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/witness"
 )
 
 // Reason is why a chain failed verification. The set is fixed and
@@ -46,13 +49,23 @@ const (
 	// chain (the chain's head recorded in the revocation; the revocation's
 	// own seq on the provider chain); or a key.revoked is malformed.
 	ReasonRevokedKey Reason = "revoked-key"
+	// ReasonBadPayload: the event hashes and may be signed, but its payload
+	// is not valid UTF-8: the journal only ever holds UTF-8 JSON payloads,
+	// and such a row must never reach a lake string column.
+	ReasonBadPayload Reason = "bad-payload"
+	// ReasonBadWitness: a witnessed head in the lake cannot be trusted (not
+	// a signed head, stored under another key, signed by a key the verified
+	// provider chain never issued, or a signature that does not verify).
+	// Seq is the seq its object key names. Older valid witnesses are still
+	// used as anchors.
+	ReasonBadWitness Reason = "bad-witness"
 )
 
 // Reasons lists every reason, in documentation order.
 var Reasons = []Reason{
 	ReasonHashMismatch, ReasonBrokenLink, ReasonSeqGap, ReasonBadSignature,
 	ReasonUnknownKey, ReasonBadGenesis, ReasonHeadMismatch, ReasonTailLost, ReasonFork,
-	ReasonRevokedKey,
+	ReasonRevokedKey, ReasonBadPayload, ReasonBadWitness,
 }
 
 // Finding is the first bad event of one chain.
@@ -107,4 +120,22 @@ type ChainResult struct {
 	Events int64
 	// Finding is the first bad event, or nil.
 	Finding *Finding
+}
+
+// InvalidWitnessFindings turns the witnesses witness.Newest could not trust
+// into bad-witness findings (an error that is not a *witness.InvalidError
+// becomes one about the provider tenant, so nothing is dropped).
+func InvalidWitnessFindings(bad []error) []Finding {
+	out := make([]Finding, 0, len(bad))
+	for _, err := range bad {
+		var inv *witness.InvalidError
+		if !errors.As(err, &inv) {
+			out = append(out, Finding{Tenant: ProviderTenant, Reason: ReasonBadWitness, Detail: err.Error()})
+			continue
+		}
+		out = append(out, Finding{Tenant: inv.Tenant, Seq: inv.Seq, Reason: ReasonBadWitness,
+			Detail:   fmt.Sprintf("the witness at seq %d cannot be trusted: %s", inv.Seq, inv.Reason),
+			Evidence: map[string]string{"witness_key": inv.Key}})
+	}
+	return out
 }

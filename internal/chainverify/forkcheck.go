@@ -75,27 +75,21 @@ func (r *ForkCheckResult) Forked(tenant uuid.UUID) (*Finding, bool) {
 	return nil, false
 }
 
-// IssuedKeys reads the deployment's issued public keys (oml.signing_keys),
-// for checking witness signatures.
+// IssuedKeys returns the public keys the verified provider chain issued
+// (key.issued events before its first bad event), for checking witness
+// signatures. Not oml.signing_keys: that table is a cache the owner can
+// edit, and a key only it lists was never issued by anything signed.
 func IssuedKeys(ctx context.Context, q Querier) (witness.KeyLookup, error) {
-	rows, err := q.Query(ctx, `SELECT key_id, public_key FROM oml.signing_keys`)
+	keys, err := ProviderKeys(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("read oml.signing_keys: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	m := map[string]ed25519.PublicKey{}
-	for rows.Next() {
-		var id string
-		var pub []byte
-		if err := rows.Scan(&id, &pub); err != nil {
-			return nil, fmt.Errorf("read oml.signing_keys: %w", err)
+	return func(id string) (ed25519.PublicKey, bool) {
+		if k, ok := keys[id]; ok {
+			return k.Public, true
 		}
-		m[id] = pub
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read oml.signing_keys: %w", err)
-	}
-	return func(id string) (ed25519.PublicKey, bool) { k, ok := m[id]; return k, ok }, nil
+		return nil, false
+	}, nil
 }
 
 // Acceptance is one chain.fork_accepted event of the provider chain.

@@ -44,7 +44,11 @@ func WriteJSON(w io.Writer, v any) error {
 
 // Table renders rows under a header. On a terminal it draws a padded table;
 // otherwise it prints tab-separated lines (header first) that scripts can cut.
+//
+// Every cell goes through Sanitize: cells often hold what a tenant or a
+// lake file controls, and must never reach the terminal as control codes.
 func Table(io *iostreams.IOStreams, header []string, rows [][]string) error {
+	header, rows = sanitizeAll(header), sanitizeRows(rows)
 	if !io.IsStdoutTTY() {
 		return tsv(io.Out, header, rows)
 	}
@@ -101,8 +105,14 @@ func tsv(w io.Writer, header []string, rows [][]string) error {
 	return nil
 }
 
-// KeyValues prints "key: value" lines aligned on the colon, for one-object views.
+// KeyValues prints "key: value" lines aligned on the colon, for one-object
+// views; keys and values go through Sanitize, as Table's cells do.
 func KeyValues(w io.Writer, pairs [][2]string) error {
+	clean := make([][2]string, len(pairs))
+	for i, p := range pairs {
+		clean[i] = [2]string{Sanitize(p[0]), Sanitize(p[1])}
+	}
+	pairs = clean
 	width := 0
 	for _, p := range pairs {
 		if len(p[0]) > width {
@@ -123,4 +133,12 @@ func Time(t time.Time) string {
 		return "-"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+func sanitizeRows(rows [][]string) [][]string {
+	out := make([][]string, len(rows))
+	for i, r := range rows {
+		out[i] = sanitizeAll(r)
+	}
+	return out
 }

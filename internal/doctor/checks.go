@@ -386,10 +386,13 @@ func checkFork(ctx context.Context, r *run, res *Result) {
 		forked = append(forked, map[string]any{"tenant": f.Tenant, "seq": f.Seq, "reason": f.Reason})
 		res.detail("tenant %s: %s at seq %d: %s", r.tenantLabel(ctx, f.Tenant), f.Reason, f.Seq, f.Detail)
 	}
+	// A witness that cannot be trusted is a finding of its own (someone
+	// wrote into the witness store); the newest valid witness below it is
+	// still what the journal was compared with.
 	untrusted := make([]string, 0, len(fc.Untrusted))
-	for _, e := range fc.Untrusted {
-		untrusted = append(untrusted, e.Error())
-		res.detail("untrusted witness ignored: %v", e)
+	for _, f := range chainverify.InvalidWitnessFindings(fc.Untrusted) {
+		untrusted = append(untrusted, f.Detail+" ("+f.Evidence["witness_key"]+")")
+		res.detail("tenant %s: bad-witness at seq %d: %s", r.tenantLabel(ctx, f.Tenant), f.Seq, f.Detail)
 	}
 	accepted := make([]map[string]any, 0, len(fc.Accepted))
 	for _, a := range fc.Accepted {
@@ -419,9 +422,11 @@ func checkFork(ctx context.Context, r *run, res *Result) {
 	switch {
 	case len(fc.Findings) > 0:
 		res.fail("%d tenant(s) disagree with their witnessed head (fork or lost tail): the lake writer will not materialize them", len(fc.Findings))
+		if len(untrusted) > 0 {
+			res.detail("and %d witness(es) cannot be trusted (bad-witness)", len(untrusted))
+		}
 	case len(untrusted) > 0:
-		res.Status = StatusWarn
-		res.Summary = fmt.Sprintf("%d witness(es) do not verify under an issued key and were ignored; %d tenant(s) match their witnesses", len(untrusted), len(fc.Witnessed))
+		res.fail("%d witness(es) cannot be trusted (garbage, a bad signature, or a key the verified provider chain never issued): someone wrote into the witness store; %d tenant(s) match their newest valid witness", len(untrusted), len(fc.Witnessed))
 	case len(bronzeBad) > 0:
 		res.Status = StatusWarn
 		res.Summary = fmt.Sprintf("%d bronze table(s) could not be read and were compared with their witness only (see the delta and reconcile checks)", len(bronzeBad))
@@ -433,11 +438,17 @@ func checkFork(ctx context.Context, r *run, res *Result) {
 }
 
 func checkChain(ctx context.Context, r *run, res *Result) {
-	// Incremental: VerifyDB resumes every chain after its stored checkpoint
-	// (the last verified head) and stores the new one when the chain comes
-	// out clean, so each doctor run verifies only what was appended since.
-	// Witnesses are the fork check's business; not read twice.
-	rep, err := chainverify.VerifyDB(ctx, r.pool, chainverify.DBOptions{})
+	// Incremental with a scrub: VerifyDB resumes every chain after its
+	// stored checkpoint (the last verified head), so each run verifies what
+	// was appended since, and also re-verifies from their genesis the
+	// chains least recently verified in full, up to --scrub-events events:
+	// an edit below a checkpoint is found within --scrub-period. A finding
+	// moves the chain's checkpoint back below it, so later runs find it
+	// again until the chain is repaired. Witnesses are the fork check's
+	// business; not read twice.
+	rep, err := chainverify.VerifyDB(ctx, r.pool, chainverify.DBOptions{
+		SinceCheckpoint: true, ScrubEvents: r.th.ScrubEvents, ScrubMinAge: r.th.ScrubPeriod / 2,
+	})
 	if errors.Is(err, chainverify.ErrNoProvider) {
 		res.fail("%v", err)
 		return
@@ -449,17 +460,38 @@ func checkChain(ctx context.Context, r *run, res *Result) {
 	res.Data["chains"] = len(rep.Chains)
 	res.Data["events_verified"] = rep.Events
 	res.Data["resumed"] = rep.Resumed
+	res.Data["scrubbed_chains"] = rep.Scrubbed
+	res.Data["scrub_events"] = rep.ScrubEvents
+	res.Data["scrub_too_large"] = rep.ScrubTooLarge
+	res.Data["checkpoints_invalidated"] = rep.Invalidated
+	res.Data["last_full_pass"] = nil
+	if rep.LastFullPass != nil {
+		res.Data["last_full_pass"] = rep.LastFullPass.UTC()
+		res.Data["last_full_pass_tenant"] = rep.LastFullPassTenant.String()
+	}
 	findings := make([]map[string]any, 0, len(rep.Findings))
 	for _, f := range rep.Findings {
 		findings = append(findings, map[string]any{"tenant": f.Tenant, "seq": f.Seq, "reason": f.Reason})
 		res.detail("tenant %s: first bad seq %d: %s: %s", r.tenantLabel(ctx, f.Tenant), f.Seq, f.Reason, f.Detail)
 	}
 	res.Data["findings"] = findings
+	for _, id := range rep.ScrubTooLarge {
+		res.detail("tenant %s: its chain is longer than --scrub-events (%d), so the scrub never re-verifies it: raise --scrub-events or run oml chain verify --tenant %s", r.tenantLabel(ctx, id), r.th.ScrubEvents, id)
+	}
 	if len(rep.Findings) > 0 {
 		res.fail("%d chain(s) failed verification: run oml chain verify for the evidence", len(rep.Findings))
 		return
 	}
-	res.Summary = fmt.Sprintf("%d chain(s) intact; %d event(s) verified this run (what was appended since the last verified heads, and the provider chain in full)", len(rep.Chains), rep.Events)
+	pass := "no chain verified in full yet"
+	if rep.LastFullPass != nil {
+		pass = fmt.Sprintf("every event re-verified since %s (%s ago)", stamp(*rep.LastFullPass), ago(r.now(), *rep.LastFullPass).Round(time.Second))
+	}
+	res.Summary = fmt.Sprintf("%d chain(s) intact; %d event(s) verified this run (new events, the provider chain, and %d chain(s) scrubbed from their genesis); %s",
+		len(rep.Chains), rep.Events, rep.Scrubbed, pass)
+	if rep.LastFullPass != nil && ago(r.now(), *rep.LastFullPass) > r.th.ScrubPeriod {
+		res.Status = StatusWarn
+		res.detail("the last full pass over tenant %s is older than --scrub-period (%s): raise --scrub-events, run doctor more often, or run oml chain verify", r.tenantLabel(ctx, *rep.LastFullPassTenant), r.th.ScrubPeriod)
+	}
 }
 
 // ---- Delta tables ----

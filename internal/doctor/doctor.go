@@ -125,6 +125,13 @@ type Thresholds struct {
 	// VacuumWarn: bytes of removed files past the table's retention (vacuum
 	// would delete them) at which a table warns.
 	VacuumWarn int64
+	// ScrubEvents: old events the chain check re-verifies per run, in whole
+	// chains least recently verified in full (0: no scrub). ScrubPeriod:
+	// every event should be re-verified within it; chains become due for
+	// the scrub at half of it, and the check warns when the last full pass
+	// is older than it.
+	ScrubEvents int64
+	ScrubPeriod time.Duration
 }
 
 // DefaultThresholds are the documented defaults (docs/doctor.md).
@@ -138,7 +145,8 @@ func DefaultThresholds() Thresholds {
 		DeadLettersFail: 100,
 		CheckpointWarn:  200, CheckpointFail: 1000,
 		SmallFileSize: 8 << 20, SmallFilesWarn: 1000,
-		VacuumWarn: 1 << 30,
+		VacuumWarn:  1 << 30,
+		ScrubEvents: 20_000, ScrubPeriod: 7 * 24 * time.Hour,
 	}
 }
 
@@ -163,6 +171,9 @@ func (t Thresholds) Validate() error {
 		if p.fail < p.warn {
 			return fmt.Errorf("%s: the fail threshold must be at least the warn threshold", p.name)
 		}
+	}
+	if t.ScrubEvents < 0 || t.ScrubPeriod <= 0 {
+		return errors.New("--scrub-events must not be negative and --scrub-period must be positive")
 	}
 	if t.DeadLettersFail < 1 || t.SmallFilesWarn < 1 || t.SmallFileSize < 1 || t.VacuumWarn < 1 {
 		return errors.New("--dead-letters-fail, --small-files-warn, --small-file-size and --vacuum-warn must be at least 1")

@@ -149,6 +149,9 @@ func decodeItem(it *item, kind Kind, payload string, ev event, body []byte) erro
 		if it.op != journal.OpAppend {
 			return poisonf(seq, "bronze.events rows must be appends, not %q", it.op)
 		}
+		if f := invalidUTF8(ev); f != "" {
+			return poisonf(seq, "journal event %s/%d has a %s that is not valid UTF-8 (a forged journal row; run oml chain verify): it is not written to the lake", ev.tenant, ev.seq, f)
+		}
 		it.row = pq.Row{ev.tenant.String(), ev.seq, ev.eventType, ev.recordedAt, ev.prevHash, ev.hash, ev.sig,
 			ev.keyID, string(ev.payload), seq}
 		return nil

@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
@@ -111,56 +109,4 @@ func oneLine(msg string) string {
 		parts = append(parts, p)
 	}
 	return strings.Join(parts, " ")
-}
-
-// redactErr renders err on one line with any password in dsn masked.
-func redactErr(err error, dsn string) string {
-	msg := oneLine(err.Error())
-	if u, perr := url.Parse(dsn); perr == nil {
-		if u.User != nil {
-			if pw, ok := u.User.Password(); ok && pw != "" {
-				msg = strings.ReplaceAll(msg, pw, "xxxxx")
-			}
-		}
-		if pw := u.Query().Get("password"); pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		}
-	}
-	for _, kv := range strings.Fields(dsn) {
-		if k, v, ok := strings.Cut(kv, "="); ok && k == "password" && v != "" {
-			msg = strings.ReplaceAll(msg, v, "xxxxx")
-		}
-	}
-	return msg
-}
-
-var userinfoPassword = regexp.MustCompile(`://([^:/@]*):[^@]*@`)
-
-// Redact returns dsn with its password masked, safe to print.
-func Redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
-		if u.User != nil {
-			if _, ok := u.User.Password(); ok {
-				u.User = url.UserPassword(u.User.Username(), "xxxxx")
-			}
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	if strings.Contains(dsn, "://") {
-		// Not parseable as a URL (a bad port, say): mask user:password@
-		// by hand rather than echo it.
-		return userinfoPassword.ReplaceAllString(dsn, "://$1:xxxxx@")
-	}
-	fields := strings.Fields(dsn)
-	for i, kv := range fields {
-		if k, _, ok := strings.Cut(kv, "="); ok && k == "password" {
-			fields[i] = "password=xxxxx"
-		}
-	}
-	return strings.Join(fields, " ")
 }

@@ -50,3 +50,32 @@ func TestOneLine_FoldsRepeatedLines(t *testing.T) {
 	require.Equal(t, "failed to connect: 1.2.3.4: refused", got)
 	require.False(t, strings.Contains(got, "\n"))
 }
+
+// Each DSN carries the secret "s3 cr@t" (or a part of it) in a form a naive
+// mask misses: a quoted keyword/value password with a space, spaces around
+// '=', an escaped quote, an unterminated quote, an unescaped '@' in a URL
+// password, a percent-encoded one, an sslpassword.
+func TestRedact_MasksPasswordsInEveryFormLibpqAccepts(t *testing.T) {
+	t.Parallel()
+	for dsn, pieces := range map[string][]string{
+		"host=db password='s3 cr@t' user=alice":          {"s3", "cr@t"},
+		"host=db password = s3cr@t user=alice":           {"s3cr@t"},
+		`host=db password='it\'s s3cr@t' user=alice`:     {"s3cr@t", "it"},
+		"host=db password='s3 cr@t user=alice":           {"s3", "cr@t"},
+		"postgres://alice:s3cr@t@db.example:5432/oml":    {"s3cr@t", "s3cr"},
+		"postgres://alice:s3cr%40t@db.example:5432/oml":  {"s3cr%40t", "s3cr@t"},
+		"postgres://alice@db/oml?sslpassword=s3cr@t":     {"s3cr@t"},
+		"postgres://alice:s3cr@t@db:badport/oml?x=1":     {"s3cr@t", "s3cr"},
+		"host=db sslpassword='s3 cr@t' password=s3cr@t2": {"s3", "cr@t"},
+	} {
+		red := Redact(dsn)
+		msg := redactErr(errors.New("cannot parse "+dsn+": failed"), dsn)
+		for _, p := range pieces {
+			require.NotContains(t, red, p, "Redact(%q) = %q", dsn, red)
+			require.NotContains(t, msg, p, "redactErr for %q = %q", dsn, msg)
+		}
+		require.Contains(t, red, "xxxxx", dsn)
+	}
+	require.Equal(t, "host=db password=xxxxx user=alice", Redact("host=db password='s3 cr@t' user=alice"))
+	require.Equal(t, "postgres://alice:xxxxx@db.example:5432/oml", Redact("postgres://alice:s3cr@t@db.example:5432/oml"))
+}

@@ -41,11 +41,15 @@ const (
 	// (deadletter.abandoned) — a row the journal says will never reach the
 	// lake. It is listed in Report.Accepted, never counted as a finding.
 	AcceptedGap Class = "accepted-gap"
+	// CorruptFile: a table's Delta log (a commit or a checkpoint) or one of
+	// its data files cannot be read as what it claims to be. The lake's
+	// fault: a finding, never a reason not to audit the rest.
+	CorruptFile Class = "corrupt-file"
 )
 
 // Classes lists every class in report order.
 var Classes = []Class{MissingInLake, UnexpectedInLake, DigestMismatch, StateMismatch, DuplicateInLake,
-	DeadLettered, StaleFrontier, ErasedKeyPresent}
+	DeadLettered, StaleFrontier, ErasedKeyPresent, CorruptFile}
 
 // Finding is one discrepancy, with the evidence to confirm it.
 type Finding struct {
@@ -311,6 +315,9 @@ type table struct {
 	st   store.Store
 	snap *delta.Snapshot // nil: no table yet
 	sum  TableSummary
+	// corrupt: the Delta log cannot be read, so the table is not compared
+	// row by row (a corrupt-file finding says why).
+	corrupt bool
 }
 
 func (r *runner) loadTable(ctx context.Context, tenant uuid.UUID, kind lakewriter.Kind, frontier int64) (*table, error) {
@@ -324,6 +331,11 @@ func (r *runner) loadTable(ctx context.Context, tenant uuid.UUID, kind lakewrite
 	snap, err := delta.Load(ctx, st)
 	switch {
 	case errors.Is(err, delta.ErrTableNotFound):
+	case errors.Is(err, delta.ErrCorruptLog):
+		t.corrupt = true
+		r.add(Finding{Class: CorruptFile, Tenant: tenant, Table: string(kind),
+			Detail:   fmt.Sprintf("the Delta log of %s cannot be read: %v; the table was not compared", key.Path(), err),
+			Evidence: map[string]string{"table": key.Path()}})
 	case err != nil:
 		return nil, fmt.Errorf("reconcile: read the Delta log of %s: %w", key.Path(), err)
 	default:
@@ -369,6 +381,12 @@ func (r *runner) scan(ctx context.Context, tenant uuid.UUID, t *table, cols []st
 				}
 				return nil
 			})
+		if errors.Is(err, delta.ErrCorruptData) {
+			r.add(Finding{Class: CorruptFile, Tenant: tenant, Table: string(t.kind),
+				Detail:   fmt.Sprintf("data file %s of %s (version %d) is not a readable Parquet file: %v; its rows are missing from the comparison", f.Path, t.path, t.snap.Version(), err),
+				Evidence: map[string]string{"file": f.Path, "table_version": fmt.Sprint(t.snap.Version()), "size": fmt.Sprint(f.Size)}})
+			continue
+		}
 		if errors.Is(err, store.ErrNotFound) {
 			r.add(Finding{Class: MissingInLake, Tenant: tenant, Table: string(t.kind),
 				Detail:   fmt.Sprintf("data file %s is in the Delta log of %s (version %d) but not in the store: its rows are lost", f.Path, t.path, t.snap.Version()),
@@ -441,23 +459,27 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	if err != nil {
 		return err
 	}
-	it, err := bs.sorted()
-	if err != nil {
-		return err
+	if !bronze.corrupt {
+		it, err := bs.sorted()
+		if err != nil {
+			return err
+		}
+		err = r.mergeBronze(ctx, tx, id, bronze, it, bronzeDL)
+		it.close()
+		if err != nil {
+			return err
+		}
 	}
-	err = r.mergeBronze(ctx, tx, id, bronze, it, bronzeDL)
-	it.close()
-	if err != nil {
-		return err
-	}
-	it, err = ss.sorted()
-	if err != nil {
-		return err
-	}
-	err = r.mergeSilver(ctx, tx, id, silver, it, silverDL)
-	it.close()
-	if err != nil {
-		return err
+	if !silver.corrupt {
+		it, err := ss.sorted()
+		if err != nil {
+			return err
+		}
+		err = r.mergeSilver(ctx, tx, id, silver, it, silverDL)
+		it.close()
+		if err != nil {
+			return err
+		}
 	}
 	if err := r.erasedKeys(ctx, tx, id); err != nil {
 		return err

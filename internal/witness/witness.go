@@ -14,11 +14,14 @@
 // with another hash is itself fork evidence (ErrConflict).
 //
 // Invariants: a published witness is immutable; Newest only returns heads
-// whose signature verifies under a key the caller trusts.
+// whose signature verifies under a key the caller trusts, and reports every
+// newer witness it passed over (an invalid witness never hides a valid
+// older one).
 package witness
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
@@ -28,6 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -179,16 +183,37 @@ func Read(ctx context.Context, st store.Store, key string) (*Head, error) {
 // KeyLookup returns the public key of a key id the caller trusts.
 type KeyLookup func(keyID string) (ed25519.PublicKey, bool)
 
+// InvalidError is a stored witness that cannot be trusted: unreadable, not
+// a signed head, stored under another tenant's or seq's key, signed by a
+// key the caller does not trust, or with a signature that does not verify.
+// It is evidence of tampering with the witness store (or of a writer
+// signing with a key the deployment never issued): a finding, never a
+// reason to trust nothing.
+type InvalidError struct {
+	Key    string    // object key
+	Tenant uuid.UUID // from the object key
+	Seq    int64     // from the object key
+	Reason string    // one sentence
+}
+
+func (e *InvalidError) Error() string { return fmt.Sprintf("witness %s: %s", e.Key, e.Reason) }
+
 // Newest returns, per tenant, the newest witnessed head whose signature
-// verifies under trusted. Witnesses that fail to verify are returned in bad
-// (they are evidence of tampering with the witness store, never silently
-// trusted). tenant limits the listing to one tenant when non-nil.
+// verifies under trusted. A newer witness that does not verify never hides
+// an older one that does (a garbage file at a higher seq would otherwise
+// hide a lost tail): witnesses are read from the highest seq down until
+// one verifies, and every one that did not is returned in bad as an
+// *InvalidError. tenant limits the listing to one tenant when non-nil.
 func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyLookup) (map[uuid.UUID]*Head, []error, error) {
 	prefix := Prefix
 	if tenant != nil {
 		prefix += tenant.String() + "/"
 	}
-	newestKey := map[uuid.UUID]string{}
+	type entry struct {
+		key string
+		seq int64
+	}
+	byTenant := map[uuid.UUID][]entry{}
 	after := ""
 	for {
 		infos, err := st.List(ctx, prefix, after)
@@ -203,41 +228,63 @@ func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyL
 			tid, file, ok := strings.Cut(rest, "/")
 			id, err := uuid.Parse(tid)
 			if !ok || err != nil || !strings.HasSuffix(file, ".json") {
+				continue // not a witness's name: it cannot be picked as one either
+			}
+			seq, err := strconv.ParseInt(strings.TrimSuffix(file, ".json"), 10, 64)
+			if err != nil {
 				continue
 			}
-			if _, err := strconv.ParseInt(strings.TrimSuffix(file, ".json"), 10, 64); err != nil {
-				continue
-			}
-			if info.Key > newestKey[id] {
-				newestKey[id] = info.Key
-			}
+			byTenant[id] = append(byTenant[id], entry{info.Key, seq})
 		}
 		after = infos[len(infos)-1].Key
 	}
 	out := map[uuid.UUID]*Head{}
 	var bad []error
-	for id, key := range newestKey {
-		h, err := Read(ctx, st, key)
-		if err != nil {
-			bad = append(bad, err)
-			continue
+	for id, es := range byTenant {
+		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(b.seq, a.seq) })
+		for _, e := range es {
+			h, reason, err := readTrusted(ctx, st, e.key, id, e.seq, trusted)
+			if err != nil {
+				return nil, nil, err
+			}
+			if reason != "" {
+				bad = append(bad, &InvalidError{Key: e.key, Tenant: id, Seq: e.seq, Reason: reason})
+				continue
+			}
+			out[id] = h
+			break
 		}
-		if h.Tenant != id || Key(h.Tenant, h.Seq) != key {
-			bad = append(bad, fmt.Errorf("witness %s names tenant %s seq %d, not its own key", key, h.Tenant, h.Seq))
-			continue
-		}
-		pub, ok := trusted(h.KeyID)
-		if !ok {
-			bad = append(bad, fmt.Errorf("witness %s is signed by key %s, which the provider chain never issued", key, h.KeyID))
-			continue
-		}
-		if err := h.Verify(pub); err != nil {
-			bad = append(bad, err)
-			continue
-		}
-		out[id] = h
 	}
+	slices.SortFunc(bad, func(a, b error) int { return strings.Compare(a.(*InvalidError).Key, b.(*InvalidError).Key) })
 	return out, bad, nil
+}
+
+// readTrusted reads the witness at key and checks it against its own key
+// and trusted. reason is why it cannot be trusted ("" when it can); err is
+// for a store that could not be read at all.
+func readTrusted(ctx context.Context, st store.Store, key string, id uuid.UUID, seq int64, trusted KeyLookup) (*Head, string, error) {
+	data, err := st.Get(ctx, key)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, "listed but gone when read", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read witness %s from %s: %w", key, st, err)
+	}
+	var h Head
+	if err := json.Unmarshal(data, &h); err != nil {
+		return nil, fmt.Sprintf("not a signed head (%v)", err), nil
+	}
+	if h.Tenant != id || h.Seq != seq || Key(h.Tenant, h.Seq) != key {
+		return nil, fmt.Sprintf("names tenant %s seq %d, not its own key", h.Tenant, h.Seq), nil
+	}
+	pub, ok := trusted(h.KeyID)
+	if !ok {
+		return nil, fmt.Sprintf("signed by key %q, which the verified provider chain never issued", h.KeyID), nil
+	}
+	if err := h.Verify(pub); err != nil {
+		return nil, fmt.Sprintf("the signature does not verify under key %s", h.KeyID), nil
+	}
+	return &h, "", nil
 }
 
 // SameHash reports whether h witnesses hash.

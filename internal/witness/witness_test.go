@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
+	"encoding/json"
 	"testing"
 	"time"
 
@@ -182,4 +183,37 @@ func TestCheckExtends_RefusesAHeadThatDoesNotExtendAnEarlierWitness(t *testing.T
 	_, err = witness.Publish(ctx, st, head(t, other, a, 40, 3))
 	require.NoError(t, err)
 	require.NoError(t, witness.CheckExtends(ctx, st, head(t, k, a, 30, 7), trust(k), contains, excused))
+}
+
+func TestNewest_InvalidNewerWitnessesDoNotHideAnOlderValidOne(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.NewMem()
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	other, err := keys.Generate()
+	require.NoError(t, err)
+	a := uuid.New()
+	for _, h := range []*witness.Head{head(t, k, a, 5, 1), head(t, k, a, 9, 2), head(t, other, a, 12, 3)} {
+		_, err := witness.Publish(ctx, st, h)
+		require.NoError(t, err)
+	}
+	require.NoError(t, st.PutIfAbsent(ctx, witness.Key(a, 20), []byte("{garbage")))
+	moved := head(t, k, a, 3, 4) // a valid head stored under another seq's key
+	data, err := json.Marshal(moved)
+	require.NoError(t, err)
+	require.NoError(t, st.PutIfAbsent(ctx, witness.Key(a, 15), data))
+
+	newest, bad, err := witness.Newest(ctx, st, nil, trust(k))
+	require.NoError(t, err)
+	require.EqualValues(t, 9, newest[a].Seq, "the newest valid witness is seq 9")
+	require.Len(t, bad, 3)
+	var seqs []int64
+	for _, e := range bad {
+		var inv *witness.InvalidError
+		require.ErrorAs(t, e, &inv)
+		require.Equal(t, a, inv.Tenant)
+		seqs = append(seqs, inv.Seq)
+	}
+	require.Equal(t, []int64{12, 15, 20}, seqs)
 }

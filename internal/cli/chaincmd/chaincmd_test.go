@@ -47,7 +47,11 @@ func TestNewCmdVerify_Flags(t *testing.T) {
 		{args: "--tenant acme --from 12", want: chaincmd.VerifyOptions{Tenant: "acme", From: 12}},
 		{args: "--tenant acme --from 12 --from-hash zz", wantErr: "64 hex characters"},
 		{args: "--tenant acme --from-hash " + hash, wantErr: "--from-hash needs --from"},
-		{args: "--tenant acme --from 12 --from-hash " + hash + " --full", wantErr: "contradict"},
+		{args: "--tenant acme --from 12 --from-hash " + hash + " --since-checkpoint", wantErr: "contradict"},
+		// --full is a no-op kept for compatibility: every chain is verified in full by default.
+		{args: "--tenant acme --from 12 --from-hash " + hash + " --full", want: chaincmd.VerifyOptions{Tenant: "acme", From: 12, FromHash: hash, Full: true}},
+		{args: "--since-checkpoint", want: chaincmd.VerifyOptions{SinceCheckpoint: true}},
+		{args: "--since-checkpoint --strict", wantErr: "cannot be combined"},
 		{args: "extra", wantErr: "unknown command"},
 	}
 	for _, tc := range cases {
@@ -260,4 +264,61 @@ func TestChainVerify_ProgressBarOnlyOnAStderrTerminal(t *testing.T) {
 		require.Equal(t, tty, strings.Contains(errOut.String(), "\r\x1b[K"), "%q", errOut.String())
 		require.Contains(t, errOut.String(), "verified 3 chains")
 	}
+}
+
+// An edit of an old event after a clean run is found by the next plain
+// `oml chain verify` and by the one after it; --since-checkpoint finds it
+// too once a run has found it (the checkpoint moved back below it).
+func TestChainVerify_OldEventEditedAfterACleanRun_FoundByTheNextPlainRunsAndTheFastPath(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	code, _, stderr := e.run(t, "chain", "verify")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+
+	e.exec(t, `ALTER TABLE oml.journal DISABLE TRIGGER USER`)
+	e.exec(t, `UPDATE oml.journal SET payload = set_byte(payload, 5, get_byte(payload, 5) # 1) WHERE tenant_id = $1 AND seq = 3`, e.acme)
+	e.exec(t, `ALTER TABLE oml.journal ENABLE TRIGGER USER`)
+
+	for _, args := range [][]string{{"chain", "verify"}, {"chain", "verify"}, {"chain", "verify", "--since-checkpoint"}, {"chain", "verify", "--full"}} {
+		code, out, stderr := e.run(t, args...)
+		require.Equal(t, cliutil.ExitFindings, code, "%v: %s", args, stderr)
+		require.Contains(t, out, "\tacme\t3\thash-mismatch\t", "%v", args)
+	}
+}
+
+// A garbage witness at a higher seq is a finding of its own and does not
+// hide the older valid witness, and with it the lost tail.
+func TestChainVerify_GarbageWitnessIsAFindingAndDoesNotHideALostTail(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	ctx := context.Background()
+	code, _, stderr := e.run(t, "chain", "witness")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	st, err := store.Open(ctx, e.lake)
+	require.NoError(t, err)
+	require.NoError(t, st.PutIfAbsent(ctx, witness.Key(e.acme, 99), []byte("garbage")))
+	e.exec(t, `ALTER TABLE oml.journal DISABLE TRIGGER USER`)
+	e.exec(t, `DELETE FROM oml.journal WHERE tenant_id = $1 AND seq > 7`, e.acme)
+	e.exec(t, `ALTER TABLE oml.journal ENABLE TRIGGER USER`)
+	e.exec(t, `UPDATE oml.chain_heads h SET seq = 7, hash = j.hash FROM oml.journal j
+WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 7`, e.acme)
+	// No checkpoint to fall back on: only the witness knows about seq 10.
+	e.exec(t, `DELETE FROM oml.chain_checkpoints`)
+
+	code, out, stderr := e.run(t, "chain", "verify", "-o", "json", "--no-checkpoint")
+	require.Equal(t, cliutil.ExitFindings, code, stderr)
+	var doc struct {
+		Findings []struct {
+			Tenant uuid.UUID `json:"tenant"`
+			Seq    int64     `json:"seq"`
+			Reason string    `json:"reason"`
+		} `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.Len(t, doc.Findings, 2, out)
+	require.Equal(t, e.acme, doc.Findings[0].Tenant)
+	require.Equal(t, "tail-lost", doc.Findings[0].Reason)
+	require.EqualValues(t, 8, doc.Findings[0].Seq)
+	require.Equal(t, "bad-witness", doc.Findings[1].Reason)
+	require.EqualValues(t, 99, doc.Findings[1].Seq)
 }

@@ -1,10 +1,13 @@
 package chaincmd
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,13 +25,14 @@ import (
 type VerifyOptions struct {
 	F *cliutil.Factory
 
-	Tenant       string
-	From         int64
-	FromHash     string
-	Full         bool
-	Strict       bool
-	NoCheckpoint bool
-	RootKeyID    string
+	Tenant          string
+	From            int64
+	FromHash        string
+	Full            bool
+	SinceCheckpoint bool
+	Strict          bool
+	NoCheckpoint    bool
+	RootKeyID       string
 	// Bundle verifies an exported bundle file instead of the database.
 	Bundle string
 }
@@ -50,14 +54,24 @@ each tenant's genesis references the provider tenant.created that created it
 (by seq and hash); and check oml.chain_heads agrees with the last event.
 Stored checkpoints and the heads witnessed in the lake (when --lake is set)
 are compared with the journal: a journal that no longer reaches one lost its
-tail (tail-lost), one holding another hash there forked (fork).
+tail (tail-lost), one holding another hash there forked (fork). A witness
+that cannot be trusted (garbage, a bad signature, a key the verified
+provider chain never issued) is itself a finding (bad-witness); older valid
+witnesses are still compared.
 
 Each broken chain is reported once, at its first bad event, with one of the
 reasons: hash-mismatch, broken-link, seq-gap, bad-signature, unknown-key,
-bad-genesis, head-mismatch, tail-lost, fork.
+bad-genesis, bad-payload, head-mismatch, tail-lost, fork, bad-witness.
 
-A clean chain's verified head is stored as a checkpoint (oml.chain_checkpoints)
-so the next run checks only what is new; --full starts from every genesis.
+By default every chain is verified from its genesis, so an event edited
+after an earlier clean run is found. A clean chain's verified head is stored
+as a checkpoint (oml.chain_checkpoints); --since-checkpoint is the fast path
+that resumes each chain after its checkpoint and reads only what is new (it
+cannot see an edit below a checkpoint: oml doctor's scrub and a plain verify
+can). A finding moves a checkpoint at or above it back below it, so every
+later run, --since-checkpoint and oml doctor included, finds it again until
+the chain is repaired. --full is accepted for compatibility and does nothing
+(verifying everything is the default).
 --from SEQ --from-hash HEX resumes one tenant from a head you trust (one you
 wrote down); --from SEQ alone takes the hash from the head witnessed at that
 seq in the lake (oml chain head shows witnessed seqs). Signatures are checked on every core;
@@ -66,7 +80,8 @@ crypto/ed25519 (see docs/chain-verify.md, "Signatures oml accepts").
 
 Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
 		Example: `  oml chain verify
-  oml chain verify --tenant acme --full -o json
+  oml chain verify --tenant acme -o json
+  oml chain verify --since-checkpoint
   oml chain verify --tenant acme --from 1200 --from-hash 3b1f...`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -85,16 +100,19 @@ Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
 				}
 			}
 			if opts.Bundle != "" {
-				if opts.Tenant != "" || opts.From > 0 || opts.NoCheckpoint {
-					return cliutil.FlagErrorf("--bundle verifies the file alone: drop --tenant, --from and --no-checkpoint")
+				if opts.Tenant != "" || opts.From > 0 || opts.NoCheckpoint || opts.SinceCheckpoint {
+					return cliutil.FlagErrorf("--bundle verifies the file alone: drop --tenant, --from, --since-checkpoint and --no-checkpoint")
 				}
 				if runF != nil {
 					return runF(cmd.Context(), opts)
 				}
 				return verifyBundleRun(cmd.Context(), opts)
 			}
-			if opts.From > 0 && opts.Full {
-				return cliutil.FlagErrorf("--from and --full contradict each other: pick one")
+			if opts.From > 0 && opts.SinceCheckpoint {
+				return cliutil.FlagErrorf("--from and --since-checkpoint contradict each other: pick one")
+			}
+			if opts.Strict && opts.SinceCheckpoint {
+				return cliutil.FlagErrorf("--strict verifies every chain from its genesis; it cannot be combined with --since-checkpoint")
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -106,8 +124,9 @@ Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
 	fl.StringVar(&opts.Tenant, "tenant", "", "verify only this tenant (name or id; the provider chain is always verified)")
 	fl.Int64Var(&opts.From, "from", 0, "with --tenant: resume after this trusted seq instead of the genesis or the checkpoint")
 	fl.StringVar(&opts.FromHash, "from-hash", "", "the trusted hash of the --from event (64 hex characters)")
-	fl.BoolVar(&opts.Full, "full", false, "ignore checkpoints and verify every chain from its genesis")
-	fl.BoolVar(&opts.Strict, "strict", false, "verify each signature alone with crypto/ed25519 (slower; implies --full)")
+	fl.BoolVar(&opts.SinceCheckpoint, "since-checkpoint", false, "fast path: resume each chain after its stored checkpoint and verify only what is new")
+	fl.BoolVar(&opts.Full, "full", false, "no-op, kept for compatibility: every chain is verified from its genesis by default")
+	fl.BoolVar(&opts.Strict, "strict", false, "verify each signature alone with crypto/ed25519 (slower; always from every genesis)")
 	fl.BoolVar(&opts.NoCheckpoint, "no-checkpoint", false, "do not store verified heads in oml.chain_checkpoints")
 	fl.StringVar(&opts.RootKeyID, "root-key-id", "", "the deployment root key id to trust (refuses a provider chain rooted in another key)")
 	fl.StringVar(&opts.Bundle, "bundle", "", "verify this bundle file (from oml chain export) with no database and no lake")
@@ -124,6 +143,7 @@ type verifyJSON struct {
 	ElapsedSeconds float64               `json:"elapsed_seconds"`
 	SignatureRule  string                `json:"signature_rule"`
 	Checkpoints    int                   `json:"checkpoints_stored"`
+	Invalidated    int                   `json:"checkpoints_invalidated"`
 	Witnesses      witnessCheckJSON      `json:"witnesses"`
 	// AcceptedForks lists the forks and lost tails a chain.fork_accepted
 	// accepted: listed for ever, never failing.
@@ -151,7 +171,7 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 		return err
 	}
 	dbo := chainverify.DBOptions{
-		Full: opts.Full, Strict: opts.Strict, NoCheckpoint: opts.NoCheckpoint, RootKeyID: opts.RootKeyID,
+		SinceCheckpoint: opts.SinceCheckpoint, Strict: opts.Strict, NoCheckpoint: opts.NoCheckpoint, RootKeyID: opts.RootKeyID,
 	}
 	if opts.Tenant != "" {
 		id, err := resolveTenant(ctx, pool, opts.Tenant)
@@ -171,6 +191,7 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 	}
 
 	wj := witnessCheckJSON{Problems: []string{}}
+	var witnessFindings []chainverify.Finding
 	st, err := openLake(ctx, f)
 	if err != nil {
 		return err
@@ -197,6 +218,7 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 			wj.Problems = append(wj.Problems, "bronze table not compared: "+e.Error())
 		}
 		acceptedForks = fc.Accepted
+		witnessFindings = chainverify.InvalidWitnessFindings(fc.Untrusted)
 		dbo.Witnessed = func(id uuid.UUID) (chainverify.Head, bool) {
 			h, ok := newest[id]
 			if !ok {
@@ -235,11 +257,20 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	if len(witnessFindings) > 0 {
+		rep.Findings = append(rep.Findings, witnessFindings...)
+		slices.SortStableFunc(rep.Findings, func(a, b chainverify.Finding) int {
+			if c := bytes.Compare(a.Tenant[:], b.Tenant[:]); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.Seq, b.Seq)
+		})
+	}
 
 	if format == cliutil.FormatJSON {
 		doc := verifyJSON{OK: len(rep.Findings) == 0, Findings: rep.Findings, Events: rep.Events,
 			Resumed: rep.Resumed, ElapsedSeconds: rep.Elapsed.Seconds(), SignatureRule: rep.Rule, Witnesses: wj,
-			Checkpoints: rep.Checkpoints, AcceptedForks: acceptedForks,
+			Checkpoints: rep.Checkpoints, Invalidated: rep.Invalidated, AcceptedForks: acceptedForks,
 			Chains: make([]chainJSON, 0, len(rep.Chains))}
 		if doc.AcceptedForks == nil {
 			doc.AcceptedForks = []chainverify.AcceptedFinding{}
@@ -287,8 +318,11 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 			fmt.Fprintln(io.ErrOut, "oml: note: no lake configured (--lake or OML_LAKE_URL): heads were checked against checkpoints only, not against witnessed heads")
 		}
 		rate := float64(rep.Events) / max(rep.Elapsed.Seconds(), 1e-9)
-		fmt.Fprintf(io.ErrOut, "verified %d chains (%d resumed from checkpoints, %d checkpoints stored), %d events in %s (%.0f events/s), signature rule %s\n",
-			len(rep.Chains), rep.Resumed, rep.Checkpoints, rep.Events, rep.Elapsed.Round(time.Millisecond), rate, rep.Rule)
+		fmt.Fprintf(io.ErrOut, "verified %d chains (%d resumed from checkpoints, %d checkpoints stored, %d moved back below a finding), %d events in %s (%.0f events/s), signature rule %s\n",
+			len(rep.Chains), rep.Resumed, rep.Checkpoints, rep.Invalidated, rep.Events, rep.Elapsed.Round(time.Millisecond), rate, rep.Rule)
+		if rep.Resumed > 0 {
+			fmt.Fprintln(io.ErrOut, "oml: note: --since-checkpoint: events below the checkpoints were not re-read; a plain oml chain verify checks every event")
+		}
 	}
 	if n := len(rep.Findings); n > 0 {
 		if format == cliutil.FormatJSON {

@@ -476,7 +476,7 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 			default:
 				line = fmt.Sprintf("Dead letter %d was NOT re-enqueued: %s", r.ID, r.Error)
 			}
-			fmt.Fprintln(f.IO.Out, line)
+			fmt.Fprintln(f.IO.Out, cliutil.Sanitize(line)) // By and Error are untrusted text
 		}
 		if done > 0 {
 			fmt.Fprintln(f.IO.Out, "Run oml lake drain to apply the re-enqueued rows.")

@@ -264,3 +264,25 @@ func TestReenqueueAll_ConfirmsOnATerminal(t *testing.T) {
 	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
 	require.Zero(t, open)
 }
+
+// An artifact id (and an error text) holding terminal escape sequences,
+// as the application role can write them, is printed escaped by list and
+// show, never sent raw to the terminal.
+func TestDeadletterListAndShow_EscapeTerminalSequencesInArtifactID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := setup(t)
+	evil := "art\x1b]0;pwned\x07\x1b[2J\u202e"
+	var id int64
+	require.NoError(t, e.pool.QueryRow(ctx, `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, version,
+  payload, attempts, first_failed_at, last_failed_at, error, skipped_seq)
+VALUES (999, $1, 1, 'silver.claims', 'materialize', $2, 1, '{}', 1, now(), now(), $3, 1) RETURNING id`,
+		e.acme, evil, "boom\x1b[31m red").Scan(&id))
+	for _, args := range [][]string{{"deadletter", "list"}, {"deadletter", "show", fmt.Sprint(id)}} {
+		code, out, stderr := e.run(t, args...)
+		require.Equal(t, cliutil.ExitOK, code, stderr)
+		require.NotContains(t, out, "\x1b", "%v printed a raw escape", args)
+		require.NotContains(t, out, "\u202e", "%v printed a raw bidi override", args)
+		require.Contains(t, out, `art\x1b]0;pwned\x07\x1b[2J\u202e`, "%v", args)
+	}
+}

@@ -190,3 +190,18 @@ func TestInspectFiles(t *testing.T) {
 	r = run(t, env, "lake", "inspect", "t1/bronze/events", "-o", "json")
 	require.NotContains(t, r.stdout, `"files"`)
 }
+
+// 106752 days does not fit in a time.Duration: it used to wrap to a
+// negative retention (every removed file "expired"). It is a usage error.
+func TestVacuum_RetainTooLongForADurationIsAUsageError(t *testing.T) {
+	t.Parallel()
+	lake := "file://" + t.TempDir()
+	for _, retain := range []string{"106752d", "99999999999999999999d", "9223372036854775807d"} {
+		r := run(t, nil, "lake", "vacuum", "--lake", lake, "--tenant", "00000000-0000-0000-0000-000000000001", "--retain", retain, "--dry-run")
+		require.Equal(t, cliutil.ExitUsage, r.code, "%s: %s", retain, r.stderr)
+		require.Contains(t, r.stderr, "longer than the longest retention", retain)
+	}
+	r := run(t, nil, "lake", "vacuum", "--lake", lake, "--retain", "-1d", "--dry-run")
+	require.Equal(t, cliutil.ExitUsage, r.code)
+	require.Contains(t, r.stderr, "not a number of days")
+}

@@ -2,7 +2,10 @@ package lakecmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -250,13 +253,21 @@ func outcome(r maintain.Report, t maintain.Task) string {
 	return ""
 }
 
+// maxRetentionDays is the most whole days a time.Duration holds.
+const maxRetentionDays = int64(math.MaxInt64 / int64(24*time.Hour))
+
 // parseRetention accepts 7d, 36h, 90m or any Go duration.
 func parseRetention(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if d, ok := strings.CutSuffix(s, "d"); ok {
-		var n int64
-		if _, err := fmt.Sscan(d, &n); err != nil || n < 0 {
+		n, err := strconv.ParseInt(d, 10, 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) || n < 0 {
 			return 0, fmt.Errorf("%q is not a number of days", s)
+		}
+		// A Duration holds at most ~292 years; more would wrap negative
+		// (106752d became a retention in the past, deleting everything).
+		if errors.Is(err, strconv.ErrRange) || n > maxRetentionDays {
+			return 0, fmt.Errorf("%q is longer than the longest retention oml can hold (%dd)", s, maxRetentionDays)
 		}
 		return time.Duration(n) * 24 * time.Hour, nil
 	}

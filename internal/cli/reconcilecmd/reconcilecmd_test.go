@@ -3,6 +3,8 @@ package reconcilecmd_test
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -156,4 +158,39 @@ SELECT tenant_id, artifact_id, '\x0000000000000000000000000000000000000000000000
 	code, _, stderr = e.run(t, map[string]string{"OML_DATABASE_URL": "postgres://u:secret@127.0.0.1:1/x?connect_timeout=2", "OML_LAKE_URL": e.lake}, "reconcile")
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.NotContains(t, stderr, "secret")
+}
+
+// A corrupt lake file is the lake's fault: a corrupt-file finding (exit 1)
+// naming the table, not a connection or configuration error (exit 2). A
+// garbage commit file leaves the table uncompared; a garbage data file is
+// named and the rest is still compared.
+func TestReconcile_CorruptLakeFileIsAFindingExit1(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	code, _, stderr := e.run(t, nil, "lake", "drain", "--once", "--log-level", "error")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	root := strings.TrimPrefix(e.lake, "file://")
+
+	// A data file of silver overwritten with garbage.
+	data, err := filepath.Glob(filepath.Join(root, e.acme.String(), "silver", "claims", "*.parquet"))
+	require.NoError(t, err)
+	require.NotEmpty(t, data)
+	require.NoError(t, os.WriteFile(data[0], []byte("PAR1 not really a parquet file PAR1"), 0o644))
+	code, out, stderr := e.run(t, nil, "reconcile")
+	require.Equal(t, cliutil.ExitFindings, code, stderr)
+	require.Contains(t, out, "corrupt-file\tacme\tsilver.claims\t")
+	require.Contains(t, stderr, "corrupt-file")
+
+	// A commit of bronze overwritten with garbage.
+	logs, err := filepath.Glob(filepath.Join(root, e.acme.String(), "bronze", "events", "_delta_log", "*.json"))
+	require.NoError(t, err)
+	require.NotEmpty(t, logs)
+	require.NoError(t, os.WriteFile(logs[len(logs)-1], []byte("{garbage\n"), 0o644))
+	code, out, stderr = e.run(t, nil, "reconcile", "-o", "json")
+	require.Equal(t, cliutil.ExitFindings, code, stderr)
+	var doc struct {
+		Counts map[string]int64 `json:"counts"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	require.EqualValues(t, 2, doc.Counts["corrupt-file"], out)
 }

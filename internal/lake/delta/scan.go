@@ -235,18 +235,19 @@ func (s *Snapshot) scanFile(ctx context.Context, st store.Store, add *Add, cols 
 	if err != nil {
 		return err
 	}
-	obj, err := st.Open(ctx, key)
+	raw, err := st.Open(ctx, key)
 	if err != nil {
 		return err
 	}
-	defer obj.Close()
+	defer raw.Close()
+	obj := &readRecorder{Object: raw}
 	f, err := pq.Open(obj, obj.Size())
 	if err != nil {
-		return err
+		return obj.classify(err)
 	}
 	rows, err := f.RowsFor(want)
 	if err != nil {
-		return err
+		return obj.classify(err)
 	}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -257,7 +258,7 @@ func (s *Snapshot) scanFile(ctx context.Context, st store.Store, add *Add, cols 
 			return nil
 		}
 		if err != nil {
-			return err
+			return obj.classify(err)
 		}
 		out := make([]pq.Row, len(phys))
 		for r, pr := range phys {
@@ -365,4 +366,33 @@ func javaFloat(f float64, bits int) string {
 		s += ".0"
 	}
 	return s
+}
+
+// ErrCorruptData marks a data file whose bytes were read without error but
+// do not decode as the Parquet file the log says it is: the file's fault
+// (a finding), not the store's (an outage to retry).
+var ErrCorruptData = errors.New("corrupt Parquet data file")
+
+// readRecorder remembers whether reading the object itself failed, so a
+// decode error can be told from a store error.
+type readRecorder struct {
+	store.Object
+	readErr bool
+}
+
+func (r *readRecorder) ReadAt(p []byte, off int64) (int, error) {
+	n, err := r.Object.ReadAt(p, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		r.readErr = true
+	}
+	return n, err
+}
+
+// classify wraps a Parquet error as ErrCorruptData unless the store failed
+// underneath it.
+func (r *readRecorder) classify(err error) error {
+	if r.readErr || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%w: %v", ErrCorruptData, err)
 }

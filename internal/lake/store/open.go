@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -19,33 +20,58 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 	}
 	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("lake URL %q cannot be parsed (%v): use file:///abs/path or s3://bucket/prefix", rawURL, err)
+		// Not echoed: an unparseable URL may carry a secret anywhere.
+		why := err
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			why = ue.Err
+		}
+		return nil, fmt.Errorf("the lake URL cannot be parsed (%v): use file:///abs/path or s3://bucket/prefix", why)
 	}
 	switch u.Scheme {
 	case "file":
 		if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
-			return nil, fmt.Errorf("lake URL %q is not an absolute file URL: write file:///abs/path (three slashes)", rawURL)
+			return nil, fmt.Errorf("lake URL %q is not an absolute file URL: write file:///abs/path (three slashes)", redactURL(u))
 		}
 		if u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("lake URL %q: a file URL takes no query or fragment", rawURL)
+			return nil, fmt.Errorf("lake URL %q: a file URL takes no query or fragment", redactURL(u))
 		}
 		return NewFile(u.Path)
 	case "s3":
 		if u.Host == "" {
-			return nil, fmt.Errorf("lake URL %q names no bucket: write s3://bucket/prefix", rawURL)
+			return nil, fmt.Errorf("lake URL %q names no bucket: write s3://bucket/prefix", redactURL(u))
 		}
 		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			return nil, fmt.Errorf("lake URL %q: an s3 URL takes no user, query or fragment; credentials come from the AWS environment", redactURL(u))
 		}
 		return OpenS3(ctx, S3Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")})
 	case "":
-		return nil, fmt.Errorf("lake URL %q has no scheme: use file:///abs/path or s3://bucket/prefix", rawURL)
+		return nil, fmt.Errorf("lake URL %q has no scheme: use file:///abs/path or s3://bucket/prefix", redactURL(u))
 	default:
 		return nil, fmt.Errorf("lake URL %q has unsupported scheme %q: use file:///abs/path or s3://bucket/prefix", redactURL(u), u.Scheme)
 	}
 }
 
-func redactURL(u *url.URL) string { return u.Redacted() }
+// redactURL is u safe to print: the whole userinfo and the whole query
+// (an s3 URL's query may carry a presigned credential, a token or a
+// signature, in any parameter) and the fragment are masked, never partly
+// shown.
+func redactURL(u *url.URL) string {
+	c := *u
+	if c.User != nil {
+		c.User = url.User("xxxxx")
+	}
+	if c.RawQuery != "" || c.ForceQuery {
+		c.RawQuery, c.ForceQuery = "xxxxx", false
+	}
+	if c.Fragment != "" {
+		c.Fragment, c.RawFragment = "xxxxx", ""
+	}
+	if c.Opaque != "" {
+		c.Opaque = "xxxxx"
+	}
+	return c.String()
+}
 
 // Sub returns a Store whose keys live under prefix in s ("tenant/bronze/events"
 // makes key "_delta_log/0.json" land at "tenant/bronze/events/_delta_log/0.json").

@@ -76,3 +76,28 @@ func TestSubRefusesInvalidPrefix(t *testing.T) {
 	require.NoError(t, err)
 	require.Same(t, m, same.(*store.Mem))
 }
+
+// Whatever a bad lake URL carries in its userinfo, query or fragment (an
+// s3 URL pasted with a presigned query, a token) is masked in the error,
+// never partly printed.
+func TestOpen_BadLakeURLErrorsMaskUserinfoQueryAndFragmentFully(t *testing.T) {
+	t.Parallel()
+	for _, u := range []string{
+		"s3://bucket/x?X-Amz-Credential=AKIASECRET&X-Amz-Signature=sekrit",
+		"s3://bucket/x?token=sekrit#frag-sekrit",
+		"s3://AKIASECRET:sekrit@bucket/x",
+		"file:///abs?token=sekrit",
+		"file://AKIASECRET:sekrit@host/abs",
+		"s3://bucket/x?token=sek%zzrit",
+		"s3://AKIASECRET:sek rit@bu cket/%zz?token=sekrit",
+		"gs://AKIASECRET:sekrit@bucket/x?token=sekrit",
+		"s3:///prefix?token=sekrit",
+		"file:sekrit",
+	} {
+		_, err := store.Open(context.Background(), u)
+		require.Error(t, err, u)
+		for _, secret := range []string{"sekrit", "AKIASECRET", "sek"} {
+			require.NotContains(t, err.Error(), secret, "%s: %v", u, err)
+		}
+	}
+}

@@ -121,9 +121,15 @@ func Export(ctx context.Context, pool *pgxpool.Pool, w io.Writer, opts ExportOpt
 }
 
 // witnesses copies every signed head of tenant from the lake, as stored
-// (the verifier judges each; an unreadable one is copied as garbage so the
-// verdict says so rather than the export hiding it).
+// (the verifier judges each; an unreadable one is copied as an empty head so
+// the verdict says so rather than the export hiding it).
 func witnesses(ctx context.Context, st store.Store, tenant uuid.UUID, bw *Writer) error {
+	return eachWitness(ctx, st, tenant, bw.Witness)
+}
+
+// eachWitness calls fn for every signed head of tenant in the lake, in key
+// (seq) order.
+func eachWitness(ctx context.Context, st store.Store, tenant uuid.UUID, fn func(source string, h *witness.Head) error) error {
 	prefix := witness.Prefix + tenant.String() + "/"
 	after := ""
 	for {
@@ -143,16 +149,13 @@ func witnesses(ctx context.Context, st store.Store, tenant uuid.UUID, bw *Writer
 				continue
 			}
 			h, err := witness.Read(ctx, st, info.Key)
-			if err != nil {
-				h = nil
-			}
-			if h == nil {
-				if err := bw.Witness("lake (unreadable: "+info.Key+")", &witness.Head{Tenant: tenant}); err != nil {
+			if err != nil || h == nil {
+				if err := fn("lake (unreadable: "+info.Key+")", &witness.Head{Tenant: tenant}); err != nil {
 					return err
 				}
 				continue
 			}
-			if err := bw.Witness("lake", h); err != nil {
+			if err := fn("lake", h); err != nil {
 				return err
 			}
 		}

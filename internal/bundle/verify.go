@@ -168,10 +168,51 @@ func VerifyFile(ctx context.Context, path string, opts VerifyOptions) (*Result, 
 	if tr == nil {
 		return nil, fmt.Errorf("%w: no trailer: the file was cut short", ErrMalformed)
 	}
-	res := &Result{Header: h, Trailer: *tr, RootPinned: opts.RootKeyID != "", Findings: []chainverify.Finding{}, Witnesses: []WitnessResult{}}
+	// Pass 2: every event through the verifier.
+	f, err = os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var srcErr error
+	events := iter.Seq2[*chainverify.Event, error](func(yield func(*chainverify.Event, error) bool) {
+		_, _, _, err := scan(f, func(l EventLine) bool {
+			ev, err := l.Row()
+			if err != nil {
+				srcErr = fmt.Errorf("%w: %v", ErrMalformed, err)
+				return false
+			}
+			return yield(ev, nil)
+		})
+		if err != nil && srcErr == nil {
+			srcErr = err
+		}
+	})
+	res, counts, err := verifyStream(ctx, h, events, wls, opts)
+	if srcErr != nil {
+		return nil, srcErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Trailer = *tr
+	if counts.provider != tr.ProviderEvents || counts.tenant != tr.Events || len(wls) != tr.Witnesses {
+		return nil, fmt.Errorf("%w: the trailer says %d provider event(s), %d event(s) and %d signed head(s), the file holds %d, %d and %d: it was cut or spliced",
+			ErrMalformed, tr.ProviderEvents, tr.Events, tr.Witnesses, counts.provider, counts.tenant, len(wls))
+	}
+	return res, nil
+}
 
-	// Pass 2: every event through the verifier; collect the keys the
-	// provider chain issues and the tenant's hashes at witnessed seqs.
+type streamCounts struct{ provider, tenant int64 }
+
+// verifyStream checks one tenant's chain (after the provider chain) from
+// events, and the signed heads wls against it: the core of VerifyFile and
+// VerifyBronze.
+func verifyStream(ctx context.Context, h Header, src iter.Seq2[*chainverify.Event, error], wls []WitnessLine, opts VerifyOptions) (*Result, streamCounts, error) {
+	res := &Result{Header: h, RootPinned: opts.RootKeyID != "", Findings: []chainverify.Finding{}, Witnesses: []WitnessResult{}}
+	var counts streamCounts
+	// Collect, on the way, the keys the provider chain issues and the
+	// tenant's hashes at witnessed seqs.
 	bySeq := map[int64][]int{}
 	for i, w := range wls {
 		if w.Head != nil {
@@ -184,32 +225,25 @@ func VerifyFile(ctx context.Context, path string, opts VerifyOptions) (*Result, 
 		seq int64
 	}
 	keys := map[string]issued{}
-	var providerEvents, tenantEvents int64
 	var lastTenantSeq int64
 	var srcErr error
-	f, err = os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
 	events := iter.Seq2[*chainverify.Event, error](func(yield func(*chainverify.Event, error) bool) {
-		_, _, _, err := scan(f, func(l EventLine) bool {
-			ev, err := l.Row()
+		for ev, err := range src {
 			if err != nil {
-				srcErr = fmt.Errorf("%w: %v", ErrMalformed, err)
-				return false
+				yield(nil, err)
+				return
 			}
 			if ev.Tenant == chainverify.ProviderTenant && h.Tenant != chainverify.ProviderTenant {
-				providerEvents++
+				counts.provider++
 			} else if ev.Tenant == h.Tenant {
-				tenantEvents++
+				counts.tenant++
 				lastTenantSeq = ev.Seq
 				if _, ok := bySeq[ev.Seq]; ok {
 					hashAt[ev.Seq] = append([]byte(nil), ev.Hash...)
 				}
 			} else {
-				srcErr = fmt.Errorf("%w: an event of tenant %s in a bundle of %s", ErrMalformed, ev.Tenant, h.Tenant)
-				return false
+				srcErr = fmt.Errorf("%w: an event of tenant %s among those of %s", ErrMalformed, ev.Tenant, h.Tenant)
+				return
 			}
 			if ev.Tenant == chainverify.ProviderTenant && ev.EventType == string(journal.TypeKeyIssued) {
 				if p, err := journal.Decode(journal.TypeKeyIssued, ev.Payload); err == nil {
@@ -219,17 +253,16 @@ func VerifyFile(ctx context.Context, path string, opts VerifyOptions) (*Result, 
 					}
 				}
 			}
-			return yield(ev, nil)
-		})
-		if err != nil && srcErr == nil {
-			srcErr = err
+			if !yield(ev, nil) {
+				return
+			}
 		}
 	})
 	vopts := chainverify.Options{RootKeyID: opts.RootKeyID, Strict: opts.Strict}
 	if h.Anchor != nil {
 		ah, err := hex.DecodeString(h.Anchor.Hash)
 		if err != nil || len(ah) != 32 {
-			return nil, fmt.Errorf("%w: the anchor hash is not 64 hex characters", ErrMalformed)
+			return nil, counts, fmt.Errorf("%w: the anchor hash is not 64 hex characters", ErrMalformed)
 		}
 		anchor := chainverify.Head{Seq: h.Anchor.Seq, Hash: ah}
 		vopts.Start = func(t uuid.UUID) (chainverify.Head, bool) {
@@ -248,17 +281,13 @@ func VerifyFile(ctx context.Context, path string, opts VerifyOptions) (*Result, 
 	}
 	sum, err := chainverify.Verify(ctx, events, vopts)
 	if srcErr != nil {
-		return nil, srcErr
+		return nil, counts, srcErr
 	}
 	if err != nil {
-		return nil, err
+		return nil, counts, err
 	}
 	res.Events = sum.Events
 	res.Findings = append(res.Findings, sum.Findings...)
-	if providerEvents != tr.ProviderEvents || tenantEvents != tr.Events || len(wls) != tr.Witnesses {
-		return nil, fmt.Errorf("%w: the trailer says %d provider event(s), %d event(s) and %d signed head(s), the file holds %d, %d and %d: it was cut or spliced",
-			ErrMalformed, tr.ProviderEvents, tr.Events, tr.Witnesses, providerEvents, tenantEvents, len(wls))
-	}
 	if tenantResult != nil {
 		res.Head = tenantResult.Last
 		res.HeadSeq, res.HeadHash = tenantResult.Last.Seq, hex.EncodeToString(tenantResult.Last.Hash)
@@ -324,5 +353,5 @@ func VerifyFile(ctx context.Context, path string, opts VerifyOptions) (*Result, 
 		}
 		return res.Findings[i].Seq < res.Findings[j].Seq
 	})
-	return res, nil
+	return res, counts, nil
 }

@@ -85,3 +85,25 @@ func TestChainExport_VerifyBundleWithNoDatabase(t *testing.T) {
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.Contains(t, stderr, "no bundle at")
 }
+
+// TestChainVerifyBronze_DrainedTableVerifiesWithNoDatabase: after a drain,
+// a tenant's bronze table verifies on its own by URL, and by a path under
+// --lake; a path that is not a bronze table is a usage error.
+func TestChainVerifyBronze_DrainedTableVerifiesWithNoDatabase(t *testing.T) {
+	t.Parallel()
+	c := clitest.New(t, "acme")
+	_, err := workload.Run(context.Background(), c.Pool, c.Key, workload.Config{Tenants: []uuid.UUID{c.Tenants["acme"]}, Claims: 8, PromoteRatio: 0.6, Seed: 10})
+	require.NoError(t, err)
+	code, _, stderr := c.Run(t, nil, "lake", "drain", "--once", "--log-level", "error")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+
+	table := c.Lake + "/" + c.Tenants["acme"].String() + "/bronze/events"
+	code, stdout, stderr := c.Run(t, map[string]string{}, "chain", "verify", "--bronze", table)
+	require.Equal(t, cliutil.ExitOK, code, stdout+stderr)
+	require.Contains(t, stdout, "Verified:")
+	code, stdout, stderr = c.Run(t, map[string]string{cliutil.EnvLakeURL: c.Lake}, "chain", "verify", "--bronze", c.Tenants["acme"].String()+"/bronze/events", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stdout+stderr)
+	code, _, stderr = c.Run(t, map[string]string{}, "chain", "verify", "--bronze", c.Lake+"/acme/silver/claims")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, "bronze/events")
+}

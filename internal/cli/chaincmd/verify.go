@@ -35,6 +35,8 @@ type VerifyOptions struct {
 	RootKeyID       string
 	// Bundle verifies an exported bundle file instead of the database.
 	Bundle string
+	// Bronze verifies a tenant's bronze.events table instead of the database.
+	Bronze string
 }
 
 // NewCmdVerify builds `oml chain verify`. runF replaces the run function in
@@ -99,6 +101,15 @@ Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
 					return cliutil.FlagErrorf("--from-hash must be 64 hex characters (a SHA-256 event hash)")
 				}
 			}
+			if opts.Bronze != "" {
+				if opts.Bundle != "" || opts.Tenant != "" || opts.From > 0 || opts.NoCheckpoint {
+					return cliutil.FlagErrorf("--bronze verifies the table alone: drop --bundle, --tenant, --from and --no-checkpoint")
+				}
+				if runF != nil {
+					return runF(cmd.Context(), opts)
+				}
+				return verifyBronzeRun(cmd.Context(), opts)
+			}
 			if opts.Bundle != "" {
 				if opts.Tenant != "" || opts.From > 0 || opts.NoCheckpoint || opts.SinceCheckpoint {
 					return cliutil.FlagErrorf("--bundle verifies the file alone: drop --tenant, --from, --since-checkpoint and --no-checkpoint")
@@ -130,6 +141,7 @@ Exit status: 0 every chain verified; 1 findings; 2 usage or connection error.`,
 	fl.BoolVar(&opts.NoCheckpoint, "no-checkpoint", false, "do not store verified heads in oml.chain_checkpoints")
 	fl.StringVar(&opts.RootKeyID, "root-key-id", "", "the deployment root key id to trust (refuses a provider chain rooted in another key)")
 	fl.StringVar(&opts.Bundle, "bundle", "", "verify this bundle file (from oml chain export) with no database and no lake")
+	fl.StringVar(&opts.Bronze, "bronze", "", "verify a tenant's bronze.events table on its own, with no database (a URL ending in TENANT_ID/bronze/events, or TENANT_ID/bronze/events under --lake)")
 	return cmd
 }
 

@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/omlhq/oml/internal/bundle"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/lake/store"
 )
 
 // verifyBundleRun is `oml chain verify --bundle FILE`: no database, no lake.
 func verifyBundleRun(ctx context.Context, opts *VerifyOptions) error {
-	f := opts.F
-	io := f.IO
-	format, _ := f.Format()
 	res, err := bundle.VerifyFile(ctx, opts.Bundle, bundle.VerifyOptions{RootKeyID: opts.RootKeyID, Strict: opts.Strict})
 	switch {
 	case errors.Is(err, os.ErrNotExist):
@@ -25,6 +26,63 @@ func verifyBundleRun(ctx context.Context, opts *VerifyOptions) error {
 	case err != nil:
 		return cliutil.AsConfigError(fmt.Errorf("verify %s: %w", opts.Bundle, err))
 	}
+	return printOffline(opts, res, "Bundle")
+}
+
+// verifyBronzeRun is `oml chain verify --bronze TABLE`: the lake's copy of
+// one chain, with no database.
+func verifyBronzeRun(ctx context.Context, opts *VerifyOptions) error {
+	root, tenant, err := splitBronzeTable(opts.Bronze, opts.F.LakeURL())
+	if err != nil {
+		return err
+	}
+	lake, err := store.Open(ctx, root)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	res, err := bundle.VerifyBronze(ctx, lake, tenant, bundle.VerifyOptions{RootKeyID: opts.RootKeyID, Strict: opts.Strict})
+	switch {
+	case errors.Is(err, bundle.ErrMalformed):
+		return cliutil.ConfigErrorf("%s: %v", opts.Bronze, err)
+	case err != nil:
+		return cliutil.AsConfigError(fmt.Errorf("verify %s: %w", opts.Bronze, err))
+	}
+	return printOffline(opts, res, "bronze.events table")
+}
+
+// splitBronzeTable turns --bronze into the lake root URL and the tenant.
+func splitBronzeTable(table, lakeURL string) (string, uuid.UUID, error) {
+	t := strings.TrimSuffix(table, "/")
+	if !strings.HasSuffix(t, "/bronze/events") {
+		return "", uuid.UUID{}, cliutil.FlagErrorf("--bronze %s: name a tenant's bronze table, a URL or path ending in TENANT_ID/bronze/events", table)
+	}
+	t = strings.TrimSuffix(t, "/bronze/events")
+	i := strings.LastIndex(t, "/")
+	idText, root := t[i+1:], ""
+	if i >= 0 {
+		root = t[:i]
+	}
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		return "", uuid.UUID{}, cliutil.FlagErrorf("--bronze %s: %q is not a tenant id (the table path is TENANT_ID/bronze/events)", table, idText)
+	}
+	if !strings.Contains(table, "://") {
+		if root != "" {
+			return "", uuid.UUID{}, cliutil.FlagErrorf("--bronze %s: give a URL, or TENANT_ID/bronze/events under --lake", table)
+		}
+		if lakeURL == "" {
+			return "", uuid.UUID{}, cliutil.FlagErrorf("--bronze %s is relative: pass --lake (or OML_LAKE_URL), or give the table's URL", table)
+		}
+		root = lakeURL
+	}
+	return root, id, nil
+}
+
+// printOffline prints an offline verification (bundle or bronze table).
+func printOffline(opts *VerifyOptions, res *bundle.Result, what string) error {
+	f := opts.F
+	io := f.IO
+	format, _ := f.Format()
 	if format == cliutil.FormatJSON {
 		doc := struct {
 			OK bool `json:"ok"`
@@ -42,7 +100,11 @@ func verifyBundleRun(ctx context.Context, opts *VerifyOptions) error {
 		if res.Header.Anchor != nil {
 			from = fmt.Sprintf("the anchor seq %d (%s) — trust that anchor from elsewhere", res.Header.Anchor.Seq, short(res.Header.Anchor.Hash))
 		}
-		fmt.Fprintf(io.Out, "Bundle of %s exported %s: %d event(s) from %s.\n", name, cliutil.Time(res.Header.ExportedAt), res.Events, from)
+		if what == "Bundle" {
+			fmt.Fprintf(io.Out, "Bundle of %s exported %s: %d event(s) from %s.\n", name, cliutil.Time(res.Header.ExportedAt), res.Events, from)
+		} else {
+			fmt.Fprintf(io.Out, "The %s of %s: %d event(s) from %s.\n", what, name, res.Events, from)
+		}
 		if len(res.Findings) == 0 {
 			fmt.Fprintf(io.Out, "Verified: every event links, hashes and is signed by a key the provider chain issued, through seq %d (%s).\n",
 				res.HeadSeq, short(res.HeadHash))
@@ -82,7 +144,7 @@ func verifyBundleRun(ctx context.Context, opts *VerifyOptions) error {
 		if format == cliutil.FormatJSON {
 			return cliutil.ErrFindings
 		}
-		return cliutil.Findingsf("the bundle does not verify: see the findings above (docs/chain-bundle.md)")
+		return cliutil.Findingsf("the %s does not verify: see the findings above (docs/chain-bundle.md)", strings.ToLower(what))
 	}
 	return nil
 }

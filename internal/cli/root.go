@@ -104,7 +104,54 @@ Exit codes: 0 all good; 1 the command ran and found a problem;
 	for _, c := range commands(f) {
 		root.AddCommand(c)
 	}
+	rejectUnknownVerbs(root)
 	return root
+}
+
+// rejectUnknownVerbs makes every noun group (a command with subcommands and
+// no run of its own, such as `oml chain`) refuse an argument it does not
+// know, as cobra already does for the root: `oml chain verfy` is a usage
+// error (exit 2) with "Did you mean", never the noun's help and exit 0,
+// which a cron job with a typo would take for success. With no argument a
+// group still prints its help.
+func rejectUnknownVerbs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		rejectUnknownVerbs(sub)
+	}
+	if c == c.Root() || !c.HasSubCommands() || c.Runnable() {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		return unknownVerb(cmd, args[0])
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		return cmd.Help()
+	}
+}
+
+// unknownVerb is the usage error for `oml NOUN TYPO`, worded like cobra's
+// own for an unknown top-level command so that printError adds the usage
+// hint to both.
+func unknownVerb(cmd *cobra.Command, verb string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", verb, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, set only on its own path
+	}
+	if sugg := cmd.SuggestionsFor(verb); len(sugg) > 0 {
+		msg += "\n\nDid you mean this?\n\t" + strings.Join(sugg, "\n\t")
+	} else {
+		var verbs []string
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				verbs = append(verbs, sub.Name())
+			}
+		}
+		msg += fmt.Sprintf("; %s has: %s", cmd.CommandPath(), strings.Join(verbs, ", "))
+	}
+	return cliutil.FlagErrorf("%s", msg)
 }
 
 func newVersionCmd(f *cliutil.Factory) *cobra.Command {

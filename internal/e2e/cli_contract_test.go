@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -43,4 +45,67 @@ func TestBinary_TypodVerb_Exit2DidYouMean(t *testing.T) {
 	r := env{}.bin(t, "chain")
 	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "Available Commands:")
+}
+
+// A wrong lake: every command that only reads leaves it uncreated, and
+// with rows already drained (frontier > 0) the empty lake is a failure
+// (exit 1) naming the lake and the frontier, never "healthy".
+func TestBinary_WrongLake_ReadsCreateNothing_FrontierVsEmptyLakeFails(t *testing.T) {
+	t.Parallel()
+	e := deployment(t)
+	e.ok(t, "dev", "load", "--tenants", "1", "--claims", "5", "--seed", "3")
+	e.ok(t, "lake", "drain", "--once")
+
+	nowhere := filepath.Join(t.TempDir(), "nonexistent", "dir", "lake")
+	wrong := env{}
+	maps.Copy(wrong, e)
+	wrong[cliutil.EnvLakeURL] = "file://" + nowhere
+	for _, args := range [][]string{
+		{"doctor"}, {"doctor", "-o", "json"}, {"status"}, {"lake", "status"}, {"lake", "status", "--tables"}, {"reconcile"},
+	} {
+		t.Run(strings.Join(args, "_"), func(t *testing.T) {
+			r := wrong.bin(t, args...)
+			require.Equal(t, cliutil.ExitFindings, r.code, "stdout %s\nstderr %s", r.stdout, r.stderr)
+			require.NoDirExists(t, filepath.Dir(filepath.Dir(nowhere)), "oml %s created the lake", strings.Join(args, " "))
+			if args[0] == "doctor" {
+				require.Contains(t, r.stdout, nowhere)
+				require.Contains(t, r.stdout, "frontier")
+				return
+			}
+			require.Contains(t, r.stderr, "file://"+nowhere+" holds no oml tables")
+			require.Contains(t, r.stderr, "frontier")
+		})
+	}
+	for _, args := range [][]string{{"lake", "inspect", "file://" + nowhere + "/x/bronze/events"}, {"chain", "head"}, {"lake", "maintain", "--dry-run"}} {
+		wrong.bin(t, args...)
+		require.NoDirExists(t, filepath.Dir(filepath.Dir(nowhere)), "oml %s created the lake", strings.Join(args, " "))
+	}
+
+	// A relative lake is a configuration error: exit 2, one sentence, even
+	// for doctor (which otherwise reports a lake it cannot open as a check).
+	rel := env{}
+	maps.Copy(rel, e)
+	rel[cliutil.EnvLakeURL] = "./lake"
+	for _, args := range [][]string{{"doctor", "--strict"}, {"status"}, {"lake", "status"}, {"reconcile"}} {
+		r := rel.bin(t, args...)
+		require.Equal(t, cliutil.ExitUsage, r.code, "oml %s: %s", strings.Join(args, " "), r.stderr)
+		require.Empty(t, r.stdout)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(r.stderr), "\n")+1, r.stderr)
+		require.Contains(t, r.stderr, `"./lake" has no scheme`)
+	}
+}
+
+// Before anything was drained a missing lake is no failure (the first
+// drain creates it), and doctor still does not create it.
+func TestBinary_FreshDeployment_MissingLakeNotCreatedNotFailed(t *testing.T) {
+	t.Parallel()
+	e := deployment(t)
+	lake := strings.TrimPrefix(e[cliutil.EnvLakeURL], "file://")
+	r := e.bin(t, "doctor")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stdout+r.stderr)
+	require.Contains(t, r.stdout, "does not exist: not probed")
+	require.NoDirExists(t, lake)
+	e.ok(t, "status")
+	e.ok(t, "lake", "status")
+	require.NoDirExists(t, lake)
 }

@@ -5,6 +5,7 @@ package reconcilecmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
@@ -90,6 +92,16 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	// A lake that holds nothing although rows were drained is one problem
+	// (the wrong --lake, or a lost lake), not one missing-in-lake finding
+	// per claim: say that in one sentence and stop.
+	if err := lakewriter.CheckDrainedLake(ctx, pool, lake); err != nil {
+		var lm *lakewriter.LakeMissingError
+		if errors.As(err, &lm) {
+			return cliutil.Findingsf("%s", lm.Error())
+		}
 		return cliutil.AsConfigError(err)
 	}
 	var only *uuid.UUID

@@ -56,7 +56,13 @@ each after its retry budget; the report lists them with how to repair them.
 This writes to the database as its owner: use it on development databases.
 
 --rate caps events per second; --duration keeps writing new rounds of
---claims per tenant until it has passed. Needs --signing-key.`,
+--claims per tenant until it has passed. Needs --signing-key.
+
+Re-running continues the workload: artifact ids carry the seed, the tenant
+and the round (art-SEED-TENANT-ROUND-N), and a run starts after the highest
+round already in the database for that seed, so a second run submits new
+claims instead of colliding with the first. Same seed on a fresh database,
+same workload.`,
 		Example: `  oml dev load --tenants 3 --claims 100
   oml dev load --tenants 100 --claims 50 --poison 3 --seed 42
   oml dev load --tenants 10 --claims 20 --rate 500 --duration 5m`,
@@ -120,10 +126,15 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 		}
 		ids = append(ids, t.ID)
 	}
+	// A re-run continues the workload: new rounds, new artifact ids.
+	first, err := workload.NextRound(ctx, pool, ids, opts.Seed)
+	if err != nil {
+		return cliutil.AsConfigError(err)
+	}
 	var last atomic.Pointer[workload.Stats]
 	cfg := workload.Config{
 		Tenants: ids, Claims: opts.Claims, PromoteRatio: opts.PromoteRatio, RetractRatio: opts.RetractRatio,
-		Poison: opts.Poison, Seed: opts.Seed, Concurrency: opts.Concurrency, Batch: opts.Batch,
+		Poison: opts.Poison, Seed: opts.Seed, FirstRound: first, Concurrency: opts.Concurrency, Batch: opts.Batch,
 		Rate: opts.Rate, Duration: opts.Duration,
 		Progress: func(s workload.Stats) { last.Store(&s) },
 	}
@@ -149,10 +160,11 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 			Repair string `json:"repair"`
 		}
 		out := struct {
-			Tenants []uuid.UUID    `json:"tenants"`
-			Stats   workload.Stats `json:"stats"`
-			Poison  []poisonJSON   `json:"poison"`
-		}{Tenants: ids, Stats: res.Stats, Poison: []poisonJSON{}}
+			Tenants    []uuid.UUID    `json:"tenants"`
+			FirstRound int            `json:"first_round"`
+			Stats      workload.Stats `json:"stats"`
+			Poison     []poisonJSON   `json:"poison"`
+		}{Tenants: ids, FirstRound: first, Stats: res.Stats, Poison: []poisonJSON{}}
 		for _, p := range res.Poison {
 			out.Poison = append(out.Poison, poisonJSON{Poison: p, Repair: repairHint(p)})
 		}
@@ -162,6 +174,7 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 	el := time.Duration(s.ElapsedNano)
 	pairs := [][2]string{
 		{"tenants", fmt.Sprint(len(ids))},
+		{"rounds", rounds(first, opts.Seed)},
 		{"events", fmt.Sprintf("%d in %d transactions (%.0f events/s)", s.Events, s.Appends, float64(s.Events)/max(el.Seconds(), 1e-3))},
 		{"claims", fmt.Sprint(s.Claims)},
 		{"promoted", fmt.Sprint(s.Promoted)},
@@ -175,6 +188,15 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 		}
 	}
 	return cliutil.KeyValues(f.IO.Out, pairs)
+}
+
+// rounds says where this run started: a re-run continues after the rounds
+// already in the database instead of colliding with them.
+func rounds(first int, seed uint64) string {
+	if first == 0 {
+		return fmt.Sprintf("from round 0 (seed %d)", seed)
+	}
+	return fmt.Sprintf("from round %d (seed %d): rounds 0-%d are already in the database, so this run continues the workload", first, seed, first-1)
 }
 
 func repairHint(p workload.Poison) string {

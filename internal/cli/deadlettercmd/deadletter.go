@@ -149,9 +149,11 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 			re = fmt.Sprintf("abandoned, %s (journal seq %d)", cliutil.Time(*l.AbandonedAt), deref(l.AbandonedSeq))
 		}
 		rows = append(rows, []string{fmt.Sprint(l.ID), tenantLabel(l), fmt.Sprint(l.OutboxSeq), l.Target, l.Op, l.Claim(),
-			fmt.Sprint(l.Attempts), cliutil.Time(l.FirstFailedAt), oneLine(l.Error, f.IO.IsStdoutTTY()), re})
+			fmt.Sprint(l.Attempts), cliutil.Time(l.FirstFailedAt), re, oneLine(l.Error, f.IO.IsStdoutTTY())})
 	}
-	return cliutil.Table(f.IO, []string{"ID", "TENANT", "OUTBOX SEQ", "TARGET", "OP", "CLAIM", "ATTEMPTS", "FIRST FAILURE", "ERROR", "REENQUEUED"}, rows)
+	// ERROR last: it is the long free text, the one column a terminal
+	// table wraps (cliutil.FitTable).
+	return cliutil.Table(f.IO, []string{"ID", "TENANT", "OUTBOX SEQ", "TARGET", "OP", "CLAIM", "ATTEMPTS", "FIRST FAILURE", "REENQUEUED", "ERROR"}, rows)
 }
 
 func tenantLabel(l deadletter.Letter) string {

@@ -21,6 +21,10 @@ import (
 // Provider is the reserved provider tenant id.
 var Provider = journal.ProviderTenant
 
+// ProviderName is the provider tenant's name, the one spelling every
+// command shows and accepts for it.
+const ProviderName = journal.ProviderTenantName
+
 var nameRE = journal.TenantNameRE
 
 var (

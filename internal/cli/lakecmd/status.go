@@ -158,6 +158,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	}()
 	if opts.Tables {
 		fmt.Fprintln(f.IO.Out)
+		names, err := tenantNames(ctx, f)
+		if err != nil {
+			return err
+		}
 		var rows [][]string
 		for _, t := range st.Tables {
 			v, txn, files, since := "-", "-", "-", "-"
@@ -170,9 +174,9 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 			if t.Error != "" {
 				v = "error: " + t.Error
 			}
-			rows = append(rows, []string{t.Table, v, txn, files, since})
+			rows = append(rows, []string{t.Table, tenantOfPath(names, t.Table), v, txn, files, since})
 		}
-		if err := cliutil.Table(f.IO, []string{"TABLE", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows); err != nil {
+		if err := cliutil.Table(f.IO, []string{"TABLE", "TENANT", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows); err != nil {
 			return err
 		}
 	}

@@ -1,0 +1,49 @@
+package e2e_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/cliutil"
+)
+
+// Lake commands take a tenant's name wherever a tenant is named, as
+// --tenant does elsewhere, and list tables with the tenant's name beside
+// the id path.
+func TestBinary_LakeCommands_AcceptTenantNames_ShowNamesBesideIDs(t *testing.T) {
+	t.Parallel()
+	e := deployment(t)
+	e.ok(t, "tenant", "create", "acme")
+	e.ok(t, "dev", "load", "--tenants", "1", "--claims", "6", "--seed", "4")
+	e.ok(t, "lake", "drain", "--once")
+
+	for _, args := range [][]string{
+		{"lake", "inspect", "load-001/silver/claims"},
+		{"lake", "inspect", "load-001/bronze/events"},
+		{"lake", "history", "load-001/bronze/events"},
+		{"lake", "inspect", "_provider/bronze/events"},
+	} {
+		r := e.bin(t, args...)
+		require.Equal(t, cliutil.ExitOK, r.code, "oml %s: %s", strings.Join(args, " "), r.stderr)
+	}
+	r := e.bin(t, "lake", "inspect", "nosuch/silver/claims")
+	require.Equal(t, cliutil.ExitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, `"nosuch"`)
+	require.Contains(t, r.stderr, "oml tenant list")
+
+	for _, args := range [][]string{{"lake", "status", "--tables"}, {"lake", "maintain", "--dry-run"}} {
+		out := e.ok(t, args...)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		var header string
+		for _, l := range lines {
+			if strings.HasPrefix(l, "TABLE\t") {
+				header = l
+			}
+		}
+		require.Contains(t, header, "\tTENANT\t", out)
+		require.Regexp(t, `(?m)^[0-9a-f-]{36}/bronze/events\tload-001\t`, out)
+		require.Regexp(t, `(?m)^0{8}-0{4}-0{4}-0{4}-0{12}/bronze/events\t_provider\t`, out)
+	}
+}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"net/url"
+	"os"
 	"strings"
 )
 

@@ -47,3 +47,31 @@ func TestBinary_LakeCommands_AcceptTenantNames_ShowNamesBesideIDs(t *testing.T) 
 		require.Regexp(t, `(?m)^0{8}-0{4}-0{4}-0{4}-0{12}/bronze/events\t_provider\t`, out)
 	}
 }
+
+// The provider tenant has one name, _provider, shown by every command;
+// "provider" is reserved as its alias, so no customer tenant can take it
+// and two chains are never both called provider.
+func TestBinary_TenantCreateProvider_RefusedReservedName_OneSpelling(t *testing.T) {
+	t.Parallel()
+	e := deployment(t)
+	for _, name := range []string{"provider", "_provider"} {
+		r := e.bin(t, "tenant", "create", name)
+		require.Equal(t, cliutil.ExitUsage, r.code, r.stdout+r.stderr)
+		require.Empty(t, r.stdout)
+		require.Contains(t, r.stderr, `"`+name+`"`)
+		if name == "provider" {
+			require.Contains(t, r.stderr, "reserved for the provider tenant (shown as _provider)")
+		}
+	}
+	require.NotContains(t, e.ok(t, "tenant", "list"), "provider")
+
+	for _, args := range [][]string{{"chain", "head"}, {"status"}, {"chain", "verify"}} {
+		out := e.ok(t, args...)
+		require.Regexp(t, `(?m)\t_provider\t|^_provider\t`, out, "oml %s", strings.Join(args, " "))
+		require.NotRegexp(t, `(?m)(^|\t)provider\t`, out, "oml %s", strings.Join(args, " "))
+	}
+	for _, name := range []string{"provider", "_provider"} {
+		e.ok(t, "chain", "verify", "--tenant", name)
+		e.ok(t, "chain", "head", "--tenant", name)
+	}
+}

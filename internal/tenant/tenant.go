@@ -43,8 +43,20 @@ func ValidateName(name string) error {
 	if !nameRE.MatchString(name) {
 		return fmt.Errorf("%w %q: use 1-63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", ErrBadName, name)
 	}
+	if IsProviderName(name) {
+		return fmt.Errorf("%w %q: the name is reserved for the provider tenant (shown as %s); choose another name", ErrBadName, name, ProviderName)
+	}
 	return nil
 }
+
+// ProviderAlias is the other way an operator may write the provider
+// tenant ("--tenant provider"); it is reserved so that it can never name
+// a customer tenant too.
+const ProviderAlias = "provider"
+
+// IsProviderName reports whether s names the provider tenant: its name
+// (_provider) or the reserved alias (provider).
+func IsProviderName(s string) bool { return s == ProviderName || s == ProviderAlias }
 
 // Tenant is one tenant with its chain head.
 type Tenant struct {
@@ -200,6 +212,9 @@ func List(ctx context.Context, q Querier) ([]Tenant, error) {
 func Resolve(ctx context.Context, q Querier, nameOrID string) (Tenant, error) {
 	where := ` WHERE t.name = $1`
 	arg := any(nameOrID)
+	if IsProviderName(nameOrID) {
+		where, arg = ` WHERE t.id = $1`, Provider
+	}
 	if id, err := uuid.Parse(nameOrID); err == nil {
 		where, arg = ` WHERE t.id = $1`, id
 	}

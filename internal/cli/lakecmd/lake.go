@@ -40,7 +40,8 @@ TABLE arguments are either a full URL (file:///abs/path/to/table,
 s3://bucket/prefix/to/table) or TENANT/LAYER/NAME (for example
 acme/bronze/events or 3f9c.../bronze/events: TENANT is a tenant's name or
 id, _provider for the provider), resolved under the lake root given by
---lake or OML_LAKE_URL; a name needs the database. Tables are listed with
+--lake or OML_LAKE_URL; a name is looked up in the database (without one,
+TENANT is the directory it spells). Tables are listed with
 the tenant's name beside the id path. See docs/delta.md.`,
 	}
 	cmd.AddCommand(NewCmdInspect(f, nil), NewCmdHistory(f, nil))
@@ -68,8 +69,9 @@ func OpenTable(ctx context.Context, f *cliutil.Factory, table string) (store.Sto
 		return nil, cliutil.FlagErrorf("TABLE %q is neither a URL (file:///..., s3://...) nor TENANT/LAYER/NAME", table)
 	}
 	// TENANT is a name or an id, as --tenant is everywhere; a name needs
-	// the database to become the id the lake's paths use.
-	if _, err := uuid.Parse(parts[0]); err != nil {
+	// the database to become the id the lake's paths use. Without a
+	// database the part is taken as the directory it spells.
+	if _, err := uuid.Parse(parts[0]); err != nil && f.DatabaseURL() != "" {
 		id, err := resolveTenantName(ctx, f, parts[0], table)
 		if err != nil {
 			return nil, err
@@ -93,9 +95,6 @@ func OpenTable(ctx context.Context, f *cliutil.Factory, table string) (store.Sto
 
 // resolveTenantName turns the TENANT part of a TABLE argument into its id.
 func resolveTenantName(ctx context.Context, f *cliutil.Factory, name, table string) (uuid.UUID, error) {
-	if f.DatabaseURL() == "" {
-		return uuid.UUID{}, cliutil.ConfigErrorf("TABLE %q names tenant %q by name, which needs the database to look up its id: pass --database-url or set OML_DATABASE_URL, or give the tenant's id (oml tenant list)", table, name)
-	}
 	pool, err := f.DB(ctx)
 	if err != nil {
 		return uuid.UUID{}, err

@@ -105,7 +105,54 @@ Exit codes: 0 all good; 1 the command ran and found a problem;
 		root.AddCommand(c)
 	}
 	rejectUnknownVerbs(root)
+	explainArgs(root)
 	return root
+}
+
+// explainArgs turns cobra's bare argument-count errors ("accepts 1 arg(s),
+// received 0") into one sentence naming the missing argument from the
+// command's usage line: `oml deadletter show` says it needs ID.
+func explainArgs(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		explainArgs(sub)
+	}
+	orig := c.Args
+	if orig == nil || !c.Runnable() || c.HasSubCommands() {
+		return
+	}
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		err := orig(cmd, args)
+		if err == nil {
+			return nil
+		}
+		var fe *cliutil.FlagError
+		if errors.As(err, &fe) || strings.HasPrefix(err.Error(), "unknown command") {
+			return err // already one sentence of our own, or cobra's typo error
+		}
+		names := argNames(cmd.Use)
+		if len(args) == 0 && len(names) > 0 {
+			return cliutil.FlagErrorf("%s needs %s (usage: %s)", cmd.CommandPath(), strings.Join(names, " "), cmd.UseLine())
+		}
+		return cliutil.FlagErrorf("%s: %v (usage: %s)", cmd.CommandPath(), err, cmd.UseLine())
+	}
+}
+
+// argNames lists the positional argument placeholders of a Use line
+// ("show ID" → ID, "reenqueue ID... | --all" → ID...).
+func argNames(use string) []string {
+	var out []string
+	fields := strings.Fields(use)
+	for i, w := range fields {
+		if i == 0 || strings.HasPrefix(w, "-") || (i > 0 && strings.HasPrefix(fields[i-1], "--")) {
+			continue // the verb, a flag, or a flag's value
+		}
+		bare := strings.Trim(w, "[]|")
+		name := strings.TrimSuffix(bare, "...")
+		if name != "" && strings.ToUpper(name) == name && strings.ToLower(name) != name {
+			out = append(out, bare)
+		}
+	}
+	return out
 }
 
 // rejectUnknownVerbs makes every noun group (a command with subcommands and

@@ -43,7 +43,11 @@ func checkDatabase(ctx context.Context, r *run, res *Result) {
 	start := time.Now()
 	pool, err := r.opts.DB(ctx)
 	if err != nil {
-		res.fail("cannot reach the database: %v", err)
+		if strings.HasPrefix(err.Error(), "cannot reach the database") {
+			res.fail("%v", err) // pgconn's sentence already says so
+		} else {
+			res.fail("cannot reach the database: %v", err)
+		}
 		return
 	}
 	r.pool = pool
@@ -67,7 +71,11 @@ func checkDatabase(ctx context.Context, r *run, res *Result) {
 	res.Data["schema_version"] = schema.Latest() - len(pending)
 	res.Data["pending_migrations"] = names
 	if len(pending) > 0 {
-		res.fail("%d migration(s) pending: %s; run oml migrate", len(pending), strings.Join(names, ", "))
+		next := "oml migrate"
+		if len(pending) == schema.Latest() {
+			next = "oml init (schema and deployment genesis)" // a fresh database
+		}
+		res.fail("%d migration(s) pending: %s; run %s", len(pending), strings.Join(names, ", "), next)
 		for _, n := range names {
 			res.detail("pending migration %s", n)
 		}

@@ -140,7 +140,10 @@ func Create(ctx context.Context, pool *pgxpool.Pool, k *keys.Key, name string) (
 		return t, false, rerr
 	}
 	if err != nil {
-		if errors.Is(err, journal.ErrUnknownTenant) {
+		if errors.Is(err, journal.ErrUnknownTenant) || (errors.Is(err, journal.ErrRejected) && !providerChainExists(ctx, pool)) {
+			// After `oml migrate` alone there is no provider chain, and the
+			// append refuses tenant.created as the chain's first event: what
+			// the operator needs to hear is "init".
 			return Tenant{}, false, fmt.Errorf("%w: run `oml init` first", ErrNotInitialized)
 		}
 		return Tenant{}, false, err
@@ -168,6 +171,17 @@ func CreateTx(ctx context.Context, tx pgx.Tx, k *keys.Key, id uuid.UUID, name st
 	}
 	_, err = chain.AppendTx(ctx, tx, k, id, genesis)
 	return err
+}
+
+// providerChainExists reports whether the provider chain has a head; asked
+// only to explain a refused create, so a failing query answers "yes" and
+// leaves the refusal as it was.
+func providerChainExists(ctx context.Context, q Querier) bool {
+	exists := true
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.chain_heads WHERE tenant_id = $1)`, Provider).Scan(&exists); err != nil {
+		return true
+	}
+	return exists
 }
 
 // Querier is a pool, connection or transaction.

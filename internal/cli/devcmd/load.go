@@ -2,6 +2,7 @@ package devcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -121,8 +122,11 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 	var ids []uuid.UUID
 	for i := 1; i <= opts.Tenants; i++ {
 		t, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("load-%03d", i))
+		if errors.Is(err, tenant.ErrNotInitialized) {
+			return cliutil.ConfigErrorf("the deployment is not initialised: run `oml init` first")
+		}
 		if err != nil {
-			return cliutil.AsConfigError(fmt.Errorf("create tenant load-%03d: %w (run `oml init` first?)", i, err))
+			return cliutil.AsConfigError(fmt.Errorf("create tenant load-%03d: %w", i, err))
 		}
 		ids = append(ids, t.ID)
 	}

@@ -144,14 +144,15 @@ func tenantOfPath(names map[uuid.UUID]string, path string) string {
 }
 
 // tableError turns a Delta read error into a one-line error: a missing
-// table is a usage/configuration problem (exit 2), as is a table oml
-// refuses to read.
+// table is a usage/configuration problem (exit 2); a table oml refuses to
+// read (a feature it does not support) is what the command found about
+// the table, so exit 1.
 func tableError(table string, err error) error {
 	switch {
 	case errors.Is(err, delta.ErrTableNotFound):
 		return cliutil.ConfigErrorf("no Delta table at %s (no _delta_log/ commits found): check the TABLE argument and the lake root", table)
 	case errors.Is(err, delta.ErrUnsupported):
-		return cliutil.AsConfigError(err)
+		return cliutil.Findingsf("%v", err)
 	}
 	return fmt.Errorf("reading Delta table %s: %w", table, err)
 }

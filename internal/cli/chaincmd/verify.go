@@ -17,8 +17,8 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/witness"
 )
 

@@ -1,9 +1,13 @@
 package e2e_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"os"
+	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -47,5 +51,33 @@ func TestBinary_DevLoadTwice_ContinuesWithNewClaims(t *testing.T) {
 	require.NoError(t, db.QueryRow(context.Background(), `SELECT count(*) FROM oml.claims`).Scan(&n))
 	require.Equal(t, 6*8, n, "every run submitted new claims")
 	e.ok(t, "lake", "drain", "--once")
+	e.ok(t, "chain", "verify")
+}
+
+// Ctrl-C on `dev load --duration` stops it between transactions, prints
+// what was written and exits non-zero saying "interrupted": a script must
+// not take a cut-short workload for a finished one.
+func TestBinary_DevLoadInterrupted_SaysInterruptedExit1(t *testing.T) {
+	t.Parallel()
+	e := deployment(t)
+	cmd := exec.Command(omlBinary(t), "dev", "load", "--tenants", "1", "--claims", "50", "--duration", "10m", "--rate", "200")
+	cmd.Env = e.environ()
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	require.NoError(t, cmd.Start())
+	// Wait for the first committed claims, then interrupt.
+	db := testdb.OpenPool(t, e[cliutil.EnvDatabaseURL])
+	require.Eventually(t, func() bool {
+		var n int
+		_ = db.QueryRow(context.Background(), `SELECT count(*) FROM oml.claims`).Scan(&n)
+		return n > 0
+	}, 2*time.Minute, 50*time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(os.Interrupt))
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	require.ErrorAs(t, err, &ee, "stdout %s stderr %s", out.String(), errOut.String())
+	require.Equal(t, int(cliutil.ExitFindings), ee.ExitCode())
+	require.Contains(t, errOut.String(), "interrupted:")
+	require.Contains(t, out.String(), "claims", "the summary of what was written")
 	e.ok(t, "chain", "verify")
 }

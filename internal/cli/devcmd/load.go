@@ -149,13 +149,13 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 			if s == nil {
 				return "loading..."
 			}
-			return fmt.Sprintf("loading: %d events, %d claims, %d promoted, %.0f events/s, %s",
-				s.Events, s.Claims, s.Promoted, float64(s.Events)/max(el.Seconds(), 1e-3), el.Round(time.Second))
+			return progressLine(*s, el, len(ids)*opts.Claims, opts.Duration)
 		})
 	}
 	res, err := workload.Run(ctx, pool, k, cfg)
 	stop()
-	if err != nil {
+	interrupted := ctx.Err() != nil
+	if err != nil && !interrupted {
 		return cliutil.AsConfigError(err)
 	}
 	if format == cliutil.FormatJSON {
@@ -172,7 +172,10 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 		for _, p := range res.Poison {
 			out.Poison = append(out.Poison, poisonJSON{Poison: p, Repair: repairHint(p)})
 		}
-		return cliutil.WriteJSON(f.IO.Out, out)
+		if err := cliutil.WriteJSON(f.IO.Out, out); err != nil {
+			return err
+		}
+		return interruptedError(interrupted, res.Stats)
 	}
 	s := res.Stats
 	el := time.Duration(s.ElapsedNano)
@@ -191,7 +194,40 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 			pairs = append(pairs, [2]string{"  " + p.Kind, fmt.Sprintf("outbox seq %d (tenant %s, %s v%d): %s", p.OutboxSeq, p.Tenant, p.ArtifactID, p.Version, repairHint(p))})
 		}
 	}
-	return cliutil.KeyValues(f.IO.Out, pairs)
+	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
+		return err
+	}
+	return interruptedError(interrupted, res.Stats)
+}
+
+// interruptedError is the exit of a load stopped by SIGINT/SIGTERM: what
+// was written is committed (every append is one transaction), but the
+// workload asked for did not run to its end, which a script must see.
+func interruptedError(interrupted bool, s workload.Stats) error {
+	if !interrupted {
+		return nil
+	}
+	return cliutil.Findingsf("interrupted: %d events (%d claims) were written and committed before the stop; run it again to continue the workload", s.Events, s.Claims)
+}
+
+// progressLine is the live counter: claims against the total of one round
+// (tenants x --claims) with an ETA, or, with --duration, time against it.
+func progressLine(s workload.Stats, el time.Duration, total int, duration time.Duration) string {
+	rate := float64(s.Events) / max(el.Seconds(), 1e-3)
+	if duration > 0 {
+		return fmt.Sprintf("loading: %d claims, %d events, %.0f events/s, %s of %s",
+			s.Claims, s.Events, rate, el.Round(time.Second), duration)
+	}
+	eta := "-"
+	if s.Claims > 0 && total > 0 {
+		left := time.Duration(float64(el) * float64(int64(total)-s.Claims) / float64(s.Claims))
+		eta = max(left, 0).Round(time.Second).String()
+	}
+	pct := 0.0
+	if total > 0 {
+		pct = 100 * float64(s.Claims) / float64(total)
+	}
+	return fmt.Sprintf("loading: %d/%d claims (%.0f%%), %d events, %.0f events/s, ETA %s", s.Claims, total, pct, s.Events, rate, eta)
 }
 
 // rounds says where this run started: a re-run continues after the rounds

@@ -24,8 +24,13 @@ deps/demo: ## install what the build and the demo need (Go modules, PostgreSQL)
 	scripts/ensure-postgres.sh
 
 .PHONY: build
-build: ## build bin/oml
-	$(GO) build -o $(BIN) ./cmd/oml
+# The commit and the build time go into `oml version` (Go itself records no
+# build time, and the commit only when it can run git on the checkout).
+LDFLAGS := -X github.com/omlhq/oml/internal/buildinfo.BuildTime=$(shell date -u +%Y-%m-%dT%H:%M:%SZ) \
+           -X github.com/omlhq/oml/internal/buildinfo.Commit=$(shell git rev-parse HEAD 2>/dev/null)
+
+build: ## build bin/oml (with its commit and build time for oml version)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/oml
 
 .PHONY: lint
 lint: ## gofmt must leave no diff, go vet must pass

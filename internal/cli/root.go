@@ -204,15 +204,34 @@ func unknownVerb(cmd *cobra.Command, verb string) error {
 func newVersionCmd(f *cliutil.Factory) *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print the oml version",
+		Short: "Print the oml version, commit, Go version and build time",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
+			in := buildinfo.Read()
 			format, _ := f.Format()
 			if format == cliutil.FormatJSON {
-				return cliutil.WriteJSON(f.IO.Out, map[string]string{"version": buildinfo.String()})
+				return cliutil.WriteJSON(f.IO.Out, in)
 			}
-			_, err := fmt.Fprintf(f.IO.Out, "oml %s\n", buildinfo.String())
-			return err
+			or := func(s string) string {
+				if s == "" {
+					return "unknown"
+				}
+				return s
+			}
+			commit := or(in.Commit)
+			if in.Modified {
+				commit += " (with uncommitted changes)"
+			}
+			if _, err := fmt.Fprintf(f.IO.Out, "oml %s\n", in.Version); err != nil {
+				return err
+			}
+			return cliutil.KeyValues(f.IO.Out, [][2]string{
+				{"module", strings.TrimSpace(in.Module + " " + in.ModVersion)},
+				{"commit", commit},
+				{"commit time", or(in.CommitTime)},
+				{"build time", or(in.BuildTime)},
+				{"go", in.GoVersion + " " + in.Platform},
+			})
 		},
 	}
 }

@@ -1,8 +1,10 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"maps"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -108,4 +110,30 @@ func TestBinary_FreshDeployment_MissingLakeNotCreatedNotFailed(t *testing.T) {
 	e.ok(t, "status")
 	e.ok(t, "lake", "status")
 	require.NoDirExists(t, lake)
+}
+
+// `oml version` names the module, the Go toolchain and the platform (and
+// the commit and build time when the build recorded them).
+func TestBinary_Version_ModuleGoVersionPlatform(t *testing.T) {
+	t.Parallel()
+	r := env{}.bin(t, "version", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	var v struct {
+		Version   string  `json:"version"`
+		Module    string  `json:"module"`
+		GoVersion string  `json:"go_version"`
+		Platform  string  `json:"platform"`
+		Commit    *string `json:"commit"`
+		BuildTime *string `json:"build_time"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
+	require.NotEmpty(t, v.Version)
+	require.Equal(t, "github.com/omlhq/oml", v.Module)
+	require.Equal(t, runtime.Version(), v.GoVersion)
+	require.Equal(t, runtime.GOOS+"/"+runtime.GOARCH, v.Platform)
+	require.NotNil(t, v.Commit)
+	require.NotNil(t, v.BuildTime)
+	text := env{}.bin(t, "version")
+	require.Contains(t, text.stdout, "go:")
+	require.Contains(t, text.stdout, runtime.Version())
 }

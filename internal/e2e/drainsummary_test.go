@@ -50,3 +50,31 @@ func TestBinary_DrainNothingNew_ZeroNewRows_ReplayApartAndQuiet(t *testing.T) {
 	require.Contains(t, r.stdout, "already in every table, nothing re-applied")
 	require.False(t, strings.Contains(r.stderr, "replaying"), r.stderr)
 }
+
+// JSON durations follow one convention: float seconds in *_seconds fields,
+// never milliseconds or nanoseconds.
+func TestBinary_JSONDurations_AreFloatSeconds(t *testing.T) {
+	t.Parallel()
+	e := deployment(t)
+	outs := map[string]string{}
+	for _, args := range [][]string{
+		{"dev", "load", "--tenants", "1", "--claims", "4", "-o", "json"},
+		{"lake", "drain", "--once", "-o", "json"},
+		{"lake", "maintain", "--dry-run", "-o", "json"},
+		{"lake", "vacuum", "--dry-run", "-o", "json"},
+		{"doctor", "-o", "json"},
+		{"reconcile", "-o", "json"},
+		{"chain", "verify", "-o", "json"},
+		{"lake", "status", "-o", "json"},
+	} {
+		r := e.bin(t, args...)
+		require.Contains(t, []cliutil.ExitCode{cliutil.ExitOK, cliutil.ExitFindings}, r.code, "oml %s: %s", strings.Join(args, " "), r.stderr)
+		require.True(t, json.Valid([]byte(r.stdout)), r.stdout)
+		require.NotRegexp(t, `"[a-z_]*_(ms|ns)"\s*:`, r.stdout, "oml %s", strings.Join(args, " "))
+		outs[strings.Join(args[:2], " ")] = r.stdout
+	}
+	require.Regexp(t, `"elapsed_seconds": [0-9.e-]+`, outs["dev load"])
+	require.Regexp(t, `"duration_seconds": [0-9.e-]+`, outs["lake drain"])
+	require.Regexp(t, `"retention_seconds": 604800`, outs["lake maintain"])
+	require.Regexp(t, `"duration_seconds": [0-9.e-]+`, outs["doctor -o"])
+}

@@ -58,7 +58,9 @@ type Stats struct {
 	SimEnded    int64 `json:"simulation_ended"`
 	Appends     int64 `json:"appends"`
 	PoisonRows  int64 `json:"poison_rows"`
-	ElapsedNano int64 `json:"elapsed_ns"`
+	ElapsedNano int64 `json:"-"`
+	// ElapsedSeconds is ElapsedNano for JSON: durations are float seconds.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
 }
 
 // Poison is one planted poison row and how to repair it.
@@ -181,7 +183,7 @@ type counters struct {
 func (c *counters) snapshot(started time.Time) Stats {
 	return Stats{Events: c.events.Load(), Claims: c.claims.Load(), Promoted: c.promoted.Load(), Demoted: c.demoted.Load(),
 		Erased: c.erased.Load(), Reassigned: c.reassigned.Load(), SimEnded: c.simEnded.Load(), Appends: c.appends.Load(),
-		ElapsedNano: time.Since(started).Nanoseconds()}
+		ElapsedNano: time.Since(started).Nanoseconds(), ElapsedSeconds: time.Since(started).Seconds()}
 }
 
 type tenantWriter struct {

@@ -316,7 +316,7 @@ type drainSummaryJSON struct {
 	TableCommits         int                   `json:"table_commits"`
 	DeadLettered         []int64               `json:"dead_lettered"`
 	Refused              []chainverify.Finding `json:"refused"`
-	DurationMS           int64                 `json:"duration_ms"`
+	DurationSeconds      float64               `json:"duration_seconds"`
 	HorizonHeld          bool                  `json:"horizon_held"`
 	Blockers             []outbox.Blocker      `json:"blockers"`
 	// DurabilityHeld: the standbys --durable-on requires did not flush the
@@ -328,7 +328,7 @@ type drainSummaryJSON struct {
 func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	out := drainSummaryJSON{StartFrontier: s.StartFrontier, EndFrontier: s.EndFrontier, Target: s.Target,
 		Batches: s.Batches, Rows: s.Rows, TableCommits: s.TableCommits, DeadLettered: s.DeadLettered, Refused: s.Refused,
-		DurationMS: s.Duration.Milliseconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers,
+		DurationSeconds: s.Duration.Seconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers,
 		DurabilityHeld: s.DurabilityHeld, Durability: s.Durability}
 	if r := s.Replayed; r != nil {
 		out.ReplayedRows, out.ReplayedTableCommits = r.Rows, r.Tables

@@ -115,3 +115,12 @@ func sanitizeRows(rows [][]string) [][]string {
 	}
 	return out
 }
+
+// Count renders n with its noun, singular for one: "1 row", "2 rows",
+// "0 rows" (the noun's plural is noun+"s").
+func Count[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}

@@ -87,3 +87,10 @@ func TestLiveLine_WideLineOnPty_EveryRedrawFitsTheWidth(t *testing.T) {
 		}
 	}
 }
+
+func TestCount_OneIsSingular(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "1 row", Count(1, "row"))
+	require.Equal(t, "0 rows", Count(int64(0), "row"))
+	require.Equal(t, "2 lake rows", Count(2, "lake row"))
+}

@@ -49,6 +49,15 @@ func TestBinary_DrainNothingNew_ZeroNewRows_ReplayApartAndQuiet(t *testing.T) {
 	require.Regexp(t, `(?m)^new rows:\s+0$`, r.stdout)
 	require.Contains(t, r.stdout, "already in every table, nothing re-applied")
 	require.False(t, strings.Contains(r.stderr, "replaying"), r.stderr)
+
+	// One wording for "no dead letters", singular for one row.
+	for _, args := range [][]string{{"lake", "status"}, {"status"}} {
+		out := e.ok(t, args...)
+		require.Regexp(t, `(?m)^dead letters:\s+none`, out, "oml %s", strings.Join(args, " "))
+		require.Regexp(t, `(?m)^backlog:\s+0 rows, seq gap 0`, out)
+	}
+	e.ok(t, "tenant", "create", "one-more") // two outbox rows: the genesis and tenant.created
+	require.Regexp(t, `(?m)^backlog:\s+2 rows`, e.ok(t, "lake", "status"))
 }
 
 // JSON durations follow one convention: float seconds in *_seconds fields,

@@ -126,7 +126,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	if st.HorizonHeld {
 		horizon = "held back by an open transaction: nothing new is final yet (lag, not loss)"
 	}
-	dead := fmt.Sprint(st.DeadLetters)
+	dead := "none" // as oml status says it
+	if st.DeadLetters > 0 {
+		dead = fmt.Sprint(st.DeadLetters)
+	}
 	if st.OldestDeadAt != nil {
 		dead += fmt.Sprintf(" (oldest %s): see oml deadletter list", cliutil.Time(*st.OldestDeadAt))
 	}
@@ -135,7 +138,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		{"last batch", fmt.Sprintf("(%d, %d]", st.LastBatchStart, st.LastBatchEnd)},
 		{"outbox last seq", fmt.Sprint(st.LastSeq)},
 		{"stable horizon", horizon},
-		{"backlog", fmt.Sprintf("%d rows, seq gap %d", st.BacklogRows, st.BacklogSeqGap)},
+		{"backlog", fmt.Sprintf("%s, seq gap %d", cliutil.Count(st.BacklogRows, "row"), st.BacklogSeqGap)},
 		{"oldest unapplied", oldest},
 		{"lease", lease},
 		{"dead letters", dead},

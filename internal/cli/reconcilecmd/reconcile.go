@@ -152,8 +152,9 @@ func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
 	for _, t := range rep.Tenants {
 		tables += len(t.Tables)
 	}
-	summary := fmt.Sprintf("Compared %d tenant(s), %d table(s) at frontier %d: %d journal events and %d claims against %d lake rows in %.1fs.",
-		len(rep.Tenants), tables, rep.Frontier, rep.Stats.Events, rep.Stats.Claims, rep.Stats.LakeRows, rep.Stats.ElapsedSeconds)
+	summary := fmt.Sprintf("Compared %s, %s at frontier %d: %s and %s against %s in %.1fs.",
+		cliutil.Count(len(rep.Tenants), "tenant"), cliutil.Count(tables, "table"), rep.Frontier,
+		cliutil.Count(rep.Stats.Events, "journal event"), cliutil.Count(rep.Stats.Claims, "claim"), cliutil.Count(rep.Stats.LakeRows, "lake row"), rep.Stats.ElapsedSeconds)
 	if rep.OK {
 		if _, err := fmt.Fprintln(out, summary+"\nNo findings: the lake agrees with the journal fold."); err != nil {
 			return err

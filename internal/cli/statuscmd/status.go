@@ -229,7 +229,7 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 	pairs := [][2]string{
 		{"frontier", fmt.Sprintf("outbox seq %d of %d", s.Frontier, s.LastSeq)},
 		{"lag", lag},
-		{"backlog", fmt.Sprintf("%d rows, seq gap %d", s.BacklogRows, s.BacklogSeqGap)},
+		{"backlog", fmt.Sprintf("%s, seq gap %d", cliutil.Count(s.BacklogRows, "row"), s.BacklogSeqGap)},
 		{"lease", lease},
 		{"last drain", last},
 		{"dead letters", dead},

@@ -106,6 +106,7 @@ Exit codes: 0 all good; 1 the command ran and found a problem;
 	}
 	rejectUnknownVerbs(root)
 	explainArgs(root)
+	registerCompletions(f, root)
 	return root
 }
 

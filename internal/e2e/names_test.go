@@ -75,3 +75,28 @@ func TestBinary_TenantCreateProvider_RefusedReservedName_OneSpelling(t *testing.
 		e.ok(t, "chain", "head", "--tenant", name)
 	}
 }
+
+// Shell completion completes what the arguments name, from the database:
+// tenants for --tenant, TENANT/LAYER/NAME for lake inspect, open
+// dead-letter ids for deadletter show.
+func TestBinary_Completion_TenantsTablesDeadLetterIDs(t *testing.T) {
+	t.Parallel()
+	e := deployment(t)
+	e.ok(t, "dev", "load", "--tenants", "1", "--claims", "10", "--poison", "1", "--seed", "6")
+	e.ok(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
+
+	complete := func(args ...string) []string {
+		r := e.bin(t, append([]string{"__complete"}, args...)...)
+		require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		require.Equal(t, ":4", lines[len(lines)-1], "no file completion: %s", r.stdout)
+		return lines[:len(lines)-1]
+	}
+	require.ElementsMatch(t, []string{"load-001", "_provider"}, complete("chain", "verify", "--tenant", ""))
+	require.Equal(t, []string{"load-001"}, complete("reconcile", "--tenant", "lo"))
+	require.Contains(t, complete("lake", "inspect", "load-001/"), "load-001/silver/claims")
+	ids := complete("deadletter", "show", "")
+	require.Len(t, ids, 1)
+	require.Regexp(t, `^1\tload-001 art-`, ids[0])
+	require.Empty(t, complete("deadletter", "reenqueue", "1", ""), "an id already given is not offered again")
+}

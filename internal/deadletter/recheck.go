@@ -14,9 +14,10 @@ import (
 // whose held body is still missing, or still does not hash to the
 // ciphertext digest the journal recorded (the lake writer would refuse it
 // again, under a new dead-letter id). Other rows are re-derived from the
-// journal on re-enqueue (ImpliedPayload), so nothing is claimed about them.
+// journal on re-enqueue (ImpliedPayload), so nothing is claimed about them;
+// a letter no longer open (re-enqueued, abandoned) is left to Reenqueue.
 func StillBroken(ctx context.Context, q Querier, l Letter) (string, error) {
-	if l.Reenqueued || l.Target != "silver.claims" || l.Op != "materialize" || l.ArtifactID == nil || l.Version == nil {
+	if !l.Open() || l.Target != "silver.claims" || l.Op != "materialize" || l.ArtifactID == nil || l.Version == nil {
 		return "", nil
 	}
 	var state string

@@ -29,7 +29,13 @@ func TestBinary_TablesOnPty_FitTheWidthAt80And120(t *testing.T) {
 		} {
 			r := e.tty(t, cols, "", args...)
 			require.Equal(t, cliutil.ExitOK, r.code, "oml %s: %s", strings.Join(args, " "), r.stdout)
-			lines := strings.Split(strings.TrimRight(r.stdout, "\n"), "\n")
+			out := r.stdout
+			if args[0] == "lake" && args[1] == "status" {
+				// The key: value lines above the table are not width-fitted
+				// (only tables are); check the table.
+				_, out, _ = strings.Cut(out, "\n\n")
+			}
+			lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
 			require.Greater(t, len(lines), 1, r.stdout)
 			for _, l := range lines {
 				require.LessOrEqual(t, ansi.StringWidth(l), cols, "oml %s at %d columns:\n%s", strings.Join(args, " "), cols, r.stdout)

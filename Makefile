@@ -12,18 +12,28 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z_/-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
 .PHONY: deps
-deps: ## install what the build and tests need (Go modules, PostgreSQL, versitygw, promtool)
-	$(GO) mod download
-	scripts/ensure-postgres.sh
+deps: deps/demo ## install what the build and tests need (Go modules, PostgreSQL, versitygw, promtool)
 	scripts/ensure-versitygw.sh >/dev/null
 	scripts/ensure-promtool.sh
 
+# The demo runs on a file:// lake and a private PostgreSQL: it needs no S3
+# server and no promtool, so it does not wait minutes for versitygw to build.
+.PHONY: deps/demo
+deps/demo: ## install what the build and the demo need (Go modules, PostgreSQL)
+	$(GO) mod download
+	scripts/ensure-postgres.sh
+
 .PHONY: build
-build: ## build bin/oml
-	$(GO) build -o $(BIN) ./cmd/oml
+# The commit and the build time go into `oml version` (Go itself records no
+# build time, and the commit only when it can run git on the checkout).
+LDFLAGS := -X github.com/omlhq/oml/internal/buildinfo.BuildTime=$(shell date -u +%Y-%m-%dT%H:%M:%SZ) \
+           -X github.com/omlhq/oml/internal/buildinfo.Commit=$(shell git rev-parse HEAD 2>/dev/null)
+
+build: ## build bin/oml (with its commit and build time for oml version)
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/oml
 
 .PHONY: lint
-lint: ## gofmt, go vet, go mod tidy must leave no diff
+lint: ## gofmt must leave no diff, go vet must pass
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
@@ -40,7 +50,7 @@ bench: deps ## run benchmarks (BENCHTIME=1x for a smoke run)
 	OML_VERSITYGW="$$(scripts/ensure-versitygw.sh)" $(GO) test -run '^$$' -bench . -benchmem -benchtime $${BENCHTIME:-1s} $(PKGS)
 
 .PHONY: demo
-demo: deps build ## run the main job end to end on local defaults, then clean up
+demo: deps/demo build ## run the main job end to end on local defaults (no S3 server needed), then clean up
 	scripts/demo.sh
 
 .PHONY: clean

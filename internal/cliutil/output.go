@@ -6,9 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/olekukonko/tablewriter"
-	"github.com/olekukonko/tablewriter/tw"
-
 	"github.com/omlhq/oml/internal/iostreams"
 )
 
@@ -42,8 +39,10 @@ func WriteJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-// Table renders rows under a header. On a terminal it draws a padded table;
-// otherwise it prints tab-separated lines (header first) that scripts can cut.
+// Table renders rows under a header. On a terminal it draws a padded
+// table that fits the terminal's width (FitTable: cells cut with an
+// ellipsis, only the last column wraps); otherwise it prints tab-separated
+// lines (header first) that scripts can cut, never cut or wrapped.
 //
 // Every cell goes through Sanitize: cells often hold what a tenant or a
 // lake file controls, and must never reach the terminal as control codes.
@@ -52,33 +51,7 @@ func Table(io *iostreams.IOStreams, header []string, rows [][]string) error {
 	if !io.IsStdoutTTY() {
 		return tsv(io.Out, header, rows)
 	}
-	t := tablewriter.NewTable(io.Out,
-		tablewriter.WithRendition(tw.Rendition{
-			Borders: tw.BorderNone,
-			Settings: tw.Settings{
-				Separators: tw.Separators{BetweenColumns: tw.Off, BetweenRows: tw.Off},
-				Lines:      tw.Lines{ShowHeaderLine: tw.Off},
-			},
-		}),
-		tablewriter.WithHeaderAutoFormat(tw.Off),
-		tablewriter.WithHeaderAlignment(tw.AlignLeft),
-		tablewriter.WithRowAlignment(tw.AlignLeft),
-	)
-	t.Header(toAny(header)...)
-	for _, r := range rows {
-		if err := t.Append(toAny(r)...); err != nil {
-			return err
-		}
-	}
-	return t.Render()
-}
-
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
+	return FitTable(io.Out, io.TerminalWidth(), header, rows)
 }
 
 func tsv(w io.Writer, header []string, rows [][]string) error {
@@ -141,4 +114,13 @@ func sanitizeRows(rows [][]string) [][]string {
 		out[i] = sanitizeAll(r)
 	}
 	return out
+}
+
+// Count renders n with its noun, singular for one: "1 row", "2 rows",
+// "0 rows" (the noun's plural is noun+"s").
+func Count[N int | int64](n N, noun string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", noun)
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

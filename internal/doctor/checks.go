@@ -43,7 +43,11 @@ func checkDatabase(ctx context.Context, r *run, res *Result) {
 	start := time.Now()
 	pool, err := r.opts.DB(ctx)
 	if err != nil {
-		res.fail("cannot reach the database: %v", err)
+		if strings.HasPrefix(err.Error(), "cannot reach the database") {
+			res.fail("%v", err) // pgconn's sentence already says so
+		} else {
+			res.fail("cannot reach the database: %v", err)
+		}
 		return
 	}
 	r.pool = pool
@@ -67,7 +71,11 @@ func checkDatabase(ctx context.Context, r *run, res *Result) {
 	res.Data["schema_version"] = schema.Latest() - len(pending)
 	res.Data["pending_migrations"] = names
 	if len(pending) > 0 {
-		res.fail("%d migration(s) pending: %s; run oml migrate", len(pending), strings.Join(names, ", "))
+		next := "oml migrate"
+		if len(pending) == schema.Latest() {
+			next = "oml init (schema and deployment genesis)" // a fresh database
+		}
+		res.fail("%d migration(s) pending: %s; run %s", len(pending), strings.Join(names, ", "), next)
 		for _, n := range names {
 			res.detail("pending migration %s", n)
 		}
@@ -80,6 +88,19 @@ func checkDatabase(ctx context.Context, r *run, res *Result) {
 
 func checkLake(ctx context.Context, r *run, res *Result) {
 	res.Data["lake"] = r.lake.String()
+	// The probe writes, and a write creates a missing file lake's tree:
+	// doctor must never bring a mistyped --lake into existence. Whether a
+	// missing lake is a problem depends on the frontier (the delta check).
+	if missing, err := store.RootMissing(r.lake); err != nil || missing {
+		res.Data["put_if_absent"] = nil
+		if err != nil {
+			res.fail("cannot look at the lake root of %s: %v", r.lake, err)
+			return
+		}
+		res.Status = StatusWarn
+		res.Summary = fmt.Sprintf("%s does not exist: not probed (doctor only reads); the first oml lake drain creates it — if rows were drained already, --lake names the wrong lake", r.lake)
+		return
+	}
 	start := time.Now()
 	err := store.Probe(ctx, r.lake)
 	res.Data["probe_seconds"] = time.Since(start).Seconds()
@@ -536,6 +557,15 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 	if err := rows.Err(); err != nil {
 		res.fail("cannot list tenants: %v", err)
 		return
+	}
+
+	// An empty lake is "0 tables healthy" only if nothing was drained; with
+	// a frontier past zero it is the wrong lake or a lost one.
+	if st, err := r.lakeWriterStatus(ctx); err == nil {
+		if err := lakewriter.CheckLakeHoldsFrontier(ctx, r.lake, st.Frontier); err != nil {
+			res.fail("%v", err)
+			return
+		}
 	}
 
 	out := make([]tableHealth, len(keys))

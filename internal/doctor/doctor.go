@@ -278,7 +278,12 @@ func Run(ctx context.Context, opts Options) Report {
 	results[0] = r.runOne(ctx, checkDefs[0])
 	wg.Wait()
 	dbUsable := results[0].Status == StatusOK || results[0].Status == StatusWarn
-	dbWhy := "skipped: the database check failed (" + results[0].Summary + ")"
+	// The database check's own row carries its error; repeating a long
+	// connection error in every skipped row only buries it.
+	dbWhy := "skipped: needs the database, and the database check failed (see its row)"
+	if p, ok := results[0].Data["pending_migrations"].([]string); ok && len(p) > 0 {
+		dbWhy = "skipped: the schema is not current, migrations are pending (see the database row)"
+	}
 
 	// Phase 2: everything else, concurrently.
 	for i := 1; i < len(checkDefs); i++ {

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +17,11 @@ import (
 	"github.com/omlhq/oml/internal/testdb"
 )
 
-func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
+func TestMain(m *testing.M) {
+	code := testdb.Run(m, testdb.WithTemplate(schema.Migrate))
+	removeBinary()
+	os.Exit(code)
+}
 
 type result struct {
 	code   cliutil.ExitCode

@@ -119,14 +119,19 @@ type BatchResult struct {
 
 // Summary is what a DrainOnce run did.
 type Summary struct {
-	StartFrontier int64         `json:"start_frontier"`
-	EndFrontier   int64         `json:"end_frontier"`
-	Target        int64         `json:"target"` // the stable prefix drained to
-	Batches       int           `json:"batches"`
-	Rows          int           `json:"rows"`
-	TableCommits  int           `json:"table_commits"`
-	DeadLettered  []int64       `json:"dead_lettered"`
-	Duration      time.Duration `json:"duration_ns"`
+	StartFrontier int64   `json:"start_frontier"`
+	EndFrontier   int64   `json:"end_frontier"`
+	Target        int64   `json:"target"` // the stable prefix drained to
+	Batches       int     `json:"batches"`
+	Rows          int     `json:"rows"`
+	TableCommits  int     `json:"table_commits"`
+	DeadLettered  []int64 `json:"dead_lettered"`
+	// Replayed is the newest recorded batch, re-run at start with its
+	// recorded bounds (nil when there was none to re-run). Its rows are not
+	// in Rows, which counts only rows new to the lake; when the batch was in
+	// every table already (the usual case) it committed nothing.
+	Replayed *BatchResult  `json:"-"`
+	Duration time.Duration `json:"duration_ns"`
 	// RecoverDuration is the part of Duration spent before the first new
 	// batch: the fork check, reading every table's log, replaying the
 	// newest batch and catching tables up.
@@ -321,12 +326,20 @@ func (d *Drainer) recover(ctx context.Context) error {
 			"frontier_cache", cache, "lake", maxEnd)
 	}
 	if start >= 0 && start < maxEnd {
-		d.log.Info("replaying the newest recorded batch with its recorded bounds", "start", start, "end", maxEnd)
+		// Routine on every start: only a replay that re-applied something
+		// (a batch a crash left half-committed) is worth an INFO line.
+		d.log.Debug("replaying the newest recorded batch with its recorded bounds", "start", start, "end", maxEnd)
 		d.setCutRows(start, maxEnd, rec.Rows)
 		r, err := d.processBatch(ctx, start, maxEnd)
 		d.replayed = &r
 		if err != nil {
 			return fmt.Errorf("replay batch (%d, %d]: %w", start, maxEnd, err)
+		}
+		if r.Tables > 0 {
+			d.log.Info("re-applied the newest recorded batch to the tables an interrupted run had not committed it to",
+				"start", start, "end", maxEnd, "tables", r.Tables, "rows", r.Rows)
+		} else {
+			d.log.Debug("the newest recorded batch was already in every table", "start", start, "end", maxEnd)
 		}
 	}
 	d.frontier.Store(maxEnd)

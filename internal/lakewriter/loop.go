@@ -32,9 +32,9 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	}
 	sum.RecoverDuration = time.Since(recoverStart)
 	if r := d.replayed; r != nil {
-		// What the replay of an interrupted batch did counts for this run.
-		sum.Batches++
-		sum.Rows += r.Rows
+		// The replay is reported apart (Summary.Replayed): its rows are not
+		// new, but what it committed and dead-lettered happened in this run.
+		sum.Replayed = r
 		sum.TableCommits += r.Tables
 		sum.DeadLettered = append(sum.DeadLettered, r.DeadLettered...)
 		d.replayed = nil

@@ -137,6 +137,6 @@ func TestCLI_MaintenanceCommandsAndErasureStatus(t *testing.T) {
 
 	r = b.oml(t, "lake", "maintain")
 	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
-	require.True(t, strings.HasPrefix(r.stdout, "TABLE\tTASK\tWHY\tDONE\n"), r.stdout)
+	require.True(t, strings.HasPrefix(r.stdout, "TABLE\tTENANT\tTASK\tDONE\tWHY\n"), r.stdout)
 	b.verifyLake(t)
 }

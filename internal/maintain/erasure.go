@@ -69,8 +69,9 @@ type ErasedClaim struct {
 	// runs as scheduled: the last DeletableAt of its files, or for a claim
 	// still in live files now + retention (the rewrite has yet to happen).
 	// Zero for gone or never-in-lake. Vacuum must still run after it.
-	GoneBy    time.Time     `json:"gone_by,omitzero"`
-	Retention time.Duration `json:"retention_ns"`
+	GoneBy           time.Time     `json:"gone_by,omitzero"`
+	Retention        time.Duration `json:"-"`
+	RetentionSeconds float64       `json:"retention_seconds"` // JSON durations are float seconds (docs/cli.md)
 
 	outboxSeq int64 // the erasure's silver outbox row (0: none)
 }
@@ -180,7 +181,7 @@ func locateCiphertext(ctx context.Context, lake store.Store, tenant uuid.UUID, c
 		}
 	}
 	for _, c := range claims {
-		c.Retention = retention
+		c.Retention, c.RetentionSeconds = retention, retention.Seconds()
 		c.Merged = c.outboxSeq > 0 && txn >= c.outboxSeq
 		sort.Slice(c.Files, func(i, j int) bool { return c.Files[i].Path < c.Files[j].Path })
 		live := false

@@ -35,7 +35,8 @@ type Measurements struct {
 	TombstonedBytes   int64         `json:"tombstoned_bytes"`
 	ExpiredTombstones int           `json:"expired_tombstones"` // removed longer ago than the retention: vacuum may delete them
 	ExpiredBytes      int64         `json:"expired_bytes"`
-	Retention         time.Duration `json:"retention_ns"`
+	Retention         time.Duration `json:"-"`
+	RetentionSeconds  float64       `json:"retention_seconds"` // JSON durations are float seconds (docs/cli.md)
 	// NextExpiry is when the oldest unexpired tombstone expires (zero: none).
 	NextExpiry time.Time `json:"next_expiry,omitzero"`
 
@@ -96,6 +97,7 @@ func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, e
 	if m.Retention, err = snap.DeletedFileRetention(); err != nil {
 		return m, err
 	}
+	m.RetentionSeconds = m.Retention.Seconds()
 	cutoff := now.Add(-m.Retention).UnixMilli()
 	for _, r := range snap.Tombstones() {
 		m.Tombstones++

@@ -94,5 +94,5 @@ func TestMigrate_PendingOnEmptyDatabaseNeedsNoSchema(t *testing.T) {
 	conn := testdb.New(t, testdb.Empty()).Conn(t)
 	err := schema.RequireCurrent(ctx, conn)
 	require.ErrorIs(t, err, schema.ErrNotMigrated)
-	require.ErrorContains(t, err, "oml migrate")
+	require.ErrorContains(t, err, "run `oml init` first")
 }

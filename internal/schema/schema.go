@@ -301,8 +301,14 @@ func RequireCurrent(ctx context.Context, q Querier) error {
 	if err != nil {
 		return err
 	}
+	if len(p) > 0 && len(p) == len(All()) {
+		// Nothing applied: a fresh database wants the whole setup, schema
+		// and deployment genesis, which is oml init (migrate alone would
+		// leave every journal writer asking for init next).
+		return fmt.Errorf("%w: the database has no oml schema yet; run `oml init` first (schema and deployment genesis)", ErrNotMigrated)
+	}
 	if len(p) > 0 {
-		return fmt.Errorf("%w: %d migration(s) pending (first %03d_%s); run `oml migrate` (or `oml init`) first", ErrNotMigrated, len(p), p[0].Version, p[0].Name)
+		return fmt.Errorf("%w: %d migration(s) pending (first %03d_%s); run `oml migrate` first", ErrNotMigrated, len(p), p[0].Version, p[0].Name)
 	}
 	return nil
 }

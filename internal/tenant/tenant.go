@@ -21,6 +21,10 @@ import (
 // Provider is the reserved provider tenant id.
 var Provider = journal.ProviderTenant
 
+// ProviderName is the provider tenant's name, the one spelling every
+// command shows and accepts for it.
+const ProviderName = journal.ProviderTenantName
+
 var nameRE = journal.TenantNameRE
 
 var (
@@ -39,8 +43,20 @@ func ValidateName(name string) error {
 	if !nameRE.MatchString(name) {
 		return fmt.Errorf("%w %q: use 1-63 characters of a-z, 0-9, '.', '_' or '-', starting with a letter or digit", ErrBadName, name)
 	}
+	if IsProviderName(name) {
+		return fmt.Errorf("%w %q: the name is reserved for the provider tenant (shown as %s); choose another name", ErrBadName, name, ProviderName)
+	}
 	return nil
 }
+
+// ProviderAlias is the other way an operator may write the provider
+// tenant ("--tenant provider"); it is reserved so that it can never name
+// a customer tenant too.
+const ProviderAlias = "provider"
+
+// IsProviderName reports whether s names the provider tenant: its name
+// (_provider) or the reserved alias (provider).
+func IsProviderName(s string) bool { return s == ProviderName || s == ProviderAlias }
 
 // Tenant is one tenant with its chain head.
 type Tenant struct {
@@ -124,7 +140,10 @@ func Create(ctx context.Context, pool *pgxpool.Pool, k *keys.Key, name string) (
 		return t, false, rerr
 	}
 	if err != nil {
-		if errors.Is(err, journal.ErrUnknownTenant) {
+		if errors.Is(err, journal.ErrUnknownTenant) || (errors.Is(err, journal.ErrRejected) && !providerChainExists(ctx, pool)) {
+			// After `oml migrate` alone there is no provider chain, and the
+			// append refuses tenant.created as the chain's first event: what
+			// the operator needs to hear is "init".
 			return Tenant{}, false, fmt.Errorf("%w: run `oml init` first", ErrNotInitialized)
 		}
 		return Tenant{}, false, err
@@ -152,6 +171,17 @@ func CreateTx(ctx context.Context, tx pgx.Tx, k *keys.Key, id uuid.UUID, name st
 	}
 	_, err = chain.AppendTx(ctx, tx, k, id, genesis)
 	return err
+}
+
+// providerChainExists reports whether the provider chain has a head; asked
+// only to explain a refused create, so a failing query answers "yes" and
+// leaves the refusal as it was.
+func providerChainExists(ctx context.Context, q Querier) bool {
+	exists := true
+	if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.chain_heads WHERE tenant_id = $1)`, Provider).Scan(&exists); err != nil {
+		return true
+	}
+	return exists
 }
 
 // Querier is a pool, connection or transaction.
@@ -196,6 +226,9 @@ func List(ctx context.Context, q Querier) ([]Tenant, error) {
 func Resolve(ctx context.Context, q Querier, nameOrID string) (Tenant, error) {
 	where := ` WHERE t.name = $1`
 	arg := any(nameOrID)
+	if IsProviderName(nameOrID) {
+		where, arg = ` WHERE t.id = $1`, Provider
+	}
 	if id, err := uuid.Parse(nameOrID); err == nil {
 		where, arg = ` WHERE t.id = $1`, id
 	}

@@ -28,6 +28,11 @@ type Config struct {
 	RetractRatio float64     // share of promoted claims later retracted (0: none)
 	Poison       int         // poison rows to plant in total (spread over tenants)
 	Seed         uint64
+	// FirstRound is the first round's number. Artifact ids carry the seed,
+	// the tenant's index and the round (art-SEED-TENANT-ROUND-I), so a
+	// re-run over the same database starts after the rounds already there
+	// (NextRound) instead of resubmitting the same artifacts.
+	FirstRound int
 	// Concurrency is how many tenants write at once (default 8).
 	Concurrency int
 	// Batch is how many claims' events go into one append transaction
@@ -53,7 +58,9 @@ type Stats struct {
 	SimEnded    int64 `json:"simulation_ended"`
 	Appends     int64 `json:"appends"`
 	PoisonRows  int64 `json:"poison_rows"`
-	ElapsedNano int64 `json:"elapsed_ns"`
+	ElapsedNano int64 `json:"-"`
+	// ElapsedSeconds is ElapsedNano for JSON: durations are float seconds.
+	ElapsedSeconds float64 `json:"elapsed_seconds"`
 }
 
 // Poison is one planted poison row and how to repair it.
@@ -113,8 +120,8 @@ func Run(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, cfg Confi
 			defer wg.Done()
 			defer func() { <-sem }()
 			tw := &tenantWriter{pool: pool, signer: signer, tenant: t, cfg: cfg, st: &st, lim: lim,
-				rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1)), prefix: fmt.Sprintf("art-%x-%d-", cfg.Seed, i)}
-			for round := 0; ; round++ {
+				rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1+uint64(cfg.FirstRound)<<32)), prefix: artifactPrefix(cfg.Seed, i)}
+			for round := cfg.FirstRound; ; round++ {
 				if err := tw.round(ctx, round); err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -145,6 +152,30 @@ func Run(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, cfg Confi
 	return res, nil
 }
 
+// artifactPrefix is the start of every artifact id the workload writes for
+// seed and tenant index i: art-SEED-I-; ROUND-N follows.
+func artifactPrefix(seed uint64, i int) string { return fmt.Sprintf("art-%x-%d-", seed, i) }
+
+// NextRound is the first round number no tenant in tenants has used with
+// seed: 0 on a fresh database, else one past the highest round whose
+// claims are already in oml.claims. Passing it as Config.FirstRound makes
+// a second `oml dev load` continue the workload with new claims, where it
+// would otherwise collide with the first run's artifact ids.
+func NextRound(ctx context.Context, pool *pgxpool.Pool, tenants []uuid.UUID, seed uint64) (int, error) {
+	var next int
+	// art-SEED-I-ROUND-N: the round is the fourth '-' field. The CASE keeps
+	// the cast away from ids of another shape.
+	err := pool.QueryRow(ctx, `
+SELECT coalesce(max(CASE WHEN split_part(artifact_id, '-', 4) ~ '^[0-9]{1,9}$'
+                         THEN split_part(artifact_id, '-', 4)::int END) + 1, 0)
+  FROM oml.claims
+ WHERE tenant_id = ANY($1) AND artifact_id LIKE $2`, tenants, fmt.Sprintf("art-%x-%%", seed)).Scan(&next)
+	if err != nil {
+		return 0, fmt.Errorf("workload: find the rounds already written: %w", err)
+	}
+	return next, nil
+}
+
 type counters struct {
 	events, claims, promoted, demoted, erased, reassigned, simEnded, appends atomic.Int64
 }
@@ -152,7 +183,7 @@ type counters struct {
 func (c *counters) snapshot(started time.Time) Stats {
 	return Stats{Events: c.events.Load(), Claims: c.claims.Load(), Promoted: c.promoted.Load(), Demoted: c.demoted.Load(),
 		Erased: c.erased.Load(), Reassigned: c.reassigned.Load(), SimEnded: c.simEnded.Load(), Appends: c.appends.Load(),
-		ElapsedNano: time.Since(started).Nanoseconds()}
+		ElapsedNano: time.Since(started).Nanoseconds(), ElapsedSeconds: time.Since(started).Seconds()}
 }
 
 type tenantWriter struct {

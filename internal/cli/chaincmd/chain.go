@@ -20,6 +20,7 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -46,9 +47,10 @@ docs/chain-verify.md, docs/chain-bundle.md and docs/runbooks/failover.md.`,
 	return cmd
 }
 
-// resolveTenant accepts a tenant name, a tenant id, or "provider".
+// resolveTenant accepts a tenant name, a tenant id, or the provider's name
+// (_provider, or its reserved alias provider).
 func resolveTenant(ctx context.Context, pool *pgxpool.Pool, s string) (uuid.UUID, error) {
-	if s == "provider" {
+	if tenant.IsProviderName(s) {
 		return chainverify.ProviderTenant, nil
 	}
 	if id, err := uuid.Parse(s); err == nil {
@@ -65,9 +67,10 @@ func resolveTenant(ctx context.Context, pool *pgxpool.Pool, s string) (uuid.UUID
 	return id, nil
 }
 
-// tenantNames maps tenant ids to names (the provider is "provider").
+// tenantNames maps tenant ids to names (the provider is tenant.ProviderName,
+// the one spelling every command shows).
 func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string, error) {
-	names := map[uuid.UUID]string{chainverify.ProviderTenant: "provider"}
+	names := map[uuid.UUID]string{chainverify.ProviderTenant: tenant.ProviderName}
 	rows, err := pool.Query(ctx, `SELECT id, name FROM oml.tenants`)
 	if err != nil {
 		return nil, fmt.Errorf("read oml.tenants: %w", err)

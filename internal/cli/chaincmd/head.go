@@ -12,6 +12,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -80,6 +81,11 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 	pool, err := f.DB(ctx)
 	if err != nil {
 		return err
+	}
+	// Before migrate or init: say which to run, not the SQLSTATE of the
+	// first missing table.
+	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
 	}
 	var only *uuid.UUID
 	if opts.Tenant != "" {

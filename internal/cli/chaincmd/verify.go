@@ -18,6 +18,7 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -181,6 +182,11 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 	pool, err := f.DB(ctx)
 	if err != nil {
 		return err
+	}
+	// Before migrate or init: say which to run, not the SQLSTATE of the
+	// first missing table.
+	if err := schema.RequireCurrent(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
 	}
 	dbo := chainverify.DBOptions{
 		SinceCheckpoint: opts.SinceCheckpoint, Strict: opts.Strict, NoCheckpoint: opts.NoCheckpoint, RootKeyID: opts.RootKeyID,

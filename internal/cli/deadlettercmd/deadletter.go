@@ -149,9 +149,11 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 			re = fmt.Sprintf("abandoned, %s (journal seq %d)", cliutil.Time(*l.AbandonedAt), deref(l.AbandonedSeq))
 		}
 		rows = append(rows, []string{fmt.Sprint(l.ID), tenantLabel(l), fmt.Sprint(l.OutboxSeq), l.Target, l.Op, l.Claim(),
-			fmt.Sprint(l.Attempts), cliutil.Time(l.FirstFailedAt), oneLine(l.Error, f.IO.IsStdoutTTY()), re})
+			fmt.Sprint(l.Attempts), cliutil.Time(l.FirstFailedAt), re, oneLine(l.Error, f.IO.IsStdoutTTY())})
 	}
-	return cliutil.Table(f.IO, []string{"ID", "TENANT", "OUTBOX SEQ", "TARGET", "OP", "CLAIM", "ATTEMPTS", "FIRST FAILURE", "ERROR", "REENQUEUED"}, rows)
+	// ERROR last: it is the long free text, the one column a terminal
+	// table wraps (cliutil.FitTable).
+	return cliutil.Table(f.IO, []string{"ID", "TENANT", "OUTBOX SEQ", "TARGET", "OP", "CLAIM", "ATTEMPTS", "FIRST FAILURE", "REENQUEUED", "ERROR"}, rows)
 }
 
 func tenantLabel(l deadletter.Letter) string {
@@ -323,6 +325,8 @@ type ReenqueueOptions struct {
 	Yes    bool
 	Reason string
 	By     string
+	// Force re-enqueues rows whose cause still shows (deadletter.StillBroken).
+	Force bool
 }
 
 // NewCmdReenqueue builds `oml deadletter reenqueue`.
@@ -389,6 +393,7 @@ could not be (not found, or the append was refused); 2 usage or connection error
 	cmd.Flags().BoolVarP(&opts.Yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().StringVar(&opts.Reason, "reason", "", "why (journalled with the event)")
 	cmd.Flags().StringVar(&opts.By, "by", "", "who is re-enqueueing (journalled; default: the OS user)")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "re-enqueue even rows whose cause is visibly not repaired (they will dead-letter again)")
 	return cmd
 }
 
@@ -438,10 +443,21 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 				return err
 			}
 			if !ok {
+				// Declining is a decision, not a problem: exit 0.
 				fmt.Fprintln(f.IO.ErrOut, "Nothing re-enqueued.")
-				return cliutil.ErrSilent
+				return nil
 			}
 		}
+	}
+	ids, broken, err := unrepaired(ctx, pool, ids, opts.Force)
+	if err != nil {
+		return err
+	}
+	for _, b := range broken {
+		fmt.Fprintf(f.IO.ErrOut, "oml: dead letter %d was NOT re-enqueued: %s, so the lake writer would dead-letter it again; repair it first (docs/deadletter.md), or pass --force\n", b.id, b.why)
+	}
+	if len(ids) == 0 {
+		return cliutil.Findingsf("%d dead letter(s) not re-enqueued: their cause is not repaired", len(broken))
 	}
 	res, err := deadletter.Reenqueue(ctx, pool, k, ids, deadletter.Options{By: opts.By, Reason: opts.Reason})
 	if err != nil {
@@ -485,7 +501,43 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 	if failed > 0 {
 		return cliutil.Findingsf("%d of %d dead letter(s) could not be re-enqueued", failed, len(res))
 	}
+	if len(broken) > 0 {
+		return cliutil.Findingsf("%d dead letter(s) not re-enqueued: their cause is not repaired", len(broken))
+	}
 	return nil
+}
+
+type brokenLetter struct {
+	id  int64
+	why string
+}
+
+// unrepaired splits ids into those to re-enqueue and those whose cause
+// visibly still holds (deadletter.StillBroken); with force nothing is held
+// back. Unknown ids stay in: Reenqueue reports them.
+func unrepaired(ctx context.Context, pool deadletter.Querier, ids []int64, force bool) ([]int64, []brokenLetter, error) {
+	if force {
+		return ids, nil, nil
+	}
+	var keep []int64
+	var broken []brokenLetter
+	for _, id := range ids {
+		l, err := deadletter.Get(ctx, pool, id)
+		if err != nil {
+			keep = append(keep, id)
+			continue
+		}
+		why, err := deadletter.StillBroken(ctx, pool, l)
+		if err != nil {
+			return nil, nil, cliutil.AsConfigError(err)
+		}
+		if why != "" {
+			broken = append(broken, brokenLetter{id, why})
+			continue
+		}
+		keep = append(keep, id)
+	}
+	return keep, broken, nil
 }
 
 func timeOr(t *time.Time) string {

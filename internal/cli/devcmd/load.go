@@ -2,6 +2,7 @@ package devcmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -56,7 +57,13 @@ each after its retry budget; the report lists them with how to repair them.
 This writes to the database as its owner: use it on development databases.
 
 --rate caps events per second; --duration keeps writing new rounds of
---claims per tenant until it has passed. Needs --signing-key.`,
+--claims per tenant until it has passed. Needs --signing-key.
+
+Re-running continues the workload: artifact ids carry the seed, the tenant
+and the round (art-SEED-TENANT-ROUND-N), and a run starts after the highest
+round already in the database for that seed, so a second run submits new
+claims instead of colliding with the first. Same seed on a fresh database,
+same workload.`,
 		Example: `  oml dev load --tenants 3 --claims 100
   oml dev load --tenants 100 --claims 50 --poison 3 --seed 42
   oml dev load --tenants 10 --claims 20 --rate 500 --duration 5m`,
@@ -115,15 +122,23 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 	var ids []uuid.UUID
 	for i := 1; i <= opts.Tenants; i++ {
 		t, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("load-%03d", i))
+		if errors.Is(err, tenant.ErrNotInitialized) {
+			return cliutil.ConfigErrorf("the deployment is not initialised: run `oml init` first")
+		}
 		if err != nil {
-			return cliutil.AsConfigError(fmt.Errorf("create tenant load-%03d: %w (run `oml init` first?)", i, err))
+			return cliutil.AsConfigError(fmt.Errorf("create tenant load-%03d: %w", i, err))
 		}
 		ids = append(ids, t.ID)
+	}
+	// A re-run continues the workload: new rounds, new artifact ids.
+	first, err := workload.NextRound(ctx, pool, ids, opts.Seed)
+	if err != nil {
+		return cliutil.AsConfigError(err)
 	}
 	var last atomic.Pointer[workload.Stats]
 	cfg := workload.Config{
 		Tenants: ids, Claims: opts.Claims, PromoteRatio: opts.PromoteRatio, RetractRatio: opts.RetractRatio,
-		Poison: opts.Poison, Seed: opts.Seed, Concurrency: opts.Concurrency, Batch: opts.Batch,
+		Poison: opts.Poison, Seed: opts.Seed, FirstRound: first, Concurrency: opts.Concurrency, Batch: opts.Batch,
 		Rate: opts.Rate, Duration: opts.Duration,
 		Progress: func(s workload.Stats) { last.Store(&s) },
 	}
@@ -134,13 +149,13 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 			if s == nil {
 				return "loading..."
 			}
-			return fmt.Sprintf("loading: %d events, %d claims, %d promoted, %.0f events/s, %s",
-				s.Events, s.Claims, s.Promoted, float64(s.Events)/max(el.Seconds(), 1e-3), el.Round(time.Second))
+			return progressLine(*s, el, len(ids)*opts.Claims, opts.Duration)
 		})
 	}
 	res, err := workload.Run(ctx, pool, k, cfg)
 	stop()
-	if err != nil {
+	interrupted := ctx.Err() != nil
+	if err != nil && !interrupted {
 		return cliutil.AsConfigError(err)
 	}
 	if format == cliutil.FormatJSON {
@@ -149,19 +164,24 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 			Repair string `json:"repair"`
 		}
 		out := struct {
-			Tenants []uuid.UUID    `json:"tenants"`
-			Stats   workload.Stats `json:"stats"`
-			Poison  []poisonJSON   `json:"poison"`
-		}{Tenants: ids, Stats: res.Stats, Poison: []poisonJSON{}}
+			Tenants    []uuid.UUID    `json:"tenants"`
+			FirstRound int            `json:"first_round"`
+			Stats      workload.Stats `json:"stats"`
+			Poison     []poisonJSON   `json:"poison"`
+		}{Tenants: ids, FirstRound: first, Stats: res.Stats, Poison: []poisonJSON{}}
 		for _, p := range res.Poison {
 			out.Poison = append(out.Poison, poisonJSON{Poison: p, Repair: repairHint(p)})
 		}
-		return cliutil.WriteJSON(f.IO.Out, out)
+		if err := cliutil.WriteJSON(f.IO.Out, out); err != nil {
+			return err
+		}
+		return interruptedError(interrupted, res.Stats)
 	}
 	s := res.Stats
 	el := time.Duration(s.ElapsedNano)
 	pairs := [][2]string{
 		{"tenants", fmt.Sprint(len(ids))},
+		{"rounds", rounds(first, opts.Seed)},
 		{"events", fmt.Sprintf("%d in %d transactions (%.0f events/s)", s.Events, s.Appends, float64(s.Events)/max(el.Seconds(), 1e-3))},
 		{"claims", fmt.Sprint(s.Claims)},
 		{"promoted", fmt.Sprint(s.Promoted)},
@@ -174,7 +194,49 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 			pairs = append(pairs, [2]string{"  " + p.Kind, fmt.Sprintf("outbox seq %d (tenant %s, %s v%d): %s", p.OutboxSeq, p.Tenant, p.ArtifactID, p.Version, repairHint(p))})
 		}
 	}
-	return cliutil.KeyValues(f.IO.Out, pairs)
+	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
+		return err
+	}
+	return interruptedError(interrupted, res.Stats)
+}
+
+// interruptedError is the exit of a load stopped by SIGINT/SIGTERM: what
+// was written is committed (every append is one transaction), but the
+// workload asked for did not run to its end, which a script must see.
+func interruptedError(interrupted bool, s workload.Stats) error {
+	if !interrupted {
+		return nil
+	}
+	return cliutil.Findingsf("interrupted: %d events (%d claims) were written and committed before the stop; run it again to continue the workload", s.Events, s.Claims)
+}
+
+// progressLine is the live counter: claims against the total of one round
+// (tenants x --claims) with an ETA, or, with --duration, time against it.
+func progressLine(s workload.Stats, el time.Duration, total int, duration time.Duration) string {
+	rate := float64(s.Events) / max(el.Seconds(), 1e-3)
+	if duration > 0 {
+		return fmt.Sprintf("loading: %d claims, %d events, %.0f events/s, %s of %s",
+			s.Claims, s.Events, rate, el.Round(time.Second), duration)
+	}
+	eta := "-"
+	if s.Claims > 0 && total > 0 {
+		left := time.Duration(float64(el) * float64(int64(total)-s.Claims) / float64(s.Claims))
+		eta = max(left, 0).Round(time.Second).String()
+	}
+	pct := 0.0
+	if total > 0 {
+		pct = 100 * float64(s.Claims) / float64(total)
+	}
+	return fmt.Sprintf("loading: %d/%d claims (%.0f%%), %d events, %.0f events/s, ETA %s", s.Claims, total, pct, s.Events, rate, eta)
+}
+
+// rounds says where this run started: a re-run continues after the rounds
+// already in the database instead of colliding with them.
+func rounds(first int, seed uint64) string {
+	if first == 0 {
+		return fmt.Sprintf("from round 0 (seed %d)", seed)
+	}
+	return fmt.Sprintf("from round %d (seed %d): rounds 0-%d are already in the database, so this run continues the workload", first, seed, first-1)
 }
 
 func repairHint(p workload.Poison) string {

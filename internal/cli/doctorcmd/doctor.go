@@ -207,6 +207,13 @@ func run(ctx context.Context, o *Options) error {
 	if _, err := pgconn.ParseConfig(dsn, pgconn.Options{}); err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	// A malformed lake URL (--lake ./lake) is the operator's typo, not a
+	// lake that is down: exit 2 before any check runs.
+	if u := f.LakeURL(); u != "" {
+		if err := store.ValidateURL(u); err != nil {
+			return cliutil.AsConfigError(err)
+		}
+	}
 	d := &deps{dsn: dsn, lakeURL: f.LakeURL()}
 	defer d.close()
 	runChecks := o.runner(d)

@@ -302,17 +302,23 @@ func drainError(err error) error {
 }
 
 type drainSummaryJSON struct {
-	StartFrontier int64                 `json:"start_frontier"`
-	EndFrontier   int64                 `json:"end_frontier"`
-	Target        int64                 `json:"target"`
-	Batches       int                   `json:"batches"`
-	Rows          int                   `json:"rows"`
-	TableCommits  int                   `json:"table_commits"`
-	DeadLettered  []int64               `json:"dead_lettered"`
-	Refused       []chainverify.Finding `json:"refused"`
-	DurationMS    int64                 `json:"duration_ms"`
-	HorizonHeld   bool                  `json:"horizon_held"`
-	Blockers      []outbox.Blocker      `json:"blockers"`
+	StartFrontier int64 `json:"start_frontier"`
+	EndFrontier   int64 `json:"end_frontier"`
+	Target        int64 `json:"target"`
+	Batches       int   `json:"batches"`
+	Rows          int   `json:"rows"` // rows new to the lake in this run
+	// ReplayedRows are the rows of the newest recorded batch, re-run at
+	// start with its recorded bounds; ReplayedTableCommits is how many
+	// tables that replay actually committed to (0: the batch was in every
+	// table already, nothing was re-applied). table_commits includes them.
+	ReplayedRows         int                   `json:"replayed_rows"`
+	ReplayedTableCommits int                   `json:"replayed_table_commits"`
+	TableCommits         int                   `json:"table_commits"`
+	DeadLettered         []int64               `json:"dead_lettered"`
+	Refused              []chainverify.Finding `json:"refused"`
+	DurationSeconds      float64               `json:"duration_seconds"`
+	HorizonHeld          bool                  `json:"horizon_held"`
+	Blockers             []outbox.Blocker      `json:"blockers"`
 	// DurabilityHeld: the standbys --durable-on requires did not flush the
 	// stable prefix within --durable-timeout (lag, not loss).
 	DurabilityHeld bool                 `json:"durability_held"`
@@ -322,8 +328,11 @@ type drainSummaryJSON struct {
 func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	out := drainSummaryJSON{StartFrontier: s.StartFrontier, EndFrontier: s.EndFrontier, Target: s.Target,
 		Batches: s.Batches, Rows: s.Rows, TableCommits: s.TableCommits, DeadLettered: s.DeadLettered, Refused: s.Refused,
-		DurationMS: s.Duration.Milliseconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers,
+		DurationSeconds: s.Duration.Seconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers,
 		DurabilityHeld: s.DurabilityHeld, Durability: s.Durability}
+	if r := s.Replayed; r != nil {
+		out.ReplayedRows, out.ReplayedTableCommits = r.Rows, r.Tables
+	}
 	if out.DeadLettered == nil {
 		out.DeadLettered = []int64{}
 	}
@@ -349,11 +358,20 @@ func printSummary(f *cliutil.Factory, s lakewriter.Summary) error {
 		{"frontier", fmt.Sprintf("%d -> %d", s.StartFrontier, s.EndFrontier)},
 		{"target", fmt.Sprint(s.Target)},
 		{"batches", fmt.Sprint(s.Batches)},
-		{"rows", fmt.Sprint(s.Rows)},
+		{"new rows", fmt.Sprint(s.Rows)},
+	}
+	if r := s.Replayed; r != nil {
+		what := "already in every table, nothing re-applied"
+		if r.Tables > 0 {
+			what = fmt.Sprintf("re-applied to %d table(s) an interrupted run had left behind", r.Tables)
+		}
+		pairs = append(pairs, [2]string{"replayed", fmt.Sprintf("the newest batch (%d, %d], %d row(s): %s", r.Start, r.End, r.Rows, what)})
+	}
+	pairs = append(pairs, [][2]string{
 		{"table commits", fmt.Sprint(s.TableCommits)},
 		{"dead-lettered", dead},
 		{"took", s.Duration.Round(time.Millisecond).String()},
-	}
+	}...)
 	if s.HorizonHeld {
 		pairs = append(pairs, [2]string{"horizon", "held by an open transaction: nothing past the frontier is final yet (lag, not loss)"})
 		for _, b := range s.Blockers {

@@ -32,7 +32,8 @@ func NewCmdHistory(f *cliutil.Factory, runF func(context.Context, *HistoryOption
 per commit with its version, time, operation, metrics and txn (appId=version).
 Commits removed by log cleanup (behind a checkpoint) are not shown.
 
-TABLE is a URL (file:///..., s3://...) or TENANT/LAYER/NAME under --lake.`,
+TABLE is a URL (file:///..., s3://...) or TENANT/LAYER/NAME under --lake,
+TENANT being a tenant's name (acme/silver/claims) or id.`,
 		Example: `  oml lake history 3f9c2d.../bronze/events --limit 20
   oml lake history s3://lake/prod/3f9c2d.../silver/claims -o json`,
 		Args: cobra.ExactArgs(1),

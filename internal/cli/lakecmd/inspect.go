@@ -34,7 +34,8 @@ files and their bytes, the remembered tombstones, the checkpoint it was read
 from and the commits since, and every application transaction (txn appId,
 version, last update). The lake writer's appId is oml-lakewriter.
 
-TABLE is a URL (file:///..., s3://...) or TENANT/LAYER/NAME under --lake.`,
+TABLE is a URL (file:///..., s3://...) or TENANT/LAYER/NAME under --lake,
+TENANT being a tenant's name (acme/silver/claims) or id.`,
 		Example: `  oml lake inspect 3f9c2d.../bronze/events
   oml lake inspect file:///var/lib/oml/lake/3f9c2d.../silver/claims -o json
   oml lake inspect s3://lake/prod/3f9c2d.../gold/lineage --version 12`,

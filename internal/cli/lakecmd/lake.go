@@ -7,11 +7,13 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 var (
@@ -36,8 +38,11 @@ func NewCmd(f *cliutil.Factory) *cobra.Command {
 
 TABLE arguments are either a full URL (file:///abs/path/to/table,
 s3://bucket/prefix/to/table) or TENANT/LAYER/NAME (for example
-3f9c.../bronze/events), resolved under the lake root given by --lake or
-OML_LAKE_URL. See docs/delta.md.`,
+acme/bronze/events or 3f9c.../bronze/events: TENANT is a tenant's name or
+id, _provider for the provider), resolved under the lake root given by
+--lake or OML_LAKE_URL; a name is looked up in the database (without one,
+TENANT is the directory it spells). Tables are listed with
+the tenant's name beside the id path. See docs/delta.md.`,
 	}
 	cmd.AddCommand(NewCmdInspect(f, nil), NewCmdHistory(f, nil))
 	regMu.Lock()
@@ -63,6 +68,16 @@ func OpenTable(ctx context.Context, f *cliutil.Factory, table string) (store.Sto
 	if len(parts) != 3 || parts[0] == "" || parts[1] == "" || parts[2] == "" {
 		return nil, cliutil.FlagErrorf("TABLE %q is neither a URL (file:///..., s3://...) nor TENANT/LAYER/NAME", table)
 	}
+	// TENANT is a name or an id, as --tenant is everywhere; a name needs
+	// the database to become the id the lake's paths use. Without a
+	// database the part is taken as the directory it spells.
+	if _, err := uuid.Parse(parts[0]); err != nil && f.DatabaseURL() != "" {
+		id, err := resolveTenantName(ctx, f, parts[0], table)
+		if err != nil {
+			return nil, err
+		}
+		parts[0] = id.String()
+	}
 	lake := f.LakeURL()
 	if lake == "" {
 		return nil, cliutil.ConfigErrorf("TABLE %q is relative to the lake root, but no lake is configured: pass --lake or set OML_LAKE_URL, or give the table's full URL", table)
@@ -78,15 +93,66 @@ func OpenTable(ctx context.Context, f *cliutil.Factory, table string) (store.Sto
 	return st, nil
 }
 
+// resolveTenantName turns the TENANT part of a TABLE argument into its id.
+func resolveTenantName(ctx context.Context, f *cliutil.Factory, name, table string) (uuid.UUID, error) {
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return uuid.UUID{}, err
+	}
+	t, err := tenant.Resolve(ctx, pool, name)
+	if errors.Is(err, tenant.ErrUnknown) {
+		return uuid.UUID{}, cliutil.FlagErrorf("TABLE %q: %v", table, err)
+	}
+	if err != nil {
+		return uuid.UUID{}, cliutil.AsConfigError(err)
+	}
+	return t.ID, nil
+}
+
+// tenantNames maps tenant ids to names (the provider included), so tables
+// listed by their id paths can show whose they are. Nil when no database
+// is configured (the names are then shown as "-").
+func tenantNames(ctx context.Context, f *cliutil.Factory) (map[uuid.UUID]string, error) {
+	if f.DatabaseURL() == "" {
+		return nil, nil
+	}
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ts, err := tenant.List(ctx, pool)
+	if err != nil {
+		return nil, cliutil.AsConfigError(err)
+	}
+	names := map[uuid.UUID]string{tenant.Provider: tenant.ProviderName}
+	for _, t := range ts {
+		names[t.ID] = t.Name
+	}
+	return names, nil
+}
+
+// tenantOfPath is the name of the tenant whose id starts a table path
+// ("3f9c.../silver/claims"), or "-".
+func tenantOfPath(names map[uuid.UUID]string, path string) string {
+	head, _, _ := strings.Cut(path, "/")
+	if id, err := uuid.Parse(head); err == nil {
+		if n, ok := names[id]; ok {
+			return n
+		}
+	}
+	return "-"
+}
+
 // tableError turns a Delta read error into a one-line error: a missing
-// table is a usage/configuration problem (exit 2), as is a table oml
-// refuses to read.
+// table is a usage/configuration problem (exit 2); a table oml refuses to
+// read (a feature it does not support) is what the command found about
+// the table, so exit 1.
 func tableError(table string, err error) error {
 	switch {
 	case errors.Is(err, delta.ErrTableNotFound):
 		return cliutil.ConfigErrorf("no Delta table at %s (no _delta_log/ commits found): check the TABLE argument and the lake root", table)
 	case errors.Is(err, delta.ErrUnsupported):
-		return cliutil.AsConfigError(err)
+		return cliutil.Findingsf("%v", err)
 	}
 	return fmt.Errorf("reading Delta table %s: %w", table, err)
 }

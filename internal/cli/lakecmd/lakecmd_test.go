@@ -156,7 +156,7 @@ func TestInspectRefusedTableNamesFeature(t *testing.T) {
 	abs, err := filepath.Abs(dir)
 	require.NoError(t, err)
 	r := run(t, nil, "lake", "inspect", "file://"+abs)
-	require.Equal(t, cliutil.ExitUsage, r.code)
+	require.Equal(t, cliutil.ExitFindings, r.code, "a refused table is what inspect found: exit 1")
 	require.Empty(t, r.stdout)
 	require.Contains(t, r.stderr, "deletionVectors")
 }

@@ -189,22 +189,28 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 			return err
 		}
 	} else {
+		names, err := tenantNames(ctx, f)
+		if err != nil {
+			return err
+		}
 		var rows [][]string
 		for _, r := range reps {
 			if !r.Exists && r.Error == "" {
 				continue
 			}
+			who := tenantOfPath(names, r.Table)
 			if len(r.Plan) == 0 && r.Error == "" {
-				rows = append(rows, []string{r.Table, "-", "nothing due", ""})
+				rows = append(rows, []string{r.Table, who, "-", "", "nothing due"})
 			}
 			for _, s := range r.Plan {
-				rows = append(rows, []string{r.Table, string(s.Task), s.Reason, outcome(r, s.Task)})
+				rows = append(rows, []string{r.Table, who, string(s.Task), outcome(r, s.Task), s.Reason})
 			}
 			if r.Error != "" {
-				rows = append(rows, []string{r.Table, "error", r.Error, "failed"})
+				rows = append(rows, []string{r.Table, who, "error", "failed", r.Error})
 			}
 		}
-		if err := cliutil.Table(f.IO, []string{"TABLE", "TASK", "WHY", "DONE"}, rows); err != nil {
+		// WHY last: the long free text, the column a terminal table wraps.
+		if err := cliutil.Table(f.IO, []string{"TABLE", "TENANT", "TASK", "DONE", "WHY"}, rows); err != nil {
 			return err
 		}
 	}

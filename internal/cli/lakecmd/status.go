@@ -2,6 +2,7 @@ package lakecmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -87,12 +88,24 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	if err := st.ReadDurability(ctx, pool, opts.durable); err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	// A frontier past zero over an empty lake is the wrong lake or a lost
+	// one: reported after the status, exit 1.
+	var missing error
+	if lake != nil {
+		missing = lakeMissing(ctx, lake, st.Frontier)
+		if missing != nil && !isFindings(missing) {
+			return missing
+		}
+	}
 	if format == cliutil.FormatJSON {
 		if st.Blockers == nil {
 			st.Blockers = []outbox.Blocker{}
 		}
 		if err := cliutil.WriteJSON(f.IO.Out, st); err != nil {
 			return err
+		}
+		if missing != nil {
+			return missing
 		}
 		return continuityFinding(st)
 	}
@@ -113,7 +126,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	if st.HorizonHeld {
 		horizon = "held back by an open transaction: nothing new is final yet (lag, not loss)"
 	}
-	dead := fmt.Sprint(st.DeadLetters)
+	dead := "none" // as oml status says it
+	if st.DeadLetters > 0 {
+		dead = fmt.Sprint(st.DeadLetters)
+	}
 	if st.OldestDeadAt != nil {
 		dead += fmt.Sprintf(" (oldest %s): see oml deadletter list", cliutil.Time(*st.OldestDeadAt))
 	}
@@ -122,7 +138,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		{"last batch", fmt.Sprintf("(%d, %d]", st.LastBatchStart, st.LastBatchEnd)},
 		{"outbox last seq", fmt.Sprint(st.LastSeq)},
 		{"stable horizon", horizon},
-		{"backlog", fmt.Sprintf("%d rows, seq gap %d", st.BacklogRows, st.BacklogSeqGap)},
+		{"backlog", fmt.Sprintf("%s, seq gap %d", cliutil.Count(st.BacklogRows, "row"), st.BacklogSeqGap)},
 		{"oldest unapplied", oldest},
 		{"lease", lease},
 		{"dead letters", dead},
@@ -145,6 +161,10 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	}()
 	if opts.Tables {
 		fmt.Fprintln(f.IO.Out)
+		names, err := tenantNames(ctx, f)
+		if err != nil {
+			return err
+		}
 		var rows [][]string
 		for _, t := range st.Tables {
 			v, txn, files, since := "-", "-", "-", "-"
@@ -157,11 +177,30 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 			if t.Error != "" {
 				v = "error: " + t.Error
 			}
-			rows = append(rows, []string{t.Table, v, txn, files, since})
+			rows = append(rows, []string{t.Table, tenantOfPath(names, t.Table), v, txn, files, since})
 		}
-		return cliutil.Table(f.IO, []string{"TABLE", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows)
+		if err := cliutil.Table(f.IO, []string{"TABLE", "TENANT", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows); err != nil {
+			return err
+		}
 	}
-	return nil
+	return missing
+}
+
+// lakeMissing is lakewriter.CheckLakeHoldsFrontier as a command error: the
+// lake holding none of the drained rows is a finding (exit 1) naming both
+// the lake and the frontier; failing to look is a connection error (2).
+func lakeMissing(ctx context.Context, lake store.Store, frontier int64) error {
+	err := lakewriter.CheckLakeHoldsFrontier(ctx, lake, frontier)
+	var lm *lakewriter.LakeMissingError
+	if errors.As(err, &lm) {
+		return cliutil.Findingsf("%s", lm.Error())
+	}
+	return cliutil.AsConfigError(err)
+}
+
+func isFindings(err error) bool {
+	var fe *cliutil.FindingsError
+	return errors.As(err, &fe)
 }
 
 // describeContinuity is the status line of the continuity check.

@@ -34,7 +34,8 @@ type VacuumOptions struct {
 type vacuumRow struct {
 	Table          string        `json:"table"`
 	Exists         bool          `json:"exists"`
-	Retention      time.Duration `json:"retention_ns"`
+	Retention      time.Duration `json:"-"`
+	RetentionSecs  float64       `json:"retention_seconds"` // JSON durations are float seconds (docs/cli.md)
 	Cutoff         time.Time     `json:"cutoff,omitzero"`
 	DryRun         bool          `json:"dry_run"`
 	Files          []string      `json:"files"`
@@ -122,6 +123,7 @@ func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
 		default:
 			row.Exists = true
 			row.Retention, row.Cutoff, row.Bytes = vr.Retention, vr.Cutoff, vr.Bytes
+			row.RetentionSecs = vr.Retention.Seconds()
 			row.Files = append(row.Files, vr.Deleted...)
 			row.LogDeleted, row.KeptCheckpoint = len(cl.Deleted), cl.KeptCheckpoint
 		}

@@ -5,6 +5,7 @@ package reconcilecmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
@@ -92,6 +94,16 @@ func run(ctx context.Context, opts *Options) error {
 	if err := schema.RequireCurrent(ctx, pool); err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	// A lake that holds nothing although rows were drained is one problem
+	// (the wrong --lake, or a lost lake), not one missing-in-lake finding
+	// per claim: say that in one sentence and stop.
+	if err := lakewriter.CheckDrainedLake(ctx, pool, lake); err != nil {
+		var lm *lakewriter.LakeMissingError
+		if errors.As(err, &lm) {
+			return cliutil.Findingsf("%s", lm.Error())
+		}
+		return cliutil.AsConfigError(err)
+	}
 	var only *uuid.UUID
 	if opts.Tenant != "" {
 		t, err := tenant.Resolve(ctx, pool, opts.Tenant)
@@ -140,8 +152,9 @@ func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
 	for _, t := range rep.Tenants {
 		tables += len(t.Tables)
 	}
-	summary := fmt.Sprintf("Compared %d tenant(s), %d table(s) at frontier %d: %d journal events and %d claims against %d lake rows in %.1fs.",
-		len(rep.Tenants), tables, rep.Frontier, rep.Stats.Events, rep.Stats.Claims, rep.Stats.LakeRows, rep.Stats.ElapsedSeconds)
+	summary := fmt.Sprintf("Compared %s, %s at frontier %d: %s and %s against %s in %.1fs.",
+		cliutil.Count(len(rep.Tenants), "tenant"), cliutil.Count(tables, "table"), rep.Frontier,
+		cliutil.Count(rep.Stats.Events, "journal event"), cliutil.Count(rep.Stats.Claims, "claim"), cliutil.Count(rep.Stats.LakeRows, "lake row"), rep.Stats.ElapsedSeconds)
 	if rep.OK {
 		if _, err := fmt.Fprintln(out, summary+"\nNo findings: the lake agrees with the journal fold."); err != nil {
 			return err

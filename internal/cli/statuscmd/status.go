@@ -8,6 +8,7 @@ package statuscmd
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -76,6 +77,9 @@ type Report struct {
 	WitnessesChecked bool              `json:"witnesses_checked"`
 	Chains           []Chain           `json:"chains"`
 	Warnings         []string          `json:"warnings"`
+	// LakeMissing, when set, says the lake holds none of the rows the
+	// frontier says were drained (the wrong --lake, or a lost lake).
+	LakeMissing string `json:"lake_missing,omitempty"`
 }
 
 func run(ctx context.Context, opts *Options) error {
@@ -123,10 +127,19 @@ SELECT h.tenant_id, coalesce(t.name, ''), h.seq, h.hash, h.updated_at
 	}
 
 	broken := 0
+	var missing *lakewriter.LakeMissingError
 	if url := f.LakeURL(); url != "" {
 		st, err := store.Open(ctx, url)
 		if err != nil {
 			return cliutil.AsConfigError(err)
+		}
+		// An empty lake under a frontier past zero: the wrong lake, or a lost
+		// one. The screen must not then say the lake holds every row.
+		if err := lakewriter.CheckLakeHoldsFrontier(ctx, st, rep.Lake.Frontier); err != nil {
+			if !errors.As(err, &missing) {
+				return cliutil.AsConfigError(err)
+			}
+			rep.LakeMissing = missing.Error()
 		}
 		fc, err := chainverify.ForkCheck(ctx, pool, st, nil)
 		if err != nil {
@@ -166,6 +179,9 @@ SELECT h.tenant_id, coalesce(t.name, ''), h.seq, h.hash, h.updated_at
 	} else if err := printScreen(f, &rep); err != nil {
 		return err
 	}
+	if missing != nil {
+		return cliutil.Findingsf("%s", missing.Error())
+	}
 	if c := rep.Lake.Continuity; c != nil && !c.OK() {
 		msg := (&lakewriter.ContinuityError{C: *c}).Error()
 		if broken > 0 {
@@ -182,7 +198,9 @@ SELECT h.tenant_id, coalesce(t.name, ''), h.seq, h.hash, h.updated_at
 func printScreen(f *cliutil.Factory, rep *Report) error {
 	s := rep.Lake
 	lag := "none (the lake holds every row)"
-	if s.OldestUnapplied != nil {
+	if rep.LakeMissing != "" {
+		lag = "unknown: the lake holds none of the drained rows (see below)"
+	} else if s.OldestUnapplied != nil {
 		lag = fmt.Sprintf("%s (oldest row not in the lake since %s)", time.Duration(s.LagSeconds*float64(time.Second)).Round(time.Second), cliutil.Time(*s.OldestUnapplied))
 	}
 	if s.HorizonHeld {
@@ -211,7 +229,7 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 	pairs := [][2]string{
 		{"frontier", fmt.Sprintf("outbox seq %d of %d", s.Frontier, s.LastSeq)},
 		{"lag", lag},
-		{"backlog", fmt.Sprintf("%d rows, seq gap %d", s.BacklogRows, s.BacklogSeqGap)},
+		{"backlog", fmt.Sprintf("%s, seq gap %d", cliutil.Count(s.BacklogRows, "row"), s.BacklogSeqGap)},
 		{"lease", lease},
 		{"last drain", last},
 		{"dead letters", dead},

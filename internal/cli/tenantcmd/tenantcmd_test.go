@@ -49,7 +49,7 @@ func TestCLI_KeyInitTenantFlow(t *testing.T) {
 
 	r = run(env, "tenant", "list")
 	require.Equal(t, cliutil.ExitUsage, r.code)
-	require.Contains(t, r.stderr, "oml migrate")
+	require.Contains(t, r.stderr, "run `oml init` first")
 
 	r = run(env, "init")
 	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
+	"os"
 	"strings"
 )
 
@@ -15,6 +17,27 @@ import (
 //	s3://bucket/prefix   an S3 bucket (endpoint, region and credentials from
 //	                     the standard AWS environment; see OpenS3)
 func Open(ctx context.Context, rawURL string) (Store, error) {
+	u, err := parseURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if u.Scheme == "file" {
+		return NewFile(u.Path)
+	}
+	return OpenS3(ctx, S3Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")})
+}
+
+// ValidateURL checks a lake URL's form without opening anything, so a
+// command can refuse a malformed --lake (a relative path, a missing scheme)
+// as a configuration error before it runs.
+func ValidateURL(rawURL string) error {
+	_, err := parseURL(rawURL)
+	return err
+}
+
+// parseURL parses and checks a lake URL; the scheme of what it returns is
+// "file" or "s3".
+func parseURL(rawURL string) (*url.URL, error) {
 	if rawURL == "" {
 		return nil, fmt.Errorf("no lake URL given: use file:///abs/path or s3://bucket/prefix")
 	}
@@ -36,7 +59,7 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		if u.RawQuery != "" || u.Fragment != "" {
 			return nil, fmt.Errorf("lake URL %q: a file URL takes no query or fragment", redactURL(u))
 		}
-		return NewFile(u.Path)
+		return u, nil
 	case "s3":
 		if u.Host == "" {
 			return nil, fmt.Errorf("lake URL %q names no bucket: write s3://bucket/prefix", redactURL(u))
@@ -44,12 +67,32 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 			return nil, fmt.Errorf("lake URL %q: an s3 URL takes no user, query or fragment; credentials come from the AWS environment", redactURL(u))
 		}
-		return OpenS3(ctx, S3Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")})
+		return u, nil
 	case "":
 		return nil, fmt.Errorf("lake URL %q has no scheme: use file:///abs/path or s3://bucket/prefix", redactURL(u))
 	default:
 		return nil, fmt.Errorf("lake URL %q has unsupported scheme %q: use file:///abs/path or s3://bucket/prefix", redactURL(u), u.Scheme)
 	}
+}
+
+// RootMissing reports whether s is a file store whose root directory does
+// not exist. Read-only commands ask before doing anything that would write
+// (doctor's put-if-absent probe), because a write creates the tree: a
+// mistyped --lake must never be brought into existence by a health check.
+// Other backends have no such root and report false.
+func RootMissing(s Store) (bool, error) {
+	if sub, ok := s.(*subStore); ok {
+		s = sub.inner
+	}
+	f, ok := s.(*File)
+	if !ok {
+		return false, nil
+	}
+	_, err := os.Stat(f.root)
+	if errors.Is(err, fs.ErrNotExist) {
+		return true, nil
+	}
+	return false, err
 }
 
 // redactURL is u safe to print: the whole userinfo and the whole query

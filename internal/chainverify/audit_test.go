@@ -241,9 +241,9 @@ VALUES ($1, $2, 1, $3, now())`, rogue.KeyID(), []byte(rogue.Public()), make([]by
 
 	trusted, err := chainverify.IssuedKeys(ctx, d.pool)
 	require.NoError(t, err)
-	_, ok := trusted(rogue.KeyID())
+	_, ok := trusted(rogue.KeyID(), uuid.Nil, 1)
 	require.False(t, ok, "a key only in oml.signing_keys was trusted")
-	pub, ok := trusted(d.key.KeyID())
+	pub, ok := trusted(d.key.KeyID(), uuid.Nil, 1)
 	require.True(t, ok)
 	require.Equal(t, d.key.Public(), pub)
 
@@ -279,7 +279,7 @@ func TestIssuedKeys_KeyIssuedAfterABrokenProviderEvent_IsNotTrusted(t *testing.T
 	})
 	trusted, err := chainverify.IssuedKeys(ctx, d.pool)
 	require.NoError(t, err)
-	_, ok := trusted(d.key.KeyID())
+	_, ok := trusted(d.key.KeyID(), uuid.Nil, 1)
 	require.False(t, ok, "the root key was trusted although its key.issued event was edited")
 }
 

@@ -673,6 +673,12 @@ func journalSource(ctx context.Context, tx pgx.Tx, tenants []*dbTenant, page int
 // events). Pages are read outside one snapshot: the chain is append-only,
 // and a page appended meanwhile is simply read too.
 func ProviderKeys(ctx context.Context, q Querier) (map[string]*Key, error) {
+	keys, _, err := ProviderTrust(ctx, q)
+	return keys, err
+}
+
+// ProviderTrust is ProviderKeys with the provider chain's revocations.
+func ProviderTrust(ctx context.Context, q Querier) (map[string]*Key, map[string]Revocation, error) {
 	src := func(yield func(*Event, error) bool) {
 		ev := &Event{}
 		var after int64
@@ -690,9 +696,9 @@ func ProviderKeys(ctx context.Context, q Querier) (map[string]*Key, error) {
 	}
 	sum, err := Verify(ctx, src, Options{})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return sum.Keys, nil
+	return sum.Keys, sum.Revocations, nil
 }
 
 func journalPageRead(ctx context.Context, tx Querier, tenant uuid.UUID, after int64, page int, ev *Event,

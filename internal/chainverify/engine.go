@@ -76,6 +76,8 @@ type Summary struct {
 	// before its first bad event), by key id: the only keys anything signed
 	// for this deployment (events, witnessed heads) may be checked against.
 	Keys map[string]*Key
+	// Revocations holds every key.revoked of the provider chain, by key id.
+	Revocations map[string]Revocation
 }
 
 // ErrOutOfOrder means the event source broke its contract (chains must be
@@ -128,6 +130,10 @@ func Verify(ctx context.Context, events iter.Seq2[*Event, error], opts Options) 
 	for id, k := range e.keys {
 		e.summary.Keys[id] = k
 	}
+	e.summary.Revocations = make(map[string]Revocation, len(e.revoked))
+	for id, r := range e.revoked {
+		e.summary.Revocations[id] = r
+	}
 	return e.summary, nil
 }
 
@@ -141,7 +147,7 @@ type engine struct {
 	refs         map[int64]providerRef
 	// revoked: key id -> the revocation (per-chain points). Kept even when
 	// the provider chain breaks after it: a revocation only removes trust.
-	revoked map[string]revocation
+	revoked map[string]Revocation
 	scratch []byte
 	batch   *batch
 
@@ -153,17 +159,21 @@ type engine struct {
 	summary Summary
 }
 
-type revocation struct {
-	providerSeq int64
-	cuts        map[uuid.UUID]int64
+// Revocation is one key.revoked of the verified provider chain: the
+// revocation's provider seq and, per chain, the head it recorded.
+type Revocation struct {
+	ProviderSeq int64
+	Cuts        map[uuid.UUID]int64
 }
 
-// cut is the last seq of chain t the revoked key may still have signed.
-func (r revocation) cut(t uuid.UUID) int64 {
+// Point is the last seq of chain t the revoked key may still have signed:
+// the head the revocation recorded (0 for a chain it does not list), and
+// on the provider chain the revocation's own seq.
+func (r Revocation) Point(t uuid.UUID) int64 {
 	if t == ProviderTenant {
-		return r.providerSeq
+		return r.ProviderSeq
 	}
-	return r.cuts[t]
+	return r.Cuts[t]
 }
 
 type providerRef struct {
@@ -213,7 +223,7 @@ func newEngine(opts Options) *engine {
 		opts:    opts,
 		keys:    map[string]*Key{},
 		refs:    map[int64]providerRef{},
-		revoked: map[string]revocation{},
+		revoked: map[string]Revocation{},
 		// Two batches per worker in flight bound memory and keep the
 		// workers fed while the link checker fills the next one.
 		work: make(chan *batch, opts.Workers*2),
@@ -319,7 +329,7 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 
 	isProvider := c.tenant == ProviderTenant
 	var newKey *Key
-	var newRevocation *revocation
+	var newRevocation *Revocation
 	var revokedID string
 	if ev.Seq == 1 {
 		if f := e.checkGenesis(c, ev, isProvider); f != nil {
@@ -355,7 +365,7 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 					Detail:   fmt.Sprintf("key.revoked names key %q, which the provider chain never issued", id),
 					Evidence: map[string]string{"key_id": id}}, nil
 			}
-			newRevocation, revokedID = &revocation{providerSeq: ev.Seq, cuts: cuts}, id
+			newRevocation, revokedID = &Revocation{ProviderSeq: ev.Seq, Cuts: cuts}, id
 		}
 	}
 
@@ -366,12 +376,12 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 			Evidence: map[string]string{"key_id": ev.KeyID},
 		}, nil
 	}
-	if r, ok := e.revoked[ev.KeyID]; ok && ev.Seq > r.cut(c.tenant) {
+	if r, ok := e.revoked[ev.KeyID]; ok && ev.Seq > r.Point(c.tenant) {
 		return &Finding{Seq: ev.Seq, Reason: ReasonRevokedKey,
 			Detail: fmt.Sprintf("signed by key %s after its revocation at provider seq %d (this chain's point: seq %d)",
-				ev.KeyID, r.providerSeq, r.cut(c.tenant)),
-			Evidence: map[string]string{"key_id": ev.KeyID, "revoked_at_provider_seq": fmt.Sprint(r.providerSeq),
-				"chain_point_seq": fmt.Sprint(r.cut(c.tenant))}}, nil
+				ev.KeyID, r.ProviderSeq, r.Point(c.tenant)),
+			Evidence: map[string]string{"key_id": ev.KeyID, "revoked_at_provider_seq": fmt.Sprint(r.ProviderSeq),
+				"chain_point_seq": fmt.Sprint(r.Point(c.tenant))}}, nil
 	}
 	if len(ev.Signature) != ed25519.SignatureSize {
 		return &Finding{Seq: ev.Seq, Reason: ReasonBadSignature,

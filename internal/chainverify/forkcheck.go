@@ -80,15 +80,21 @@ func (r *ForkCheckResult) Forked(tenant uuid.UUID) (*Finding, bool) {
 // signatures. Not oml.signing_keys: that table is a cache the owner can
 // edit, and a key only it lists was never issued by anything signed.
 func IssuedKeys(ctx context.Context, q Querier) (witness.KeyLookup, error) {
-	keys, err := ProviderKeys(ctx, q)
+	keys, revoked, err := ProviderTrust(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	return func(id string) (ed25519.PublicKey, bool) {
-		if k, ok := keys[id]; ok {
-			return k.Public, true
+	return func(id string, tenant uuid.UUID, seq int64) (ed25519.PublicKey, bool) {
+		k, ok := keys[id]
+		if !ok {
+			return nil, false
 		}
-		return nil, false
+		// A revoked key still vouches for heads at or below the point the
+		// revocation recorded for that chain, never for one above it.
+		if r, gone := revoked[id]; gone && seq > r.Point(tenant) {
+			return nil, false
+		}
+		return k.Public, true
 	}, nil
 }
 

@@ -17,9 +17,11 @@ import (
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/keyring"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/witness"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
@@ -174,4 +176,43 @@ func TestKeyRevoke_RefusedCases(t *testing.T) {
 	require.ErrorContains(t, err, "already revoked")
 	_, err = keyring.Rotate(ctx, f.pool, f.new, f.new)
 	require.ErrorIs(t, err, keyring.ErrRefused)
+}
+
+// TestKeyLifecycle_WitnessByTheRevokedKey_TrustedOnlyUpToTheRevocation: a
+// head the old key signed at or below the chain's point recorded in the
+// revocation stays a valid witness; one it signs above that point (a thief
+// vouching for a forged tail) is not trusted, and says why.
+func TestKeyLifecycle_WitnessByTheRevokedKey_TrustedOnlyUpToTheRevocation(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := setup(t)
+	require.NoError(t, f.promote(t, f.old, "a"))
+	var point int64
+	var hash []byte
+	require.NoError(t, f.pool.QueryRow(ctx, `SELECT seq, hash FROM oml.chain_heads WHERE tenant_id = $1`, f.acme).Scan(&point, &hash))
+	_, err := keyring.Rotate(ctx, f.pool, f.old, f.new)
+	require.NoError(t, err)
+	_, err = keyring.Revoke(ctx, f.pool, f.new, f.old.KeyID(), "ops", "leak")
+	require.NoError(t, err)
+
+	lake := store.NewMem()
+	before := &witness.Head{Version: 1, Tenant: f.acme, Seq: point, Hash: hex.EncodeToString(hash), Time: time.Now().UTC()}
+	require.NoError(t, before.Sign(f.old))
+	_, err = witness.Publish(ctx, lake, before)
+	require.NoError(t, err)
+	trusted, err := chainverify.IssuedKeys(ctx, f.pool)
+	require.NoError(t, err)
+	newest, bad, err := witness.Newest(ctx, lake, &f.acme, trusted)
+	require.NoError(t, err)
+	require.Empty(t, bad)
+	require.Equal(t, point, newest[f.acme].Seq, "a head the old key signed before its revocation still vouches")
+
+	after := &witness.Head{Version: 1, Tenant: f.acme, Seq: point + 5, Hash: hex.EncodeToString(hash), Time: time.Now().UTC()}
+	require.NoError(t, after.Sign(f.old))
+	_, err = witness.Publish(ctx, lake, after)
+	require.NoError(t, err)
+	newest, bad, err = witness.Newest(ctx, lake, &f.acme, trusted)
+	require.NoError(t, err)
+	require.Len(t, bad, 1, "a head the revoked key signed past its point is not trusted")
+	require.Equal(t, point, newest[f.acme].Seq, "and does not hide the valid one below it")
 }

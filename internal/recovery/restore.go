@@ -78,7 +78,7 @@ func RestoreTail(ctx context.Context, opts RestoreOptions) (*RestoreResult, erro
 	if err != nil {
 		return nil, err
 	}
-	trusted := func(id string) (ed25519.PublicKey, bool) { p, ok := keys[id]; return p, ok }
+	trusted := func(id string, _ uuid.UUID, _ int64) (ed25519.PublicKey, bool) { p, ok := keys[id]; return p, ok }
 	newest, _, err := witness.Newest(ctx, opts.Lake, opts.Tenant, trusted)
 	if err != nil {
 		return nil, err

@@ -76,7 +76,7 @@ func TestPublishCheckpoint_PutIfAbsent_SameIsNoOpOtherIsConflict(t *testing.T) {
 	require.ErrorIs(t, witness.PublishCheckpoint(ctx, st, fork, k), witness.ErrCheckpointConflict)
 
 	// The JSON heads' listing ignores checkpoint files.
-	newest, bad, err := witness.Newest(ctx, st, nil, func(string) (ed25519.PublicKey, bool) { return nil, false })
+	newest, bad, err := witness.Newest(ctx, st, nil, func(string, uuid.UUID, int64) (ed25519.PublicKey, bool) { return nil, false })
 	require.NoError(t, err)
 	require.Empty(t, newest)
 	require.Empty(t, bad)

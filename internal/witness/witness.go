@@ -180,8 +180,10 @@ func Read(ctx context.Context, st store.Store, key string) (*Head, error) {
 	return &h, nil
 }
 
-// KeyLookup returns the public key of a key id the caller trusts.
-type KeyLookup func(keyID string) (ed25519.PublicKey, bool)
+// KeyLookup returns the public key of a key id the caller trusts for a
+// head of tenant at seq (a revoked key is trusted only for heads at or
+// below the point its revocation recorded for that chain).
+type KeyLookup func(keyID string, tenant uuid.UUID, seq int64) (ed25519.PublicKey, bool)
 
 // InvalidError is a stored witness that cannot be trusted: unreadable, not
 // a signed head, stored under another tenant's or seq's key, signed by a
@@ -277,7 +279,7 @@ func readTrusted(ctx context.Context, st store.Store, key string, id uuid.UUID, 
 	if h.Tenant != id || h.Seq != seq || Key(h.Tenant, h.Seq) != key {
 		return nil, fmt.Sprintf("names tenant %s seq %d, not its own key", h.Tenant, h.Seq), nil
 	}
-	pub, ok := trusted(h.KeyID)
+	pub, ok := trusted(h.KeyID, h.Tenant, h.Seq)
 	if !ok {
 		return nil, fmt.Sprintf("signed by key %q, which the verified provider chain never issued", h.KeyID), nil
 	}
@@ -335,7 +337,7 @@ func CheckExtends(ctx context.Context, st store.Store, h *Head, trusted KeyLooku
 		if err != nil || w.Tenant != h.Tenant || Key(w.Tenant, w.Seq) != keys[i] {
 			continue
 		}
-		pub, ok := trusted(w.KeyID)
+		pub, ok := trusted(w.KeyID, w.Tenant, w.Seq)
 		if !ok || w.Verify(pub) != nil {
 			continue
 		}

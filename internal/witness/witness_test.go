@@ -33,7 +33,7 @@ func head(t *testing.T, k *keys.Key, tenant uuid.UUID, seq int64, hashByte byte)
 }
 
 func trust(k *keys.Key) witness.KeyLookup {
-	return func(id string) (ed25519.PublicKey, bool) {
+	return func(id string, _ uuid.UUID, _ int64) (ed25519.PublicKey, bool) {
 		if id == k.KeyID() {
 			return k.Public(), true
 		}

@@ -372,7 +372,7 @@ func witnessedHash(ctx context.Context, f *cliutil.Factory, pool *pgxpool.Pool, 
 	if err != nil {
 		return nil, cliutil.AsConfigError(err)
 	}
-	pub, ok := trusted(h.KeyID)
+	pub, ok := trusted(h.KeyID, h.Tenant, h.Seq)
 	if !ok {
 		return nil, cliutil.ConfigErrorf("the head witnessed at seq %d is signed by key %s, which the deployment never issued: give --from-hash", seq, h.KeyID)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/google/uuid"
@@ -109,8 +110,8 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	if _, ok := trusted(k.KeyID()); !ok {
-		return cliutil.ConfigErrorf("the signing key %s was never issued by this deployment's provider chain: use the deployment key file", k.KeyID())
+	if _, ok := trusted(k.KeyID(), chainverify.ProviderTenant, math.MaxInt64); !ok {
+		return cliutil.ConfigErrorf("the signing key %s was never issued by this deployment's provider chain, or it is revoked: use the deployment's current key file", k.KeyID())
 	}
 	st, err := openLake(ctx, f)
 	if err != nil {

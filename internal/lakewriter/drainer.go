@@ -149,6 +149,7 @@ type Drainer struct {
 	log    *slog.Logger
 	tables *registry
 	lease  *lease
+	chk    *rowChecker // the row check's memory of verified tenants
 
 	frontier  atomic.Int64 // the position the Delta logs say is applied
 	recovered bool
@@ -236,6 +237,7 @@ func New(opts Options) (*Drainer, error) {
 		db:     opts.DB,
 		log:    opts.Log,
 		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}, true),
+		chk:    newRowChecker(),
 	}
 	if !opts.NoLease {
 		d.lease = newLease(opts.DB, opts.Holder, opts.LeaseTTL)
@@ -427,7 +429,7 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *TableKe
 		d.setRecord(rec)
 	}
 	for round := 0; ; round++ {
-		items, err := loadBatch(ctx, d.db, from, to, scope)
+		items, err := loadBatch(ctx, d.db, d.chk, from, to, scope)
 		if err != nil {
 			return res, err
 		}

@@ -210,10 +210,38 @@ func (s *S3) full(key string) (string, error) {
 }
 
 func (s *S3) wrap(op OpKind, key string, err error) error {
+	if ce := s.configError(err); ce != nil {
+		return ce
+	}
 	if isNotFound(err) {
 		return fmt.Errorf("%s: %s %q: %w", s, op, key, ErrNotFound)
 	}
 	return fmt.Errorf("%s: %s %q: %w", s, op, key, err)
+}
+
+// configError recognizes a refusal that no retry can fix (ErrConfig).
+func (s *S3) configError(err error) error {
+	var problem string
+	switch code := apiCode(err); code {
+	case "InvalidAccessKeyId":
+		problem = "the server does not know the access key id (InvalidAccessKeyId): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+	case "SignatureDoesNotMatch":
+		problem = "the server rejected the request signature (SignatureDoesNotMatch): check AWS_SECRET_ACCESS_KEY"
+	case "ExpiredToken", "InvalidToken", "TokenRefreshRequired":
+		problem = "the server rejected the session token (" + code + "): refresh the credentials"
+	case "NoSuchBucket":
+		problem = "the bucket " + s.cfg.Bucket + " does not exist (NoSuchBucket): create it or fix the lake URL"
+	case "AuthorizationHeaderMalformed":
+		problem = "the server rejected the request's region (AuthorizationHeaderMalformed): set AWS_REGION to the bucket's region"
+	case "AccessDenied", "AllAccessDisabled", "AccountProblem", "InvalidBucketName":
+		problem = "the server refused access (" + code + "): check that the credentials may read and write the bucket"
+	default:
+		if httpStatus(err) != http.StatusForbidden {
+			return nil
+		}
+		problem = "the server refused access (HTTP 403): check the credentials and that they may read and write the bucket"
+	}
+	return &ConfigError{Store: s.String(), Problem: problem, Err: err}
 }
 
 func httpStatus(err error) int {
@@ -632,6 +660,9 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo,
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
+			if ce := s.configError(err); ce != nil {
+				return nil, ce
+			}
 			return nil, fmt.Errorf("%s: list %q: %w", s, prefix, err)
 		}
 		for _, o := range page.Contents {

@@ -90,7 +90,9 @@ type TableHold struct {
 // stay the authority; a hold only says "this table is not being written".
 const HoldPrefix = "_oml_holds/"
 
-func holdKey(k TableKey) string { return HoldPrefix + k.Tenant.String() + "/" + string(k.Kind) + ".json" }
+func holdKey(k TableKey) string {
+	return HoldPrefix + k.Tenant.String() + "/" + string(k.Kind) + ".json"
+}
 
 // holdTable holds key for err (a table fault): its rows are left out from
 // now on and the hold is recorded in the lake.

@@ -305,6 +305,7 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 	var dead []int64
 	var outageSince time.Time
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		r, err := d.processBatch(ctx, from, end)
 		dead = append(dead, r.DeadLettered...)
 		if err == nil {
@@ -317,6 +318,9 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 			return res, interrupted(ctx, err)
 		}
 		if !errors.Is(err, errPoisonRetry) {
+			if outageSince.IsZero() {
+				outageSince = start
+			}
 			if werr := d.wait(ctx, fmt.Sprintf("batch (%d, %d]", from, end), err, attempt, &outageSince); werr != nil {
 				res.DeadLettered = dead
 				return res, werr
@@ -336,9 +340,13 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 func (d *Drainer) retry(ctx context.Context, what string, fn func(context.Context) error) error {
 	var since time.Time
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		err := fn(ctx)
 		if err == nil || errors.Is(err, ErrCrashed) || isContinuity(err) || ctx.Err() != nil {
 			return interrupted(ctx, err)
+		}
+		if since.IsZero() {
+			since = start // the outage began with the attempt that failed
 		}
 		if werr := d.wait(ctx, what, err, attempt, &since); werr != nil {
 			return werr

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,13 @@ var _ Store = (*S3)(nil)
 // OpenS3 opens an S3 store. It does not contact the server; the first
 // operation does (use Probe to check access and conditional-write support).
 func OpenS3(ctx context.Context, cfg S3Config) (*S3, error) {
+	if cfg.MaxAttempts <= 0 {
+		// The standard AWS setting, which the explicit retryer would
+		// otherwise override.
+		if n, err := strconv.Atoi(os.Getenv("AWS_MAX_ATTEMPTS")); err == nil && n > 0 {
+			cfg.MaxAttempts = n
+		}
+	}
 	cfg.setDefaults()
 	if err := validBucket(cfg.Bucket); err != nil {
 		return nil, err
@@ -223,8 +231,8 @@ func (s *S3) wrap(op OpKind, key string, err error) error {
 func (s *S3) configError(err error) error {
 	var problem string
 	switch code := apiCode(err); code {
-	case "InvalidAccessKeyId":
-		problem = "the server does not know the access key id (InvalidAccessKeyId): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+	case "InvalidAccessKeyId", "XAdminUserNotFound": // the second: Versity Gateway's answer (HTTP 404)
+		problem = "the server does not know the access key id (" + code + "): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
 	case "SignatureDoesNotMatch":
 		problem = "the server rejected the request signature (SignatureDoesNotMatch): check AWS_SECRET_ACCESS_KEY"
 	case "ExpiredToken", "InvalidToken", "TokenRefreshRequired":

@@ -9,12 +9,17 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/chain"
 
 	"github.com/omlhq/oml/internal/cli"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/doctor"
 	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
@@ -197,4 +202,83 @@ func TestDrainCLI_OutageLongerThanMaxOutage_Exit1(t *testing.T) {
 	require.Contains(t, errOut, "gave up after waiting")
 	require.Contains(t, errOut, "recover step")
 	require.NotContains(t, errOut, "outage-secret")
+}
+
+// TestFaults_MissingSilverDataFile_TableHeldDoctorNamesIt: a data file of
+// one tenant's silver table disappears, so the MERGE of a retract cannot
+// read it. That is the table's fault (its log is fine, so only the hold
+// record tells doctor): the table is held and named, the other tenants
+// drain, and nothing is retried as an outage.
+func TestFaults_MissingSilverDataFile_TableHeldDoctorNamesIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	b.load(t, workload.Config{Claims: 10, Seed: 86, PromoteRatio: 0.9, RetractRatio: 0.01})
+	lake := store.NewMem()
+	d, err := lakewriter.New(b.opts(lake))
+	require.NoError(t, err)
+	b.drainAll(t, d)
+
+	victim := lakewriter.TableKey{Tenant: b.tenants[0], Kind: lakewriter.Silver}
+	objs, err := lake.List(ctx, victim.Path()+"/", "")
+	require.NoError(t, err)
+	for _, o := range objs {
+		if strings.HasSuffix(o.Key, ".parquet") && !strings.Contains(o.Key, delta.LogDir) {
+			require.NoError(t, lake.Delete(ctx, o.Key))
+		}
+	}
+	var art string
+	var ver int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT artifact_id, version FROM oml.claims WHERE tenant_id = $1 AND state = 'promoted' LIMIT 1`,
+		victim.Tenant).Scan(&art, &ver))
+	_, err = chain.Append(ctx, b.pool, b.key, victim.Tenant, journal.MustNew(journal.ClaimDemoted{ArtifactID: art, Version: ver, By: "carol"}))
+	require.NoError(t, err)
+	b.load(t, workload.Config{Tenants: b.tenants[1:], Claims: 5, Seed: 87})
+
+	o := b.opts(lake)
+	o.MaxOutage = 5 * time.Second
+	d2, err := lakewriter.New(o)
+	require.NoError(t, err)
+	sum, err := d2.DrainOnce(ctx)
+	require.NoError(t, err)
+	require.Len(t, sum.HeldTables, 1)
+	require.Equal(t, victim.Path(), sum.HeldTables[0].Table)
+	require.Contains(t, sum.HeldTables[0].Reason, "unreadable Delta data file")
+	require.Equal(t, b.lastSeq(t), d2.Frontier(), "the other tables drained; the frontier moved on")
+	other := b.tenants[1]
+	var events int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1`, other).Scan(&events))
+	require.Len(t, readTable(t, lake, other.String()+"/bronze/events"), events)
+	res := b.doctorDelta(t, lake)
+	require.Equal(t, doctor.StatusFail, res.Status)
+	require.Contains(t, strings.Join(res.Details, "\n"), victim.Path()+": held by the lake writer")
+}
+
+// TestFaults_ConfigErrorInLoop_ReportedAndBackedOff: the long-running loop
+// does not exit on a configuration error (an operator fixes it while the
+// service runs): it reports it, counts it, backs off, and stops cleanly.
+func TestFaults_ConfigErrorInLoop_ReportedAndBackedOff(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	b.load(t, workload.Config{Claims: 3, Seed: 88})
+	refused := store.NewFaulty(store.NewMem(), store.Rule{Kind: store.FaultError,
+		Err: &store.ConfigError{Store: "s3://x", Problem: "the server refused access (AccessDenied): check the credentials", Err: errors.New("403")}})
+	o := b.opts(refused)
+	reg := prometheus.NewRegistry()
+	o.Metrics = lakewriter.NewMetrics(reg)
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	require.Eventually(t, func() bool {
+		return testutil.ToFloat64(o.Metrics.Retries.WithLabelValues("config")) >= 3
+	}, 30*time.Second, 5*time.Millisecond, "the loop keeps retrying a configuration error")
+	select {
+	case err := <-done:
+		t.Fatalf("the loop exited on a configuration error: %v", err)
+	default:
+	}
+	cancel()
+	require.NoError(t, <-done, "it stops cleanly")
 }

@@ -577,7 +577,7 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 	}
 	for _, h := range holds {
 		bad = append(bad, tableHealth{Table: h.Table, status: StatusFail,
-			why: fmt.Sprintf("held by the lake writer since %s (not written): %s; see docs/runbooks/held-table.md", h.Since.Format(time.RFC3339), h.Reason)})
+			why: fmt.Sprintf("held by the lake writer since %s (not written): %s; see docs/runbooks/delta.md", h.Since.Format(time.RFC3339), h.Reason)})
 		res.raise(StatusFail)
 	}
 	sort.SliceStable(bad, func(i, j int) bool { return bad[i].status.rank() > bad[j].status.rank() })

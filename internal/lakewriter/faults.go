@@ -112,7 +112,7 @@ func (d *Drainer) holdTable(ctx context.Context, key TableKey, err error) {
 		return
 	}
 	d.opts.Metrics.tablesHeld(d.heldTableCount())
-	d.log.Error("holding a table that cannot be read or written for a fault of its own; other tables continue. Repair or move it away; see docs/runbooks/held-table.md",
+	d.log.Error("holding a table that cannot be read or written for a fault of its own; other tables continue. Repair or move it away; see docs/runbooks/delta.md",
 		"table", key.String(), "error", err)
 	b, _ := json.Marshal(h)
 	if perr := d.opts.Lake.Put(ctx, holdKey(key), strings.NewReader(string(b)), int64(len(b))); perr != nil {

@@ -16,7 +16,7 @@ type Metrics struct {
 	FrontierLagSeq  prometheus.Gauge
 	FrontierLagSecs prometheus.Gauge
 	DeadLetters     prometheus.Counter
-	Retries         *prometheus.CounterVec // by reason: outage, poison, conflict
+	Retries         *prometheus.CounterVec // by reason: outage, poison, config
 	Checkpoints     prometheus.Counter
 	Frontier        prometheus.Gauge
 	HorizonBlocked  prometheus.Gauge

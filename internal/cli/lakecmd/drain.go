@@ -275,7 +275,7 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 		return cliutil.Findingsf("%d tenant(s) not materialized because their chain disagrees with its witnessed head; other tenants were drained. Run `oml chain verify` and see docs/runbooks/fork.md", len(sum.Refused))
 	}
 	if len(sum.HeldTables) > 0 {
-		return cliutil.Findingsf("%d table(s) held for a fault of their own and not written; every other table was drained. See docs/runbooks/held-table.md", len(sum.HeldTables))
+		return cliutil.Findingsf("%d table(s) held for a fault of their own and not written; every other table was drained. See docs/runbooks/delta.md", len(sum.HeldTables))
 	}
 	if len(sum.DeadLettered) > 0 && opts.FailOnDeadLetter {
 		return cliutil.Findingsf("%d outbox row(s) were dead-lettered: see `oml deadletter list`", len(sum.DeadLettered))

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
@@ -141,6 +142,12 @@ func TestTrust_GhostTenantRowAsApp_DeadLetteredOnProviderChain(t *testing.T) {
 	require.Equal(t, planted, sortedInt64(sum.DeadLettered), "exactly the ghost's rows are dead-lettered")
 	for _, seq := range planted {
 		require.Equal(t, journal.ProviderTenant, b.deadLetterChain(t, seq), "a ghost's dead letter is journalled on the provider chain")
+		var id int64
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT id FROM oml.dead_letter WHERE outbox_seq = $1`, seq).Scan(&id))
+		detail, err := deadletter.Show(ctx, b.pool, id)
+		require.NoError(t, err)
+		require.NotNil(t, detail.Skipped, "oml deadletter show finds the skip on the provider chain")
+		require.Equal(t, "materialize.skipped", detail.Skipped.EventType)
 	}
 	objs, err := lake.List(ctx, ghost.String()+"/", "")
 	require.NoError(t, err)

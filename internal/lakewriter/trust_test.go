@@ -54,6 +54,7 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING seq`
 		return tx.QueryRow(ctx, insert, r.tenant, r.journalSeq, r.target, r.op, r.artifact, r.version, r.payload).Scan(&seq)
 	})
 	if err == nil {
+		b.expectDead(seq)
 		return seq
 	}
 	t.Logf("the database refused the forged outbox row as oml_app (%v); planting it as the superuser with triggers off", err)
@@ -67,6 +68,7 @@ VALUES (pg_current_xact_id(), $1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING seq`,
 			r.tenant, r.journalSeq, r.target, r.op, r.artifact, r.version, r.payload).Scan(&seq)
 	})
 	require.NoError(t, err)
+	b.expectDead(seq)
 	return seq
 }
 
@@ -272,10 +274,12 @@ VALUES ($1, $2, decode(repeat('00', 32), 'hex'), decode(repeat('11', 32), 'hex')
 	for _, r := range readTable(t, lake, tn.String()+"/bronze/events") {
 		require.NotEqual(t, int64(farSeq), r[1], "the forged journal row is in bronze")
 	}
-	// Every real event is in bronze exactly once (verifyLake would count the
-	// forged journal row as missing, so count here).
+	// Every other event is in bronze exactly once (verifyLake would count the
+	// forged journal row as missing, so count here). Whether the events
+	// appended after the forgery (the dead letters' materialize.skipped) come
+	// before or after farSeq depends on how the append path finds the head.
 	var events int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1 AND seq < $2`, tn, farSeq).Scan(&events))
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1 AND seq <> $2`, tn, farSeq).Scan(&events))
 	seen := map[int64]bool{}
 	for _, r := range readTable(t, lake, tn.String()+"/bronze/events") {
 		require.False(t, seen[r[1].(int64)], "event %d twice in bronze", r[1])

@@ -45,6 +45,8 @@ func classify(err error) fault {
 		return faultConfig
 	case errors.Is(err, delta.ErrCorruptLog), errors.Is(err, delta.ErrCorruptData),
 		errors.Is(err, delta.ErrUnsupported), errors.Is(err, delta.ErrVersionNotFound),
+		// A file the table's log lists and the store lacks.
+		errors.Is(err, store.ErrNotFound),
 		errors.As(err, &schemaErr):
 		return faultTable
 	}

@@ -243,7 +243,7 @@ func TestFaults_MissingSilverDataFile_TableHeldDoctorNamesIt(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, sum.HeldTables, 1)
 	require.Equal(t, victim.Path(), sum.HeldTables[0].Table)
-	require.Contains(t, sum.HeldTables[0].Reason, "which is missing")
+	require.Contains(t, sum.HeldTables[0].Reason, "object not found")
 	require.Equal(t, b.lastSeq(t), d2.Frontier(), "the other tables drained; the frontier moved on")
 	other := b.tenants[1]
 	var events int

@@ -236,10 +236,6 @@ func (s *Snapshot) scanFile(ctx context.Context, st store.Store, add *Add, cols 
 		return err
 	}
 	raw, err := st.Open(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		// The log lists it, the store lacks it: the table's fault.
-		return fmt.Errorf("%w: %s lists data file %s, which is missing: %w", ErrCorruptData, s.table, key, err)
-	}
 	if err != nil {
 		return err
 	}

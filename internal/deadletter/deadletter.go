@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/omlhq/oml/internal/journal"
 )
 
 // ErrNotFound means no dead letter has the given id.
@@ -193,6 +195,17 @@ func Show(ctx context.Context, q Querier, id int64) (Detail, error) {
 	}
 	if d.Skipped, err = readEvent(ctx, q, l.TenantID, l.SkippedSeq); err != nil {
 		return d, err
+	}
+	if d.Skipped == nil && l.TenantID != journal.ProviderTenant {
+		// A row of a tenant that does not exist is skipped on the provider
+		// chain (docs/deadletter.md).
+		ev, err := readEvent(ctx, q, journal.ProviderTenant, l.SkippedSeq)
+		if err != nil {
+			return d, err
+		}
+		if ev != nil && ev.EventType == string(journal.TypeMaterializeSkipped) {
+			d.Skipped = ev
+		}
 	}
 	if l.ReenqueuedSeq != nil {
 		if d.ReenqueuedEvent, err = readEvent(ctx, q, l.TenantID, *l.ReenqueuedSeq); err != nil {

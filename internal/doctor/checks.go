@@ -598,6 +598,18 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 			bad = append(bad, t)
 		}
 	}
+	// Tables the lake writer holds for a fault of their own (a data file
+	// it cannot read fails no log check, so the hold itself is the finding).
+	holds, err := lakewriter.ReadHolds(ctx, r.lake)
+	if err != nil {
+		res.fail("cannot read the lake writer's table holds: %v", err)
+		return
+	}
+	for _, h := range holds {
+		bad = append(bad, tableHealth{Table: h.Table, status: StatusFail,
+			why: fmt.Sprintf("held by the lake writer since %s (not written): %s; see docs/runbooks/delta.md", h.Since.Format(time.RFC3339), h.Reason)})
+		res.raise(StatusFail)
+	}
 	sort.SliceStable(bad, func(i, j int) bool { return bad[i].status.rank() > bad[j].status.rank() })
 	for _, t := range bad {
 		res.detail("%s %s: %s", t.status, t.Table, t.why)

@@ -66,19 +66,27 @@ func QueueLoad(b *pgx.Batch, st *State, n Needs) {
 			})
 	}
 	if len(n.OutboxSeqs) > 0 {
+		// With each row, the provider-chain event its tenant's row names
+		// (TenantCreatedBy decides whether the tenant is real).
 		b.Queue(`SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.version, o.payload,
-		                d.outbox_seq IS NOT NULL
+		                d.outbox_seq IS NOT NULL, t.provider_hash, pj.event_type, pj.hash, pj.payload
 		           FROM oml.outbox o LEFT JOIN oml.dead_letter d ON d.outbox_seq = o.seq
-		          WHERE o.seq = ANY($1)`, n.OutboxSeqs).
+		           LEFT JOIN oml.tenants t ON t.id = o.tenant_id
+		           LEFT JOIN oml.journal pj ON pj.tenant_id = $2 AND pj.seq = t.provider_seq
+		          WHERE o.seq = ANY($1)`, n.OutboxSeqs, ProviderTenant).
 			Query(func(rows pgx.Rows) error {
 				for rows.Next() {
 					o := &OutboxRow{}
 					var dead bool
-					if err := rows.Scan(&o.Seq, &o.TenantID, &o.JournalSeq, &o.Target, &o.Op, &o.ArtifactID, &o.Version, &o.Payload, &dead); err != nil {
+					var provHash, evHash, evPayload []byte
+					var evType *string
+					if err := rows.Scan(&o.Seq, &o.TenantID, &o.JournalSeq, &o.Target, &o.Op, &o.ArtifactID, &o.Version, &o.Payload, &dead,
+						&provHash, &evType, &evHash, &evPayload); err != nil {
 						return err
 					}
 					st.Outbox[o.Seq] = o
 					st.DeadOutbox[o.Seq] = dead
+					st.OutboxTenantCreated[o.Seq] = evType != nil && TenantCreatedBy(o.TenantID, provHash, *evType, evHash, evPayload)
 				}
 				return rows.Err()
 			})

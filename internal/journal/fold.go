@@ -134,7 +134,12 @@ type State struct {
 	Outbox      map[int64]*OutboxRow
 	DeadLetters map[int64]*DeadLetter
 	DeadOutbox  map[int64]bool // outbox seqs already dead-lettered
-	SigningKeys map[string]SigningKey
+	// OutboxTenantCreated: the outbox row's tenant was created by the
+	// provider chain (TenantCreatedBy). A row of a tenant that was not (a
+	// ghost tenant id, a tenants row inserted behind the append path) is
+	// dead-lettered on the provider chain.
+	OutboxTenantCreated map[int64]bool
+	SigningKeys         map[string]SigningKey
 }
 
 // NewState returns an empty state for tenant (a fresh chain with no rows).
@@ -147,6 +152,8 @@ func NewState(tenant uuid.UUID) *State {
 		DeadLetters: map[int64]*DeadLetter{},
 		DeadOutbox:  map[int64]bool{},
 		SigningKeys: map[string]SigningKey{},
+
+		OutboxTenantCreated: map[int64]bool{},
 	}
 }
 
@@ -318,8 +325,8 @@ func (f *folder) apply(a Applied, ev Event) error {
 
 	// Chain shape rules.
 	switch {
-	case f.isProvider() && !t.OnProvider():
-		return reject("%s cannot be appended to the provider chain (it holds key.issued, tenant.created, chain.fork_accepted and chain.tail_restored only)", t)
+	case f.isProvider() && !t.OnProvider() && t != TypeMaterializeSkipped:
+		return reject("%s cannot be appended to the provider chain (it holds key.issued, tenant.created, chain.fork_accepted, chain.tail_restored and the lake writer's materialize.skipped for rows of no tenant only)", t)
 	case !f.isProvider() && t.ProviderOnly():
 		return reject("%s belongs on the provider chain, not on tenant %s", t, st.Tenant)
 	case f.isProvider() && a.Seq == 1 && t != TypeKeyIssued:
@@ -567,7 +574,12 @@ func (f *folder) apply(a Applied, ev Event) error {
 			return reject("materialize.skipped: no outbox row %d", p.OutboxSeq)
 		}
 		if o.TenantID != st.Tenant {
-			return reject("materialize.skipped: outbox row %d belongs to tenant %s, not %s", p.OutboxSeq, o.TenantID, st.Tenant)
+			// The one exception: a row of no tenant (a ghost tenant id the
+			// application chose) has no chain of its own, so the provider
+			// chain records its skip.
+			if !f.isProvider() || st.OutboxTenantCreated[p.OutboxSeq] {
+				return reject("materialize.skipped: outbox row %d belongs to tenant %s, not %s", p.OutboxSeq, o.TenantID, st.Tenant)
+			}
 		}
 		if o.Target != p.Target || o.Op != p.Op || o.JournalSeq != p.JournalSeq {
 			return reject("materialize.skipped: outbox row %d is %s %s of journal seq %d, not what the event says", p.OutboxSeq, o.Target, o.Op, o.JournalSeq)

@@ -34,10 +34,23 @@ const maxConflictRetries = 5
 // applied.
 func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, from, to int64, catchUp bool) (tableResult, error) {
 	res := tableResult{key: key, committed: -1}
+	// A table is created only for a row that can enter it: a batch of
+	// nothing but poison (say, rows of a ghost tenant) creates no table.
+	create := false
+	for _, it := range items {
+		if it.poison == nil {
+			create = true
+			break
+		}
+	}
 	for attempt := 0; ; attempt++ {
-		w, err := d.tables.writer(ctx, key, true)
+		w, err := d.tables.writer(ctx, key, create)
 		if err != nil {
 			return res, err
+		}
+		if w == nil {
+			res.poison = append(res.poison[:0], items...)
+			return res, nil
 		}
 		applied := int64(-1)
 		if v, ok := w.Snapshot().TxnVersion(AppID); ok {
@@ -148,7 +161,7 @@ WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3 AND o.seq <= $4
 		return nil, nil
 	}
 	scope := key
-	return loadBatch(ctx, d.db, max(applied, 0), from, &scope)
+	return loadBatch(ctx, d.db, d.chk, max(applied, 0), from, &scope)
 }
 
 type commitStats struct {

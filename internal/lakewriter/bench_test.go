@@ -205,24 +205,39 @@ func BenchmarkDrainBacklogMemory(b *testing.B) {
 	_, err := pool.Exec(ctx, `ALTER TABLE oml.tenants DISABLE TRIGGER tenants_backed_by_event;
 	                          ALTER TABLE oml.journal DISABLE TRIGGER journal_extends_chain`)
 	require.NoError(b, err)
+	// The rows must pass the lake writer's row check (check.go), so the
+	// tenants are created by tenant.created events on a provider chain and
+	// every journal row hashes to its stored hash (the envelope, computed in
+	// SQL as chain.Envelope.Encode does); signatures are not checked there.
+	_, err = pool.Exec(ctx, `
+INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
+SELECT '00000000-0000-0000-0000-000000000000'::uuid, t, decode(repeat('00', 32), 'hex'),
+       `+envelopeHashSQL("'00000000-0000-0000-0000-000000000000'::uuid", "t", "decode(repeat('00', 32), 'hex')", "'tenant.created'",
+		"'2026-01-01Z'::timestamptz", "'bench'", "p")+`,
+       decode(repeat('ab', 64), 'hex'), 'bench', 'tenant.created', p, '2026-01-01Z'
+FROM generate_series(1, $1) t,
+     LATERAL (SELECT convert_to('{"tenant_id":"' || ('00000000-0000-4000-8000-' || lpad(to_hex(t), 12, '0')) || '","name":"mem-' || t || '"}', 'UTF8') AS p) x`, tenants)
+	require.NoError(b, err)
 	_, err = pool.Exec(ctx, `
 INSERT INTO oml.tenants (id, name, created_at, provider_seq, provider_hash)
-SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(t), 12, '0'))::uuid, 'mem-' || t, now(), t, decode(repeat('00', 32), 'hex')
-FROM generate_series(1, $1) t`, tenants)
+SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(seq), 12, '0'))::uuid, 'mem-' || seq, now(), seq, hash
+FROM oml.journal WHERE tenant_id = '00000000-0000-0000-0000-000000000000'`)
 	if err != nil {
 		b.Skipf("cannot bulk-insert tenants for the memory benchmark (schema changed?): %v", err)
 	}
 	_, err = pool.Exec(ctx, `
 INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
-SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(1 + (g % $2)), 12, '0'))::uuid, 1 + g / $2,
-       decode(repeat('00', 32), 'hex'), sha256(int8send(g)), decode(repeat('ab', 64), 'hex'),
-       'bench', 'claim.submitted', convert_to(repeat('x', 200), 'UTF8'), now()
-FROM generate_series(0, $1 - 1) g`, n, tenants)
+SELECT t, s, decode(repeat('00', 32), 'hex'),
+       `+envelopeHashSQL("t", "s", "decode(repeat('00', 32), 'hex')", "'claim.submitted'", "'2026-01-01Z'::timestamptz", "'bench'", "p")+`,
+       decode(repeat('ab', 64), 'hex'), 'bench', 'claim.submitted', p, '2026-01-01Z'
+FROM generate_series(0, $1 - 1) g,
+     LATERAL (SELECT ('00000000-0000-4000-8000-' || lpad(to_hex(1 + (g % $2)), 12, '0'))::uuid AS t, (1 + g / $2)::bigint AS s,
+                     convert_to(repeat('x', 200), 'UTF8') AS p) x`, n, tenants)
 	require.NoError(b, err)
 	_, err = pool.Exec(ctx, `
 INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload)
 SELECT tenant_id, seq, 'bronze.events', 'append', '{"event_type":"claim.submitted"}'
-FROM oml.journal ORDER BY seq, tenant_id`)
+FROM oml.journal WHERE tenant_id <> '00000000-0000-0000-0000-000000000000' ORDER BY seq, tenant_id`)
 	require.NoError(b, err)
 
 	for i := 0; i < b.N; i++ {
@@ -327,4 +342,13 @@ func benchSetupEmpty(b *testing.B, tenants int) (*bundle, int64) {
 	*benchClaims = 0
 	defer func() { *benchClaims = oldC }()
 	return benchSetup(b, 0, 0)
+}
+
+// envelopeHashSQL is a SQL expression for the event hash of the given
+// columns: SHA-256 of the v1 envelope (docs/journal-envelope.md).
+func envelopeHashSQL(tenant, seq, prev, typ, at, keyID, payload string) string {
+	return `sha256('OMLJ'::bytea || '\x01'::bytea || uuid_send(` + tenant + `) || int8send(` + seq + `) || ` + prev +
+		` || int2send(octet_length(` + typ + `)::int2) || convert_to(` + typ + `, 'UTF8')` +
+		` || int8send((extract(epoch FROM ` + at + `) * 1000000)::bigint)` +
+		` || int2send(octet_length(` + keyID + `)::int2) || convert_to(` + keyID + `, 'UTF8') || sha256(` + payload + `))`
 }

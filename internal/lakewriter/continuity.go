@@ -21,7 +21,7 @@ import (
 
 // Continuity: the lake knows which database history it was drained from,
 // and the writer checks that the database still holds it before writing.
-// See doc.go, invariant 6.
+// See doc.go, invariant 7.
 
 // Anchor recognises the last outbox row of a batch: its position and a
 // digest of its content, including the hash of the journal event it cites

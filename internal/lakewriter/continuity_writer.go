@@ -15,7 +15,14 @@ func (d *Drainer) positions(ctx context.Context, tenants []uuid.UUID) ([]TablePo
 	for _, t := range tenants {
 		for _, k := range Kinds {
 			key := TableKey{Tenant: t, Kind: k}
+			if d.isHeldTable(key) {
+				continue // not written, so nothing of it to check (faults.go)
+			}
 			w, err := d.tables.writer(ctx, key, false)
+			if classify(err) == faultTable {
+				d.holdTable(ctx, key, err)
+				continue
+			}
 			if err != nil {
 				return nil, err
 			}

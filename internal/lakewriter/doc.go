@@ -32,15 +32,23 @@
 //     recorded batch bounds from the tables' logs; if that batch is ahead of
 //     the cache, it is the batch that was interrupted, and it is rebuilt from
 //     its bounds and applied to the tables still behind it.
-//  5. Poison rows. A row that fails for a reason of its own (undecodable
-//     payload, missing held body, ciphertext digest mismatch, unknown target)
-//     costs the batch one attempt, counted in PostgreSQL so restarts do not
-//     reset it. After the budget, one PostgreSQL transaction journals
-//     materialize.skipped on the tenant's chain and moves the row to
-//     oml.dead_letter; the batch then proceeds without it. An outage of the
-//     database or the object store is never a poison row: the writer backs
-//     off and retries the same batch.
-//  6. Continuity (continuity.go). The lake never builds on a database whose
+//  5. Poison rows. Every row is checked against the signed journal event it
+//     cites before it can enter the lake (check.go): its tenant created by
+//     the provider chain, the event's hash, and a payload equal to what the
+//     journal implies. A row that fails that, or for another reason of its
+//     own (undecodable payload, missing held body, ciphertext digest
+//     mismatch, unknown target), costs the batch one attempt, counted in
+//     PostgreSQL so restarts do not reset it. After the budget, one
+//     PostgreSQL transaction journals materialize.skipped on the tenant's
+//     chain (the provider chain for a tenant that does not exist) and moves
+//     the row to oml.dead_letter; the batch then proceeds without it.
+//  6. Whose fault (faults.go). One table's fault (a corrupt log, an
+//     unreadable data file) holds that table and the others go on; a
+//     configuration error ends DrainOnce at once (the loop reports it and
+//     backs off); an outage of the database or the object store is never a
+//     poison row: the writer backs off and retries the same batch, DrainOnce
+//     for at most MaxOutage.
+//  7. Continuity (continuity.go). The lake never builds on a database whose
 //     history is behind it (a promoted standby that lost a tail, a
 //     point-in-time restore). Every commit records, next to its bounds, the
 //     database's system identifier and timeline, the number of outbox rows

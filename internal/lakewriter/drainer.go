@@ -64,6 +64,10 @@ type Options struct {
 	// HorizonTimeout is how long DrainOnce waits for the snapshot horizon to
 	// pass its fence before giving up with the rows it has (default 60s).
 	HorizonTimeout time.Duration
+	// MaxOutage is how long DrainOnce retries through an outage before it
+	// returns an *OutageError (default DefaultMaxOutage). The long-running
+	// loop waits out any outage.
+	MaxOutage time.Duration
 	// CheckpointInterval is the Delta auto-checkpoint policy (commits since
 	// the last checkpoint; default: the table's, else 100).
 	CheckpointInterval int
@@ -145,6 +149,9 @@ type Summary struct {
 	// Refused lists tenants not materialized because their chain is forked
 	// or lost its tail (the fork check against the witnessed heads).
 	Refused []chainverify.Finding `json:"refused"`
+	// HeldTables lists the tables not written because of a fault of their
+	// own (faults.go); every other table was drained.
+	HeldTables []TableHold `json:"held_tables"`
 }
 
 // Drainer is the lake writer.
@@ -154,12 +161,15 @@ type Drainer struct {
 	log    *slog.Logger
 	tables *registry
 	lease  *lease
+	chk    *rowChecker // the row check's memory of verified tenants
 
 	frontier  atomic.Int64 // the position the Delta logs say is applied
 	recovered bool
 
 	heldMu        sync.Mutex
 	held          map[uuid.UUID]chainverify.Finding
+	heldTables    map[TableKey]TableHold // tables held for a fault of their own (faults.go)
+	outageLimit   time.Duration          // DrainOnce: give up on an outage after this (0: never)
 	lastForkCheck time.Time
 	witnessMu     sync.Mutex
 	witnessedAt   map[uuid.UUID]time.Time
@@ -214,6 +224,9 @@ func New(opts Options) (*Drainer, error) {
 	if opts.HorizonTimeout <= 0 {
 		opts.HorizonTimeout = time.Minute
 	}
+	if opts.MaxOutage <= 0 {
+		opts.MaxOutage = DefaultMaxOutage
+	}
 	if opts.LeaseTTL <= 0 {
 		opts.LeaseTTL = 30 * time.Second
 	}
@@ -241,6 +254,7 @@ func New(opts Options) (*Drainer, error) {
 		db:     opts.DB,
 		log:    opts.Log,
 		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}, true),
+		chk:    newRowChecker(),
 	}
 	if !opts.NoLease {
 		d.lease = newLease(opts.DB, opts.Holder, opts.LeaseTTL)
@@ -274,6 +288,9 @@ func (d *Drainer) recover(ctx context.Context) error {
 	if err := d.checkForks(ctx); err != nil {
 		return err
 	}
+	if err := d.recheckHeldTables(ctx); err != nil {
+		return err
+	}
 	tenants, err := d.tenants(ctx)
 	if err != nil {
 		return err
@@ -286,7 +303,14 @@ func (d *Drainer) recover(ctx context.Context) error {
 	for _, t := range tenants {
 		for _, k := range Kinds {
 			key := TableKey{Tenant: t, Kind: k}
+			if d.isHeldTable(key) {
+				continue
+			}
 			w, err := d.tables.writer(ctx, key, false)
+			if classify(err) == faultTable {
+				d.holdTable(ctx, key, err)
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -440,7 +464,7 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *TableKe
 		d.setRecord(rec)
 	}
 	for round := 0; ; round++ {
-		items, err := loadBatch(ctx, d.db, from, to, scope)
+		items, err := loadBatch(ctx, d.db, d.chk, from, to, scope)
 		if err != nil {
 			return res, err
 		}
@@ -521,6 +545,14 @@ func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, ord
 	}
 	if crashed != nil {
 		return nil, crashed
+	}
+	// A table's own fault holds that table; the batch goes on without it
+	// (the table catches up once it reads again).
+	for i, err := range errs {
+		if err != nil && classify(err) == faultTable {
+			d.holdTable(ctx, order[i], err)
+			results[i], errs[i] = tableResult{key: order[i], committed: -1}, nil
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -70,13 +70,15 @@ func (d *Drainer) Refused() []chainverify.Finding {
 func (d *Drainer) dropHeld(items []*item) ([]*item, int) {
 	d.heldMu.Lock()
 	defer d.heldMu.Unlock()
-	if len(d.held) == 0 {
+	if len(d.held) == 0 && len(d.heldTables) == 0 {
 		return items, 0
 	}
 	kept := items[:0]
 	n := 0
 	for _, it := range items {
-		if _, ok := d.held[it.table.Tenant]; ok {
+		_, tenantHeld := d.held[it.table.Tenant]
+		_, tableHeld := d.heldTables[it.table]
+		if tenantHeld || tableHeld {
 			n++
 			continue
 		}
@@ -105,7 +107,14 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 		}
 		for _, k := range Kinds {
 			key := TableKey{Tenant: t, Kind: k}
+			if d.isHeldTable(key) {
+				continue
+			}
 			w, err := d.tables.writer(ctx, key, false)
+			if classify(err) == faultTable {
+				d.holdTable(ctx, key, err)
+				continue
+			}
 			if err != nil {
 				return err
 			}
@@ -146,6 +155,9 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 		return nil
 	}
 	if err := d.checkForks(ctx); err != nil {
+		return err
+	}
+	if err := d.recheckHeldTables(ctx); err != nil {
 		return err
 	}
 	tenants, err := d.tenants(ctx)

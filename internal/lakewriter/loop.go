@@ -16,11 +16,15 @@ import (
 // (the cron mode, `oml lake drain --once`). If a transaction holds the
 // snapshot horizon behind the fence for longer than HorizonTimeout, it
 // returns without draining past the frontier and names the blockers: that
-// is lag, never loss. A poison row inside its budget and any outage are
-// retried with backoff until ctx ends.
+// is lag, never loss. A poison row inside its budget is retried with
+// backoff; an outage too, for at most MaxOutage (then an *OutageError); a
+// configuration error (store.ErrConfig) returns at once. DrainOnce always
+// ends.
 func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	started := time.Now()
 	var sum Summary
+	d.outageLimit = d.opts.MaxOutage
+	defer func() { d.outageLimit = 0 }()
 	release, ctx, err := d.hold(ctx)
 	if err != nil {
 		return sum, err
@@ -47,11 +51,16 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		return sum, err
 	}
 
-	fence, err := outbox.TakeFence(ctx, d.db)
-	if err != nil {
-		return sum, err
-	}
-	final, err := d.waitFinal(ctx, fence, d.opts.HorizonTimeout)
+	var fence outbox.Fence
+	var final bool
+	err = d.retry(ctx, "fence", func(ctx context.Context) error {
+		var err error
+		if fence, err = outbox.TakeFence(ctx, d.db); err != nil {
+			return err
+		}
+		final, err = d.waitFinal(ctx, fence, d.opts.HorizonTimeout)
+		return err
+	})
 	if err != nil {
 		return sum, err
 	}
@@ -60,6 +69,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.Blockers, _ = outbox.Blockers(ctx, d.db, fence.Xid, 5)
 		sum.Target = d.frontier.Load()
 		sum.Refused = d.Refused()
+		sum.HeldTables = d.HeldTables()
 		sum.Duration = time.Since(started)
 		d.log.Warn("a transaction holds the snapshot horizon; nothing past the frontier is final yet (lag, not loss)",
 			"frontier", d.frontier.Load(), "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))
@@ -98,7 +108,13 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		end, n, err := outbox.Cut(ctx, d.db, d.frontier.Load(), target, d.opts.Limits)
+		var end int64
+		var n int
+		err := d.retry(ctx, "cut", func(ctx context.Context) error {
+			var err error
+			end, n, err = outbox.Cut(ctx, d.db, d.frontier.Load(), target, d.opts.Limits)
+			return err
+		})
 		if err != nil {
 			return sum, err
 		}
@@ -116,6 +132,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	}
 	sort.Slice(sum.DeadLettered, func(i, j int) bool { return sum.DeadLettered[i] < sum.DeadLettered[j] })
 	sum.Refused = d.Refused()
+	sum.HeldTables = d.HeldTables()
 	sum.Duration = time.Since(started)
 	return sum, nil
 }
@@ -286,7 +303,9 @@ func leaseErr(ctx context.Context, err error) error {
 func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, error) {
 	var res BatchResult
 	var dead []int64
+	var outageSince time.Time
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		r, err := d.processBatch(ctx, from, end)
 		dead = append(dead, r.DeadLettered...)
 		if err == nil {
@@ -298,37 +317,79 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 			res.DeadLettered = dead
 			return res, interrupted(ctx, err)
 		}
-		reason := "outage"
-		if errors.Is(err, errPoisonRetry) {
-			reason = "poison"
-		} else {
-			d.opts.Metrics.retry(reason)
+		if !errors.Is(err, errPoisonRetry) {
+			if outageSince.IsZero() {
+				outageSince = start
+			}
+			if werr := d.wait(ctx, fmt.Sprintf("batch (%d, %d]", from, end), err, attempt, &outageSince); werr != nil {
+				res.DeadLettered = dead
+				return res, werr
+			}
+			continue
 		}
+		outageSince = time.Time{}
 		d.log.Warn("batch failed; retrying the same bounds", "start", from, "end", end, "attempt", attempt+1,
-			"reason", reason, "error", err)
+			"reason", "poison", "error", err)
 		if werr := sleep(ctx, d.backoff(attempt)); werr != nil {
 			return res, werr
 		}
 	}
 }
 
-// retry runs fn until it succeeds, backing off on errors (outages).
+// retry runs fn until it succeeds, backing off on errors (wait).
 func (d *Drainer) retry(ctx context.Context, what string, fn func(context.Context) error) error {
+	var since time.Time
 	for attempt := 0; ; attempt++ {
+		start := time.Now()
 		err := fn(ctx)
 		if err == nil || errors.Is(err, ErrCrashed) || isContinuity(err) || ctx.Err() != nil {
 			return interrupted(ctx, err)
 		}
-		if werr := d.outage(ctx, what, err, attempt); werr != nil {
+		if since.IsZero() {
+			since = start // the outage began with the attempt that failed
+		}
+		if werr := d.wait(ctx, what, err, attempt, &since); werr != nil {
 			return werr
 		}
 	}
 }
 
+// outage is wait for the long-running loop's steps (no outage limit).
 func (d *Drainer) outage(ctx context.Context, what string, err error, attempt int) error {
+	return d.wait(ctx, what, err, attempt, nil)
+}
+
+// wait decides, by whose fault err is (faults.go), whether to back off and
+// retry step what or to give up: a configuration error ends DrainOnce at
+// once and is reported and backed off in the loop; an outage is waited out,
+// in DrainOnce for at most MaxOutage counted from *since (the first failure
+// of the step; nil: no limit). It returns nil to retry.
+func (d *Drainer) wait(ctx context.Context, what string, err error, attempt int, since *time.Time) error {
+	if classify(err) == faultConfig {
+		if d.outageLimit > 0 {
+			return err
+		}
+		d.opts.Metrics.retry("config")
+		d.log.Error("the lake store refuses the writer's configuration; fix it (nothing is written meanwhile), retrying with backoff",
+			"step", what, "attempt", attempt+1, "error", err)
+		return sleep(ctx, d.backoff(attempt))
+	}
+	if since != nil {
+		if since.IsZero() {
+			*since = time.Now()
+		}
+		if waited := time.Since(*since); d.outageLimit > 0 && waited >= d.outageLimit {
+			return &OutageError{Step: what, Waited: waited, Err: err}
+		}
+	}
 	d.opts.Metrics.retry("outage")
 	d.log.Warn("lake writer step failed; backing off and retrying", "step", what, "attempt", attempt+1, "error", err)
-	return sleep(ctx, d.backoff(attempt))
+	b := d.backoff(attempt)
+	if since != nil && d.outageLimit > 0 {
+		// Never sleep past the limit: the last attempt falls on it.
+		b = max(0, min(b, d.outageLimit-time.Since(*since)))
+	}
+	return sleep(ctx, b)
 }
 
 func (d *Drainer) backoff(attempt int) time.Duration {

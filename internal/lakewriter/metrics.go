@@ -16,7 +16,7 @@ type Metrics struct {
 	FrontierLagSeq  prometheus.Gauge
 	FrontierLagSecs prometheus.Gauge
 	DeadLetters     prometheus.Counter
-	Retries         *prometheus.CounterVec // by reason: outage, poison, conflict
+	Retries         *prometheus.CounterVec // by reason: outage, poison, config
 	Checkpoints     prometheus.Counter
 	Frontier        prometheus.Gauge
 	HorizonBlocked  prometheus.Gauge
@@ -39,6 +39,8 @@ type Metrics struct {
 	// position behind the position waited for, in bytes, by standby name.
 	DurabilityBlocked prometheus.Gauge
 	StandbyBehind     *prometheus.GaugeVec
+	// TablesHeld counts tables held for a fault of their own (faults.go).
+	TablesHeld prometheus.Gauge
 }
 
 // NewMetrics registers the metrics on reg.
@@ -68,10 +70,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while the standbys required by --durable-on have not flushed the stable prefix (lag, not loss)."}),
 		StandbyBehind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "oml_lakewriter_standby_behind_bytes",
 			Help: "Bytes of WAL a streaming standby has not flushed, below the position the lake writer waits for."}, []string{"standby"}),
+		TablesHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_tables_held", Help: "Delta tables held for a fault of their own (a corrupt commit, an unreadable data file); see oml lake status."}),
 	}
 	reg.MustRegister(m.Batches, m.Rows, m.Bytes, m.CommitLatency, m.FrontierLagSeq, m.FrontierLagSecs,
 		m.DeadLetters, m.Retries, m.Checkpoints, m.Frontier, m.HorizonBlocked,
-		m.LeaseHeld, m.LastBatch, m.HeldTenants, m.LastWitness, m.ContinuityRefused, m.DurabilityBlocked, m.StandbyBehind)
+		m.LeaseHeld, m.LastBatch, m.HeldTenants, m.LastWitness, m.ContinuityRefused, m.DurabilityBlocked, m.StandbyBehind, m.TablesHeld)
 	return m
 }
 
@@ -173,5 +176,11 @@ func (m *Metrics) durability(v replication.Verdict) {
 		for _, p := range ps {
 			m.StandbyBehind.WithLabelValues(p.Standby).Set(float64(p.BehindBytes))
 		}
+	}
+}
+
+func (m *Metrics) tablesHeld(n int) {
+	if m != nil {
+		m.TablesHeld.Set(float64(n))
 	}
 }

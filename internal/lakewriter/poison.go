@@ -70,7 +70,13 @@ RETURNING attempts`, it.seq, it.poison.Error()).Scan(&n)
 		if err != nil {
 			return dead, fmt.Errorf("dead-letter outbox row %d: %w", it.seq, err)
 		}
-		if _, err := chain.Append(ctx, d.db, d.currentSigner(), it.table.Tenant, ev); err != nil {
+		// A row of a tenant that does not exist has no chain to record its
+		// skip: the provider chain records it (the fold allows exactly that).
+		on := it.table.Tenant
+		if it.ghost {
+			on = journal.ProviderTenant
+		}
+		if _, err := chain.Append(ctx, d.db, d.currentSigner(), on, ev); err != nil {
 			if errors.Is(err, journal.ErrRejected) && d.isDeadLettered(ctx, it.seq) {
 				// Another writer dead-lettered it first.
 				dead = append(dead, it.seq)
@@ -79,7 +85,7 @@ RETURNING attempts`, it.seq, it.poison.Error()).Scan(&n)
 			return dead, fmt.Errorf("dead-letter outbox row %d: %w", it.seq, err)
 		}
 		d.log.Error("outbox row dead-lettered after its retry budget; repair the cause and run oml deadletter reenqueue",
-			"outbox_seq", it.seq, "table", it.table.String(), "attempts", attempts[it.seq], "error", it.poison.Error())
+			"outbox_seq", it.seq, "table", it.table.String(), "chain", on.String(), "attempts", attempts[it.seq], "error", it.poison.Error())
 		d.opts.Metrics.deadLettered()
 		dead = append(dead, it.seq)
 	}

@@ -20,7 +20,7 @@ type RawRows struct {
 // Delta logic. It exists for the benchmark that measures the drain against
 // its physical limit (the same reads, the same Parquet bytes).
 func RawBatch(ctx context.Context, db *pgxpool.Pool, from, to int64) (map[string]RawRows, error) {
-	items, err := loadBatch(ctx, db, from, to, nil)
+	items, err := loadBatch(ctx, db, newRowChecker(), from, to, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -79,12 +79,12 @@ func checkSchema(key TableKey, snap *delta.Snapshot) error {
 	want := schemaFor(key.Kind).Fields
 	got := snap.Schema().Fields
 	if len(got) != len(want) {
-		return fmt.Errorf("Delta table %s has %d columns where oml writes %d; it was not created by oml lake drain: move it away", key, len(got), len(want))
+		return &SchemaError{fmt.Sprintf("Delta table %s has %d columns where oml writes %d; it was not created by oml lake drain: move it away", key, len(got), len(want))}
 	}
 	for i := range want {
 		if got[i].Name != want[i].Name || got[i].Type.TypeString() != want[i].Type.TypeString() {
-			return fmt.Errorf("Delta table %s has column %d %s %s where oml writes %s %s; it was not created by oml lake drain: move it away",
-				key, i, got[i].Name, got[i].Type.TypeString(), want[i].Name, want[i].Type.TypeString())
+			return &SchemaError{fmt.Sprintf("Delta table %s has column %d %s %s where oml writes %s %s; it was not created by oml lake drain: move it away",
+				key, i, got[i].Name, got[i].Type.TypeString(), want[i].Name, want[i].Type.TypeString())}
 		}
 	}
 	return nil

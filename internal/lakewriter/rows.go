@@ -32,6 +32,15 @@ type item struct {
 	retract *retract // silver retract
 	poison  error    // why this row cannot be applied (its own fault)
 	size    int      // approximate bytes, for logs/metrics
+
+	// For the row check (check.go): the cited journal event and the
+	// decoded payload, and ghost: the row's tenant was never created, so
+	// its dead letter goes on the provider chain.
+	ev     *event
+	bronze *journal.BronzePayload
+	mat    *journal.MaterializePayload
+	ret    *journal.RetractPayload
+	ghost  bool
 }
 
 type retract struct {
@@ -76,7 +85,8 @@ type querier interface {
 // PostgreSQL, so a retried batch leaves out the same rows.
 //
 // scope, when set, limits the read to one table's rows (a tenant's catch-up).
-func loadBatch(ctx context.Context, q querier, from, to int64, scope *TableKey) ([]*item, error) {
+// Every row goes through the row check (check.go) before it is returned.
+func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, scope *TableKey) ([]*item, error) {
 	var tenant, target any
 	if scope != nil {
 		tenant, target = scope.Tenant, string(scope.Kind)
@@ -118,14 +128,19 @@ func loadBatch(ctx context.Context, q querier, from, to int64, scope *TableKey) 
 		case !hasEvent:
 			it.poison = poisonf(seq, "journal event %s/%d that the row refers to does not exist", tid, journalSeq)
 		default:
-			ev := event{tenant: tid, seq: journalSeq, eventType: eventType.String, recordedAt: recordedAt.Time.UTC(),
+			ev := &event{tenant: tid, seq: journalSeq, eventType: eventType.String, recordedAt: recordedAt.Time.UTC(),
 				prevHash: prevHash, hash: hash, sig: sig, keyID: keyID.String, payload: evPayload}
-			it.poison = decodeItem(it, kind, payload, ev, body)
+			it.ev = ev
+			it.poison = decodeItem(it, kind, payload, *ev, body)
 		}
 		items = append(items, it)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read outbox rows (%d, %d]: %w", from, to, err)
+	}
+	rows.Close()
+	if err := chk.check(ctx, q, items); err != nil {
+		return nil, err
 	}
 	return items, nil
 }
@@ -152,6 +167,11 @@ func decodeItem(it *item, kind Kind, payload string, ev event, body []byte) erro
 		if f := invalidUTF8(ev); f != "" {
 			return poisonf(seq, "journal event %s/%d has a %s that is not valid UTF-8 (a forged journal row; run oml chain verify): it is not written to the lake", ev.tenant, ev.seq, f)
 		}
+		var p journal.BronzePayload
+		if err := strictJSON(payload, &p); err != nil {
+			return poisonf(seq, "undecodable bronze.events payload: %v", err)
+		}
+		it.bronze = &p
 		it.row = pq.Row{ev.tenant.String(), ev.seq, ev.eventType, ev.recordedAt, ev.prevHash, ev.hash, ev.sig,
 			ev.keyID, string(ev.payload), seq}
 		return nil
@@ -186,6 +206,7 @@ func decodeItem(it *item, kind Kind, payload string, ev event, body []byte) erro
 			return poisonf(seq, "ciphertext digest mismatch for %s v%d: the held body hashes to %x, the journal says %s",
 				it.artifact, it.version, sum, p.CiphertextDigest)
 		}
+		it.mat = &p
 		state := p.State
 		if state == "" {
 			state = journal.StatePromoted
@@ -204,6 +225,7 @@ func decodeItem(it *item, kind Kind, payload string, ev event, body []byte) erro
 		default:
 			return poisonf(seq, "retract to unknown state %q", p.State)
 		}
+		it.ret = &p
 		it.retract = &retract{state: p.State, updatedAt: ev.recordedAt}
 		return nil
 	}

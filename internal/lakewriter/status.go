@@ -49,6 +49,9 @@ type Status struct {
 	// DurabilityError says why Durability could not be judged (the role
 	// cannot see the standbys' positions).
 	DurabilityError string `json:"durability_error,omitempty"`
+	// HeldTables are the tables the lake writer holds for a fault of their
+	// own (read from the lake, so only when it is given).
+	HeldTables []TableHold `json:"held_tables,omitempty"`
 }
 
 // TableStatus is one Delta table's position.
@@ -124,6 +127,11 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 			s.ContinuityError = err.Error()
 		} else {
 			s.Continuity = &c
+		}
+		// Best effort like the continuity check: an unreachable lake is
+		// already reported there.
+		if h, err := ReadHolds(ctx, lake); err == nil {
+			s.HeldTables = h
 		}
 	}
 	if withTables && lake != nil {

@@ -42,6 +42,7 @@ type DrainOptions struct {
 	Parallel         int
 	LeaseTTL         time.Duration
 	HorizonTimeout   time.Duration
+	MaxOutage        time.Duration
 	CheckpointEvery  int
 	LogLevel         string
 	LogFormat        string
@@ -68,11 +69,18 @@ Without it, it runs until SIGTERM or SIGINT and stops cleanly between batches
 (systemd). Only one writer drains at a time (a lease in PostgreSQL); a second
 one waits, or with --once says who holds the lease and exits 0.
 
-A row that fails for a reason of its own (undecodable payload, missing held
-body, ciphertext digest mismatch) is retried --poison-budget times, then
-journalled as materialize.skipped (this needs --signing-key) and moved to
-oml.dead_letter. An outage of the database or the object store is never a
-poison row: the writer backs off and retries.
+Every row is checked against the signed journal event it cites before it
+enters the lake. A row that fails for a reason of its own (it disagrees with
+the journal, its tenant does not exist, an undecodable payload, a missing
+held body, a ciphertext digest mismatch) is retried --poison-budget times,
+then journalled as materialize.skipped (this needs --signing-key; a row of a
+tenant that does not exist is journalled on the provider chain) and moved to
+oml.dead_letter. A table that cannot be read for a fault of its own (a
+corrupt commit, an unreadable data file) is held and named; the others go
+on. A configuration error (credentials the store refuses, no such bucket)
+ends --once with exit 2. An outage of the database or the object store is
+never a poison row: the writer backs off and retries, with --once for at
+most --max-outage (then exit 1).
 
 It never gets ahead of what a failover keeps: a batch is cut only from WAL the
 streaming standbys have flushed (pg_stat_replication.flush_lsn). --durable-on
@@ -102,6 +110,9 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 			}
 			if opts.Parallel < 1 {
 				return cliutil.FlagErrorf("--parallel must be 1 or more")
+			}
+			if opts.MaxOutage <= 0 {
+				return cliutil.FlagErrorf("--max-outage must be positive (e.g. 5m)")
 			}
 			if opts.FailOnDeadLetter && !opts.Once {
 				return cliutil.FlagErrorf("--fail-on-dead-letter only applies with --once")
@@ -134,6 +145,7 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.IntVar(&opts.Parallel, "parallel", 4, "tables committed at once")
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", 30*time.Second, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", time.Minute, "with --once: how long to wait for open transactions to end")
+	fl.DurationVar(&opts.MaxOutage, "max-outage", lakewriter.DefaultMaxOutage, "with --once: how long to wait out an outage of the database or the store before exiting 1")
 	fl.IntVar(&opts.CheckpointEvery, "checkpoint-interval", 0, "write a Delta checkpoint every N commits (0: the table's delta.checkpointInterval, else 100)")
 	fl.StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, replication.FlagUsage)
 	fl.DurationVar(&opts.DurableTimeout, "durable-timeout", time.Minute, "with --once: how long to wait for the standbys to flush the stable prefix")
@@ -219,7 +231,7 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 		DB: pool, Lake: lake, Signer: signer,
 		Limits:  outbox.Limits{Rows: opts.BatchRows, Bytes: int(opts.batchBytes)},
 		MaxWait: opts.MaxWait, PoisonBudget: opts.PoisonBudget, Parallel: opts.Parallel,
-		LeaseTTL: opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout,
+		LeaseTTL: opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout, MaxOutage: opts.MaxOutage,
 		CheckpointInterval: opts.CheckpointEvery, Log: log, Metrics: metrics,
 		Durable: opts.durable, DurableTimeout: opts.DurableTimeout,
 	})
@@ -252,12 +264,18 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 	} else if err := printSummary(f, sum); err != nil {
 		return err
 	}
+	for _, h := range sum.HeldTables {
+		fmt.Fprintf(f.IO.ErrOut, "oml: held table %s (not written): %s\n", h.Table, h.Reason)
+	}
 	if len(sum.Refused) > 0 {
 		for _, r := range sum.Refused {
 			fmt.Fprintf(f.IO.ErrOut, "oml: refused to materialize tenant %s: %s at seq %d: %s%s\n",
 				r.Tenant, r.Reason, r.Seq, r.Detail, evidence(r.Evidence))
 		}
 		return cliutil.Findingsf("%d tenant(s) not materialized because their chain disagrees with its witnessed head; other tenants were drained. Run `oml chain verify` and see docs/runbooks/fork.md", len(sum.Refused))
+	}
+	if len(sum.HeldTables) > 0 {
+		return cliutil.Findingsf("%d table(s) held for a fault of their own and not written; every other table was drained. See docs/runbooks/delta.md", len(sum.HeldTables))
 	}
 	if len(sum.DeadLettered) > 0 && opts.FailOnDeadLetter {
 		return cliutil.Findingsf("%d outbox row(s) were dead-lettered: see `oml deadletter list`", len(sum.DeadLettered))
@@ -298,6 +316,15 @@ func drainError(err error) error {
 		}
 		return cliutil.Findingsf("%s", ce.Error())
 	}
+	// The store's own sentence names what it refused and what to fix.
+	var sce *store.ConfigError
+	if errors.As(err, &sce) {
+		return cliutil.ConfigErrorf("lake drain: %s", sce.Error())
+	}
+	var oe *lakewriter.OutageError
+	if errors.As(err, &oe) {
+		return cliutil.Findingsf("lake drain: %s", oe.Error())
+	}
 	return cliutil.AsConfigError(fmt.Errorf("lake drain: %w", err))
 }
 
@@ -311,14 +338,15 @@ type drainSummaryJSON struct {
 	// start with its recorded bounds; ReplayedTableCommits is how many
 	// tables that replay actually committed to (0: the batch was in every
 	// table already, nothing was re-applied). table_commits includes them.
-	ReplayedRows         int                   `json:"replayed_rows"`
-	ReplayedTableCommits int                   `json:"replayed_table_commits"`
-	TableCommits         int                   `json:"table_commits"`
-	DeadLettered         []int64               `json:"dead_lettered"`
-	Refused              []chainverify.Finding `json:"refused"`
-	DurationSeconds      float64               `json:"duration_seconds"`
-	HorizonHeld          bool                  `json:"horizon_held"`
-	Blockers             []outbox.Blocker      `json:"blockers"`
+	ReplayedRows         int                    `json:"replayed_rows"`
+	ReplayedTableCommits int                    `json:"replayed_table_commits"`
+	TableCommits         int                    `json:"table_commits"`
+	DeadLettered         []int64                `json:"dead_lettered"`
+	Refused              []chainverify.Finding  `json:"refused"`
+	HeldTables           []lakewriter.TableHold `json:"held_tables"`
+	DurationSeconds      float64                `json:"duration_seconds"`
+	HorizonHeld          bool                   `json:"horizon_held"`
+	Blockers             []outbox.Blocker       `json:"blockers"`
 	// DurabilityHeld: the standbys --durable-on requires did not flush the
 	// stable prefix within --durable-timeout (lag, not loss).
 	DurabilityHeld bool                 `json:"durability_held"`
@@ -327,7 +355,7 @@ type drainSummaryJSON struct {
 
 func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	out := drainSummaryJSON{StartFrontier: s.StartFrontier, EndFrontier: s.EndFrontier, Target: s.Target,
-		Batches: s.Batches, Rows: s.Rows, TableCommits: s.TableCommits, DeadLettered: s.DeadLettered, Refused: s.Refused,
+		Batches: s.Batches, Rows: s.Rows, TableCommits: s.TableCommits, DeadLettered: s.DeadLettered, Refused: s.Refused, HeldTables: s.HeldTables,
 		DurationSeconds: s.Duration.Seconds(), HorizonHeld: s.HorizonHeld, Blockers: s.Blockers,
 		DurabilityHeld: s.DurabilityHeld, Durability: s.Durability}
 	if r := s.Replayed; r != nil {
@@ -338,6 +366,9 @@ func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	}
 	if out.Refused == nil {
 		out.Refused = []chainverify.Finding{}
+	}
+	if out.HeldTables == nil {
+		out.HeldTables = []lakewriter.TableHold{}
 	}
 	if out.Blockers == nil {
 		out.Blockers = []outbox.Blocker{}

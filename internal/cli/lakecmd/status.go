@@ -151,6 +151,9 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	if st.DurabilityError != "" {
 		pairs = append(pairs, [2]string{"durability", "cannot tell: " + st.DurabilityError})
 	}
+	for _, h := range st.HeldTables {
+		pairs = append(pairs, [2]string{"held table", fmt.Sprintf("%s since %s: %s (see docs/runbooks/delta.md)", h.Table, cliutil.Time(h.Since), h.Reason)})
+	}
 	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -110,6 +111,13 @@ var _ Store = (*S3)(nil)
 // OpenS3 opens an S3 store. It does not contact the server; the first
 // operation does (use Probe to check access and conditional-write support).
 func OpenS3(ctx context.Context, cfg S3Config) (*S3, error) {
+	if cfg.MaxAttempts <= 0 {
+		// The standard AWS setting, which the explicit retryer would
+		// otherwise override.
+		if n, err := strconv.Atoi(os.Getenv("AWS_MAX_ATTEMPTS")); err == nil && n > 0 {
+			cfg.MaxAttempts = n
+		}
+	}
 	cfg.setDefaults()
 	if err := validBucket(cfg.Bucket); err != nil {
 		return nil, err
@@ -210,10 +218,38 @@ func (s *S3) full(key string) (string, error) {
 }
 
 func (s *S3) wrap(op OpKind, key string, err error) error {
+	if ce := s.configError(err); ce != nil {
+		return ce
+	}
 	if isNotFound(err) {
 		return fmt.Errorf("%s: %s %q: %w", s, op, key, ErrNotFound)
 	}
 	return fmt.Errorf("%s: %s %q: %w", s, op, key, err)
+}
+
+// configError recognizes a refusal that no retry can fix (ErrConfig).
+func (s *S3) configError(err error) error {
+	var problem string
+	switch code := apiCode(err); code {
+	case "InvalidAccessKeyId", "XAdminUserNotFound": // the second: Versity Gateway's answer (HTTP 404)
+		problem = "the server does not know the access key id (" + code + "): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"
+	case "SignatureDoesNotMatch":
+		problem = "the server rejected the request signature (SignatureDoesNotMatch): check AWS_SECRET_ACCESS_KEY"
+	case "ExpiredToken", "InvalidToken", "TokenRefreshRequired":
+		problem = "the server rejected the session token (" + code + "): refresh the credentials"
+	case "NoSuchBucket":
+		problem = "the bucket " + s.cfg.Bucket + " does not exist (NoSuchBucket): create it or fix the lake URL"
+	case "AuthorizationHeaderMalformed":
+		problem = "the server rejected the request's region (AuthorizationHeaderMalformed): set AWS_REGION to the bucket's region"
+	case "AccessDenied", "AllAccessDisabled", "AccountProblem", "InvalidBucketName":
+		problem = "the server refused access (" + code + "): check that the credentials may read and write the bucket"
+	default:
+		if httpStatus(err) != http.StatusForbidden {
+			return nil
+		}
+		problem = "the server refused access (HTTP 403): check the credentials and that they may read and write the bucket"
+	}
+	return &ConfigError{Store: s.String(), Problem: problem, Err: err}
 }
 
 func httpStatus(err error) int {
@@ -632,6 +668,9 @@ func (s *S3) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo,
 	for p.HasMorePages() {
 		page, err := p.NextPage(ctx)
 		if err != nil {
+			if ce := s.configError(err); ce != nil {
+				return nil, ce
+			}
 			return nil, fmt.Errorf("%s: list %q: %w", s, prefix, err)
 		}
 		for _, o := range page.Contents {

@@ -20,7 +20,27 @@ var (
 	// ErrUnsupported: the store cannot do what was asked (e.g. it does not
 	// honor put-if-absent); never silently degraded.
 	ErrUnsupported = errors.New("operation not supported by this store")
+	// ErrConfig: the store refused the request because of how it is
+	// configured (credentials it does not accept, a bucket that does not
+	// exist, no permission, the wrong region). Retrying cannot help; the
+	// operator must fix the configuration. Errors wrapping it are
+	// *ConfigError.
+	ErrConfig = errors.New("object store configuration error")
 )
+
+// ConfigError is a request the store refused because of its configuration.
+// Its message is one sentence naming the store, what was refused and what to
+// fix; it never holds a secret.
+type ConfigError struct {
+	Store   string // the store's String()
+	Problem string // e.g. "the server does not know the access key id (InvalidAccessKeyId): check AWS_ACCESS_KEY_ID"
+	Err     error  // the backend's error
+}
+
+func (e *ConfigError) Error() string { return e.Store + ": " + e.Problem }
+
+// Unwrap makes errors.Is(err, ErrConfig) and the backend's error both work.
+func (e *ConfigError) Unwrap() []error { return []error{ErrConfig, e.Err} }
 
 // ObjectInfo describes one stored object.
 type ObjectInfo struct {

@@ -474,7 +474,7 @@ func (d *Drainer) reportLag(ctx context.Context, blocked bool) {
        coalesce((SELECT extract(epoch FROM now() - created_at) FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1), 0)`,
 		d.frontier.Load()).Scan(&last, &age)
 	d.opts.Metrics.lag(max(0, last-d.frontier.Load()), age, blocked)
-	d.opts.Metrics.heldTenants(len(d.Refused()))
+	d.opts.Metrics.heldTenants(d.Refused())
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

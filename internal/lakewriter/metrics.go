@@ -3,6 +3,7 @@ package lakewriter
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/replication"
 )
 
@@ -39,6 +40,10 @@ type Metrics struct {
 	// position behind the position waited for, in bytes, by standby name.
 	DurabilityBlocked prometheus.Gauge
 	StandbyBehind     *prometheus.GaugeVec
+	// TenantHeld is 1 per held tenant, labelled by tenant id and reason
+	// (fork, tail-lost, ...): a series exists only while a tenant is held,
+	// so its cardinality is the number of held tenants (normally none).
+	TenantHeld *prometheus.GaugeVec
 	// TablesHeld counts tables held for a fault of their own (faults.go).
 	TablesHeld prometheus.Gauge
 }
@@ -70,11 +75,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "1 while the standbys required by --durable-on have not flushed the stable prefix (lag, not loss)."}),
 		StandbyBehind: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "oml_lakewriter_standby_behind_bytes",
 			Help: "Bytes of WAL a streaming standby has not flushed, below the position the lake writer waits for."}, []string{"standby"}),
+		TenantHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "oml_lakewriter_tenant_held",
+			Help: "1 for each tenant held because its chain disagrees with its witnessed head or bronze copy (only held tenants have a series)."}, []string{"tenant", "reason"}),
 		TablesHeld: prometheus.NewGauge(prometheus.GaugeOpts{Name: "oml_lakewriter_tables_held", Help: "Delta tables held for a fault of their own (a corrupt commit, an unreadable data file); see oml lake status."}),
 	}
 	reg.MustRegister(m.Batches, m.Rows, m.Bytes, m.CommitLatency, m.FrontierLagSeq, m.FrontierLagSecs,
 		m.DeadLetters, m.Retries, m.Checkpoints, m.Frontier, m.HorizonBlocked,
-		m.LeaseHeld, m.LastBatch, m.HeldTenants, m.LastWitness, m.ContinuityRefused, m.DurabilityBlocked, m.StandbyBehind, m.TablesHeld)
+		m.LeaseHeld, m.LastBatch, m.HeldTenants, m.LastWitness, m.ContinuityRefused, m.DurabilityBlocked, m.StandbyBehind, m.TablesHeld, m.TenantHeld)
 	return m
 }
 
@@ -107,9 +114,14 @@ func (m *Metrics) leaseHeld(held bool) {
 	}
 }
 
-func (m *Metrics) heldTenants(n int) {
-	if m != nil {
-		m.HeldTenants.Set(float64(n))
+func (m *Metrics) heldTenants(held []chainverify.Finding) {
+	if m == nil {
+		return
+	}
+	m.HeldTenants.Set(float64(len(held)))
+	m.TenantHeld.Reset()
+	for _, f := range held {
+		m.TenantHeld.WithLabelValues(f.Tenant.String(), string(f.Reason)).Set(1)
 	}
 }
 

@@ -35,18 +35,7 @@ func Abandon(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, ids [
 	if strings.TrimSpace(opts.Reason) == "" {
 		return nil, errors.New("abandon needs a reason to journal: say why this row can never be repaired")
 	}
-	out := make([]Result, 0, len(ids))
-	for _, id := range ids {
-		r, err := abandonOne(ctx, pool, signer, id, opts)
-		if err != nil {
-			if ctx.Err() != nil {
-				return out, ctx.Err()
-			}
-			r.Outcome, r.Error = OutcomeFailed, err.Error()
-		}
-		out = append(out, r)
-	}
-	return out, nil
+	return eachLetter(ctx, ids, func(id int64) (Result, error) { return abandonOne(ctx, pool, signer, id, opts) })
 }
 
 func alreadyAbandoned(l Letter) Result {

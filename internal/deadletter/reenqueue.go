@@ -145,9 +145,16 @@ func Reenqueue(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, ids
 	if opts.By == "" {
 		return nil, errors.New("re-enqueue needs an identity (by) to journal")
 	}
+	return eachLetter(ctx, ids, func(id int64) (Result, error) { return reenqueueOne(ctx, pool, signer, id, opts) })
+}
+
+// eachLetter runs one dead letter's repair per id, each on its own: an
+// error is that letter's failed outcome, unless ctx ended (then the results
+// so far are returned with it).
+func eachLetter(ctx context.Context, ids []int64, one func(id int64) (Result, error)) ([]Result, error) {
 	out := make([]Result, 0, len(ids))
 	for _, id := range ids {
-		r, err := reenqueueOne(ctx, pool, signer, id, opts)
+		r, err := one(id)
 		if err != nil {
 			if ctx.Err() != nil {
 				return out, ctx.Err()

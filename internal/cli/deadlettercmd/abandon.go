@@ -55,22 +55,12 @@ connection error.`,
 			if !opts.Yes && !f.IO.IsStdinTTY() {
 				return cliutil.FlagErrorf("abandoning is permanent and stdin is not a terminal to confirm on: pass --yes")
 			}
-			seen := map[int64]bool{}
-			for _, a := range args {
-				id, err := parseID(a)
-				if err != nil {
-					return err
-				}
-				if !seen[id] {
-					seen[id] = true
-					opts.IDs = append(opts.IDs, id)
-				}
+			var err error
+			if opts.IDs, err = parseIDs(args); err != nil {
+				return err
 			}
-			if opts.By == "" {
-				opts.By = defaultBy()
-			}
-			if strings.TrimSpace(opts.By) == "" {
-				return cliutil.FlagErrorf("cannot tell who you are: pass --by NAME (it is journalled)")
+			if opts.By, err = journalledBy(opts.By); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

@@ -5,13 +5,9 @@
 package deadlettercmd
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os"
-	"os/user"
 	"strconv"
 	"strings"
 	"time"
@@ -365,22 +361,12 @@ could not be (not found, or the append was refused); 2 usage or connection error
 			if opts.All && !opts.Yes && !f.IO.IsStdinTTY() {
 				return cliutil.FlagErrorf("--all re-enqueues every open dead letter and stdin is not a terminal to confirm on: pass --yes")
 			}
-			seen := map[int64]bool{}
-			for _, a := range args {
-				id, err := parseID(a)
-				if err != nil {
-					return err
-				}
-				if !seen[id] {
-					seen[id] = true
-					opts.IDs = append(opts.IDs, id)
-				}
+			var err error
+			if opts.IDs, err = parseIDs(args); err != nil {
+				return err
 			}
-			if opts.By == "" {
-				opts.By = defaultBy()
-			}
-			if strings.TrimSpace(opts.By) == "" {
-				return cliutil.FlagErrorf("cannot tell who you are: pass --by NAME (it is journalled)")
+			if opts.By, err = journalledBy(opts.By); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -397,13 +383,33 @@ could not be (not found, or the append was refused); 2 usage or connection error
 	return cmd
 }
 
-// defaultBy is the OS user name, as the journalled identity of a manual
-// repair when --by is not given.
-func defaultBy() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return u.Username
+// parseIDs parses dead letter ids, each once, in the order given.
+func parseIDs(args []string) ([]int64, error) {
+	var ids []int64
+	seen := map[int64]bool{}
+	for _, a := range args {
+		id, err := parseID(a)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
+		}
 	}
-	return os.Getenv("USER")
+	return ids, nil
+}
+
+// journalledBy is --by, else the OS user: the identity a manual repair
+// journals.
+func journalledBy(by string) (string, error) {
+	if by == "" {
+		by = cliutil.OSUser()
+	}
+	if strings.TrimSpace(by) == "" {
+		return "", cliutil.FlagErrorf("cannot tell who you are: pass --by NAME (it is journalled)")
+	}
+	return by, nil
 }
 
 func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
@@ -549,14 +555,5 @@ func timeOr(t *time.Time) string {
 
 // confirm asks on the terminal; anything but y/yes is a no.
 func confirm(f *cliutil.Factory, prompt string) (bool, error) {
-	fmt.Fprint(f.IO.ErrOut, prompt)
-	line, err := bufio.NewReader(f.IO.In).ReadString('\n')
-	if err != nil && !errors.Is(err, os.ErrClosed) && line == "" {
-		return false, nil
-	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return true, nil
-	}
-	return false, nil
+	return cliutil.Confirm(f, prompt), nil
 }

@@ -84,6 +84,39 @@ type Remove struct {
 	DefaultRowCommitVersion *int64 `json:"defaultRowCommitVersion,omitempty"`
 }
 
+// removeExtended is Remove's wire shape when extendedFileMetadata is true:
+// the same fields (the conversion below fails to compile if they drift), but
+// partitionValues is always written, as {} for an unpartitioned table —
+// the protocol says extendedFileMetadata means partitionValues and size are
+// present, and omitempty would drop an empty map.
+type removeExtended struct {
+	Path                    string             `json:"path"`
+	DeletionTimestamp       *int64             `json:"deletionTimestamp,omitempty"`
+	DataChange              bool               `json:"dataChange"`
+	ExtendedFileMetadata    *bool              `json:"extendedFileMetadata,omitempty"`
+	PartitionValues         map[string]*string `json:"partitionValues"`
+	Size                    *int64             `json:"size,omitempty"`
+	Stats                   string             `json:"stats,omitempty"`
+	Tags                    map[string]*string `json:"tags,omitempty"`
+	DeletionVector          *DeletionVector    `json:"deletionVector,omitempty"`
+	BaseRowID               *int64             `json:"baseRowId,omitempty"`
+	DefaultRowCommitVersion *int64             `json:"defaultRowCommitVersion,omitempty"`
+}
+
+// MarshalJSON writes partitionValues whenever extendedFileMetadata is true
+// (without HTML escaping, like EncodeCommit: paths stay byte for byte).
+func (r Remove) MarshalJSON() ([]byte, error) {
+	type plain Remove // no methods: no recursion
+	if r.ExtendedFileMetadata == nil || !*r.ExtendedFileMetadata {
+		return marshalNoEscape(plain(r))
+	}
+	w := removeExtended(r)
+	if w.PartitionValues == nil {
+		w.PartitionValues = map[string]*string{}
+	}
+	return marshalNoEscape(w)
+}
+
 // Txn is the txn (application transaction) action: the latest version an
 // application (appId) committed. Delta keeps only the newest per appId.
 type Txn struct {

@@ -3,12 +3,14 @@ package delta
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -645,4 +647,94 @@ func TestS3AmbiguousCommitResolvedByReadBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(2), snap.Version())
 	require.Equal(t, 1, snap.NumFiles())
+}
+
+// removesInLog decodes every remove action of every commit file as raw JSON
+// objects, so a test sees exactly which keys were written.
+func removesInLog(t *testing.T, st store.Store) []map[string]json.RawMessage {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := st.List(ctx, LogDir, "")
+	require.NoError(t, err)
+	var out []map[string]json.RawMessage
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, ".json") {
+			continue
+		}
+		body, err := st.Get(ctx, o.Key)
+		require.NoError(t, err)
+		for _, line := range strings.Split(strings.TrimSpace(string(body)), "\n") {
+			var a map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal([]byte(line), &a))
+			if raw, ok := a["remove"]; ok {
+				var rm map[string]json.RawMessage
+				require.NoError(t, json.Unmarshal(raw, &rm))
+				out = append(out, rm)
+			}
+		}
+	}
+	return out
+}
+
+func TestWriterRemoveExtendedMetadata_AlwaysCarriesPartitionValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		partBy []string
+		day    string
+		want   string
+	}{
+		{"unpartitioned", nil, "", `{}`},
+		{"partitioned", []string{"day"}, "2026-01-02", `{"day":"2026-01-02"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := store.NewMem()
+			w := newTestTable(t, mem, tc.partBy...)
+			for i := 0; i < 3; i++ {
+				_, err := w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd(tc.day)}})
+				require.NoError(t, err)
+			}
+			files := w.Snapshot().Files()
+			k0, _ := DecodePath(files[0].Path)
+			k1, _ := DecodePath(files[1].Path)
+			rm0, err := w.Remove(k0, true)
+			require.NoError(t, err)
+			rm1, err := w.Remove(k1, false)
+			require.NoError(t, err)
+			add := fakeAdd(tc.day)
+			add.DataChange = false
+			_, err = w.Commit(ctx, Commit{Operation: "OPTIMIZE", Removes: []*Remove{rm0, rm1}, Adds: []*Add{add}})
+			require.NoError(t, err)
+
+			removes := removesInLog(t, mem)
+			require.Len(t, removes, 2)
+			for _, rm := range removes {
+				require.JSONEq(t, `true`, string(rm["extendedFileMetadata"]))
+				pv, ok := rm["partitionValues"]
+				require.True(t, ok, "remove %s has extendedFileMetadata but no partitionValues", rm["path"])
+				require.JSONEq(t, tc.want, string(pv))
+				require.Contains(t, rm, "size")
+			}
+			// And the log still reads back to the same state.
+			snap, err := Load(ctx, mem)
+			require.NoError(t, err)
+			require.Equal(t, stateOf(w.Snapshot()), stateOf(snap))
+			require.Len(t, snap.Files(), 2)
+		})
+	}
+}
+
+func TestRemoveEncoding_PartitionValuesOnlyWithExtendedMetadata(t *testing.T) {
+	t.Parallel()
+	ts := int64(1)
+	b, err := EncodeCommit([]Action{{Remove: &Remove{Path: "a&b.parquet", DeletionTimestamp: &ts, DataChange: true}}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"remove":{"path":"a&b.parquet","deletionTimestamp":1,"dataChange":true}}`, string(b))
+	require.Contains(t, string(b), "a&b", "paths are not HTML-escaped")
+	// A remove built by hand with extendedFileMetadata but no map still gets {}.
+	ext, size := true, int64(7)
+	b, err = EncodeCommit([]Action{{Remove: &Remove{Path: "x.parquet", DeletionTimestamp: &ts, ExtendedFileMetadata: &ext, Size: &size}}})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"remove":{"path":"x.parquet","deletionTimestamp":1,"dataChange":false,"extendedFileMetadata":true,"partitionValues":{},"size":7}}`, string(b))
 }

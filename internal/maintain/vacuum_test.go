@@ -76,6 +76,25 @@ func TestVacuum_KeepsWhatTheRetentionWindowReferences_DeletesTheRest(t *testing.
 		err = snap.Scan(ctx, tab.Store, delta.ScanOptions{}, func(*delta.Add, []pq.Row) error { return nil })
 		require.Error(t, err, "%s: the old version's files should be gone", tab.Key)
 		require.Len(t, readRows(t, tab.Store), p.rows, "%s: the current version lost rows", tab.Key)
+
+		// The deletions are recorded as Spark does: VACUUM START, VACUUM END,
+		// commitInfo-only commits, and they count as commits for the
+		// checkpoint policy.
+		hist, err := delta.History(ctx, tab.Store, delta.HistoryOptions{Limit: 2})
+		require.NoError(t, err)
+		require.Equal(t, []string{"VACUUM END", "VACUUM START"}, []string{hist[0].Operation, hist[1].Operation}, "%s", tab.Key)
+		require.Equal(t, []int64{vr.EndVersion, vr.StartVersion}, []int64{hist[0].Version, hist[1].Version})
+		for _, h := range hist {
+			require.Empty(t, h.Txns)
+			require.Zero(t, h.AddedFiles+h.RemovedFiles)
+		}
+		m, err := maintain.Measure(ctx, tab, maintain.MeasureOptions{})
+		require.NoError(t, err)
+		require.Equal(t, vr.EndVersion, m.Version)
 	}
+	// A new lake writer recovers its newest recorded batch past the vacuum
+	// commits (they carry no omlBatch) and drains on; the lake stays exact.
+	b.load(t, workload.Config{Claims: 10, PromoteRatio: 0.8, Seed: 4, Concurrency: 1})
+	b.drainAll(t, b.drainer(t, 8))
 	b.verifyLake(t)
 }

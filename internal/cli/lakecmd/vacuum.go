@@ -55,8 +55,11 @@ func NewCmdVacuum(f *cliutil.Factory, runF func(context.Context, *VacuumOptions)
 retention window references (neither live nor removed less than --retain
 ago) and that are older than it (so files of a commit still being written
 are safe), then delete log entries older than delta.logRetentionDuration
-(default 30 days) behind a retained checkpoint. --dry-run lists the files
-and deletes nothing (and skips the log cleanup).
+(default 30 days) behind a retained checkpoint. When it deletes files it
+records that in the table's log as Spark does: a VACUUM START commit before
+the deletions and a VACUUM END commit after them (commitInfo only: no file,
+no txn; see oml lake history). --dry-run lists the files, deletes nothing,
+commits nothing (and skips the log cleanup).
 
 --retain defaults to the table's delta.deletedFileRetentionDuration (7 days
 unless set). A shorter retention is refused unless you pass both --force and

@@ -40,6 +40,11 @@ type VacuumResult struct {
 	Deleted   []string // keys relative to the table root, sorted
 	Bytes     int64
 	DryRun    bool
+	// StartVersion and EndVersion are the VACUUM START / VACUUM END commits
+	// written around the deletions (-1: none, as in a dry run or when
+	// nothing was to be deleted).
+	StartVersion int64
+	EndVersion   int64
 }
 
 // hiddenSegment is Spark's rule for what vacuum never touches: names that
@@ -58,13 +63,13 @@ func Vacuum(ctx context.Context, st store.Store, opts VacuumOptions) (VacuumResu
 	if now.IsZero() {
 		now = time.Now()
 	}
-	snap, err := Load(ctx, st)
+	// OpenWriter loads the snapshot and runs the writer gate; the writer is
+	// used only for the VACUUM START/END commits.
+	w, err := OpenWriter(ctx, st, Options{Now: func() time.Time { return now }})
 	if err != nil {
 		return VacuumResult{}, err
 	}
-	if err := checkWrite(snap.table, snap.protocol, &snap.metadata, snap.schema); err != nil {
-		return VacuumResult{}, err
-	}
+	snap := w.Snapshot()
 	tableRetention, err := snap.DeletedFileRetention()
 	if err != nil {
 		return VacuumResult{}, err
@@ -78,7 +83,7 @@ func Vacuum(ctx context.Context, st store.Store, opts VacuumOptions) (VacuumResu
 			ErrRetentionTooShort, snap.table, retention, tableRetention)
 	}
 	cutoff := now.Add(-retention)
-	res := VacuumResult{Version: snap.version, Retention: retention, Cutoff: cutoff, DryRun: opts.DryRun}
+	res := VacuumResult{Version: snap.version, Retention: retention, Cutoff: cutoff, DryRun: opts.DryRun, StartVersion: -1, EndVersion: -1}
 	keep := make(map[string]bool, len(snap.files)+len(snap.tombstones))
 	for k := range snap.files {
 		keep[k] = true
@@ -107,16 +112,82 @@ func Vacuum(ctx context.Context, st store.Store, opts VacuumOptions) (VacuumResu
 		cands = append(cands, o)
 	}
 	sort.Slice(cands, func(i, j int) bool { return cands[i].Key < cands[j].Key })
+	if opts.DryRun || len(cands) == 0 {
+		for _, o := range cands {
+			res.Deleted = append(res.Deleted, o.Key)
+			res.Bytes += o.Size
+		}
+		return res, nil
+	}
+	var size int64
 	for _, o := range cands {
-		if !opts.DryRun {
-			if err := st.Delete(ctx, o.Key); err != nil {
-				return res, fmt.Errorf("table %s: deleting %s: %w", snap.table, o.Key, err)
-			}
+		size += o.Size
+	}
+	// Like Spark, record the vacuum in the log: a VACUUM START commit before
+	// the first deletion and a VACUUM END commit after the last. Both hold
+	// only a commitInfo (no file, no txn, no data change), so readers that
+	// look for batch records or txn versions pass over them.
+	var specified any // null: the table's retention was used
+	if opts.Retention != 0 {
+		specified = opts.Retention.Milliseconds()
+	}
+	res.StartVersion, err = commitInfoOnly(ctx, w, Commit{Operation: "VACUUM START",
+		OperationParameters: map[string]any{
+			"retentionCheckEnabled":    !opts.Force,
+			"specifiedRetentionMillis": specified,
+			"defaultRetentionMillis":   tableRetention.Milliseconds(),
+		},
+		OperationMetrics: map[string]any{"numFilesToDelete": len(cands), "sizeOfDataToDelete": size},
+	})
+	if err != nil {
+		return res, fmt.Errorf("table %s: recording VACUUM START: %w", snap.table, err)
+	}
+	var delErr error
+	for _, o := range cands {
+		if err := st.Delete(ctx, o.Key); err != nil {
+			delErr = fmt.Errorf("table %s: deleting %s: %w", snap.table, o.Key, err)
+			break
 		}
 		res.Deleted = append(res.Deleted, o.Key)
 		res.Bytes += o.Size
 	}
+	status := "COMPLETED"
+	if delErr != nil {
+		status = "FAILED" // Spark's spelling for a vacuum that stopped part way
+	}
+	// numVacuumedDirectories: oml deletes objects only; a directory is not an
+	// object in a store, so none is ever vacuumed.
+	res.EndVersion, err = commitInfoOnly(ctx, w, Commit{Operation: "VACUUM END",
+		OperationParameters: map[string]any{"status": status},
+		OperationMetrics:    map[string]any{"numDeletedFiles": len(res.Deleted), "numVacuumedDirectories": 0},
+	})
+	if delErr != nil {
+		return res, delErr
+	}
+	if err != nil {
+		return res, fmt.Errorf("table %s: %d file(s) were deleted but recording VACUUM END failed: %w", snap.table, len(res.Deleted), err)
+	}
 	return res, nil
+}
+
+// vacuumCommitAttempts bounds how often a VACUUM START/END commit is retried
+// after losing its version to another writer (it conflicts with nothing).
+const vacuumCommitAttempts = 10
+
+// commitInfoOnly commits c (no files, no txn), retrying at the next version
+// when another writer took this one.
+func commitInfoOnly(ctx context.Context, w *Writer, c Commit) (int64, error) {
+	var err error
+	for i := 0; i < vacuumCommitAttempts; i++ {
+		var v int64
+		if v, err = w.Commit(ctx, c); err == nil {
+			return v, nil
+		}
+		if !errors.Is(err, ErrConflict) {
+			return -1, err
+		}
+	}
+	return -1, err
 }
 
 // CleanupResult lists the log files cleanup deleted.

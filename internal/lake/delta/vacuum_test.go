@@ -2,6 +2,7 @@ package delta
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -117,4 +118,94 @@ func TestCleanupLogOnlyBehindACheckpoint(t *testing.T) {
 	res, err = CleanupLog(ctx, st2, time.Now().Add(365*24*time.Hour))
 	require.NoError(t, err)
 	require.Empty(t, res.Deleted)
+}
+
+// TestVacuum_RecordsStartAndEndCommits_OnlyWhenItDeletes: a vacuum that
+// deletes writes VACUUM START and VACUUM END around the deletions, each a
+// commitInfo-only commit (no file, no txn, no data change) with Spark's
+// parameters and metrics; a dry run or a vacuum with nothing to delete
+// writes nothing.
+func TestVacuum_RecordsStartAndEndCommits_OnlyWhenItDeletes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fs, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	schema := &StructType{Fields: []StructField{Field("seq", Prim(TypeLong), false)}}
+	w, err := CreateTable(ctx, fs, TableSpec{Schema: schema}, Options{})
+	require.NoError(t, err)
+	a1, err := w.WriteFile(ctx, map[string]*string{}, []pq.Row{{int64(1)}})
+	require.NoError(t, err)
+	_, err = w.Commit(ctx, Commit{Operation: "STREAMING UPDATE", Adds: []*Add{a1}, Txn: &Txn{AppID: "oml-lakewriter", Version: 7},
+		Extra: map[string]any{"omlBatch": map[string]any{"start": 0, "end": 7}}})
+	require.NoError(t, err)
+	orphan, err := w.WriteFile(ctx, map[string]*string{}, []pq.Row{{int64(2)}}) // never committed
+	require.NoError(t, err)
+	orphanKey, _ := DecodePath(orphan.Path)
+	later := time.Now().Add(8 * 24 * time.Hour)
+
+	// Nothing old enough: no commit.
+	res, err := Vacuum(ctx, fs, VacuumOptions{})
+	require.NoError(t, err)
+	require.Empty(t, res.Deleted)
+	require.Equal(t, int64(-1), res.StartVersion)
+	// A dry run: no commit either.
+	res, err = Vacuum(ctx, fs, VacuumOptions{Now: later, DryRun: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{orphanKey}, res.Deleted)
+	require.Equal(t, int64(-1), res.StartVersion)
+	require.Equal(t, int64(-1), res.EndVersion)
+	snap, err := Load(ctx, fs)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), snap.Version(), "neither an empty vacuum nor a dry run commits")
+
+	res, err = Vacuum(ctx, fs, VacuumOptions{Now: later})
+	require.NoError(t, err)
+	require.Equal(t, []string{orphanKey}, res.Deleted)
+	require.Equal(t, int64(2), res.StartVersion)
+	require.Equal(t, int64(3), res.EndVersion)
+
+	for _, v := range []int64{2, 3} {
+		body, err := fs.Get(ctx, CommitKey(v))
+		require.NoError(t, err)
+		acts, err := DecodeCommitBytes(body)
+		require.NoError(t, err)
+		require.Len(t, acts, 1, "commit %d holds only its commitInfo", v)
+		require.True(t, isSet(acts[0].CommitInfo))
+	}
+	hist, err := History(ctx, fs, HistoryOptions{Limit: 2})
+	require.NoError(t, err)
+	end, start := hist[0], hist[1]
+	require.Equal(t, "VACUUM START", start.Operation)
+	require.Equal(t, map[string]any{"retentionCheckEnabled": "true", "specifiedRetentionMillis": nil,
+		"defaultRetentionMillis": "604800000"}, start.OperationParameters)
+	require.Equal(t, map[string]any{"numFilesToDelete": "1", "sizeOfDataToDelete": fmt.Sprint(orphan.Size)}, start.OperationMetrics)
+	require.Equal(t, "VACUUM END", end.Operation)
+	require.Equal(t, map[string]any{"status": "COMPLETED"}, end.OperationParameters)
+	require.Equal(t, map[string]any{"numDeletedFiles": "1", "numVacuumedDirectories": "0"}, end.OperationMetrics)
+	for _, h := range hist {
+		require.Empty(t, h.Txns)
+		require.Zero(t, h.AddedFiles+h.RemovedFiles)
+		require.NotContains(t, string(h.CommitInfo), "omlBatch")
+	}
+
+	// The table is unchanged: same live file, same txn version.
+	snap, err = Load(ctx, fs)
+	require.NoError(t, err)
+	require.Equal(t, int64(3), snap.Version())
+	require.Len(t, snap.Files(), 1)
+	tv, ok := snap.TxnVersion("oml-lakewriter")
+	require.True(t, ok)
+	require.Equal(t, int64(7), tv)
+
+	// A forced, specified retention is recorded as such.
+	o2, err := w.WriteFile(ctx, map[string]*string{}, []pq.Row{{int64(3)}})
+	require.NoError(t, err)
+	_ = o2
+	res, err = Vacuum(ctx, fs, VacuumOptions{Now: later, Retention: time.Hour, Force: true})
+	require.NoError(t, err)
+	require.Len(t, res.Deleted, 1)
+	hist, err = History(ctx, fs, HistoryOptions{Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"retentionCheckEnabled": "false", "specifiedRetentionMillis": "3600000",
+		"defaultRetentionMillis": "604800000"}, hist[1].OperationParameters)
 }

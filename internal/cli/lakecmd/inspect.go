@@ -3,6 +3,7 @@ package lakecmd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -18,8 +19,9 @@ import (
 type InspectOptions struct {
 	Factory *cliutil.Factory
 	Table   string
-	Version int64 // -1: latest
-	Files   bool  // also list every live file
+	Version int64  // -1: latest
+	AsOf    string // RFC 3339 timestamp (time travel by timestamp); "": unset
+	Files   bool   // also list every live file
 }
 
 // NewCmdInspect builds `oml lake inspect TABLE`; runF replaces the run
@@ -38,12 +40,21 @@ TABLE is a URL (file:///..., s3://...) or TENANT/LAYER/NAME under --lake,
 TENANT being a tenant's name (acme/silver/claims) or id.`,
 		Example: `  oml lake inspect 3f9c2d.../bronze/events
   oml lake inspect file:///var/lib/oml/lake/3f9c2d.../silver/claims -o json
-  oml lake inspect s3://lake/prod/3f9c2d.../gold/lineage --version 12`,
+  oml lake inspect s3://lake/prod/3f9c2d.../gold/lineage --version 12
+  oml lake inspect acme/silver/claims --as-of 2026-03-01T12:00:00Z`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			opts.Table = args[0]
 			if opts.Version < -1 {
 				return cliutil.FlagErrorf("--version must be a table version (0 or more)")
+			}
+			if opts.AsOf != "" {
+				if opts.Version >= 0 {
+					return cliutil.FlagErrorf("give --version or --as-of, not both")
+				}
+				if _, err := parseAsOf(opts.AsOf); err != nil {
+					return err
+				}
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -52,6 +63,7 @@ TENANT being a tenant's name (acme/silver/claims) or id.`,
 		},
 	}
 	cmd.Flags().Int64Var(&opts.Version, "version", -1, "show this version instead of the latest (time travel)")
+	cmd.Flags().StringVar(&opts.AsOf, "as-of", "", "show the latest version committed at or before this RFC 3339 time (time travel by timestamp)")
 	cmd.Flags().BoolVar(&opts.Files, "files", false, "also list every live file (path, partition, size, records)")
 	return cmd
 }
@@ -60,6 +72,7 @@ TENANT being a tenant's name (acme/silver/claims) or id.`,
 type InspectResult struct {
 	Table                  string            `json:"table"`
 	Version                int64             `json:"version"`
+	AsOf                   *time.Time        `json:"as_of,omitempty"`
 	Protocol               ProtocolJSON      `json:"protocol"`
 	TableID                string            `json:"table_id"`
 	Name                   *string           `json:"name"`
@@ -173,6 +186,24 @@ func Inspect(snap *delta.Snapshot) InspectResult {
 	return res
 }
 
+// versionLine is the version, with the --as-of time it was chosen for.
+func versionLine(res InspectResult) string {
+	if res.AsOf == nil {
+		return fmt.Sprint(res.Version)
+	}
+	return fmt.Sprintf("%d (as of %s)", res.Version, res.AsOf.Format(time.RFC3339Nano))
+}
+
+// parseAsOf reads an --as-of timestamp (RFC 3339, fractional seconds
+// allowed).
+func parseAsOf(s string) (time.Time, error) {
+	ts, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, cliutil.FlagErrorf("--as-of %q is not an RFC 3339 timestamp (e.g. 2026-03-01T12:00:00Z or 2026-03-01T13:00:00+01:00)", s)
+	}
+	return ts, nil
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -194,11 +225,29 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 	if opts.Version >= 0 {
 		lo = append(lo, delta.AtVersion(opts.Version))
 	}
+	var asOf *time.Time
+	if opts.AsOf != "" {
+		ts, err := parseAsOf(opts.AsOf)
+		if err != nil {
+			return err
+		}
+		v, err := delta.VersionAsOf(ctx, st, ts)
+		if errors.Is(err, delta.ErrBeforeFirstCommit) {
+			return cliutil.ConfigErrorf("--as-of %s: %v; give a later time, or see oml lake history for the oldest commit", opts.AsOf, err)
+		}
+		if err != nil {
+			return tableError(st.String(), err)
+		}
+		lo = append(lo, delta.AtVersion(v))
+		u := ts.UTC()
+		asOf = &u
+	}
 	snap, err := delta.Load(ctx, st, lo...)
 	if err != nil {
 		return tableError(st.String(), err)
 	}
 	res := Inspect(snap)
+	res.AsOf = asOf
 	if opts.Files {
 		res.Files = files(snap)
 	}
@@ -224,7 +273,7 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 	}
 	if err := cliutil.KeyValues(out, [][2]string{
 		{"table", res.Table},
-		{"version", fmt.Sprint(res.Version)},
+		{"version", versionLine(res)},
 		{"protocol", proto},
 		{"table id", res.TableID},
 		{"created", created},

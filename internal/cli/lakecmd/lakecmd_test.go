@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -204,4 +205,64 @@ func TestVacuum_RetainTooLongForADurationIsAUsageError(t *testing.T) {
 	r := run(t, nil, "lake", "vacuum", "--lake", lake, "--retain", "-1d", "--dry-run")
 	require.Equal(t, cliutil.ExitUsage, r.code)
 	require.Contains(t, r.stderr, "not a number of days")
+}
+
+// makeTimedTable writes a table whose commits are stamped t0, t0+1h, t0+2h.
+func makeTimedTable(t *testing.T, lake, rel string, t0 time.Time) {
+	t.Helper()
+	ctx := context.Background()
+	root, err := store.NewFile(lake)
+	require.NoError(t, err)
+	st := store.MustSub(root, rel)
+	now := t0
+	schema := &delta.StructType{Fields: []delta.StructField{delta.Field("seq", delta.Prim(delta.TypeLong), false)}}
+	w, err := delta.CreateTable(ctx, st, delta.TableSpec{Schema: schema}, delta.Options{Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	for i := int64(1); i <= 2; i++ {
+		now = t0.Add(time.Duration(i) * time.Hour)
+		add, err := w.WriteFile(ctx, map[string]*string{}, [][]any{{i}})
+		require.NoError(t, err)
+		_, err = w.Commit(ctx, delta.Commit{Operation: "WRITE", Adds: []*delta.Add{add}})
+		require.NoError(t, err)
+	}
+}
+
+func TestInspectAsOf_PicksLatestCommitAtOrBefore_EarlierIsExit2(t *testing.T) {
+	t.Parallel()
+	lake := t.TempDir()
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	makeTimedTable(t, lake, "t1/silver/claims", t0)
+	env := map[string]string{cliutil.EnvLakeURL: "file://" + lake}
+
+	r := run(t, env, "lake", "inspect", "t1/silver/claims", "--as-of", "2026-03-01T13:30:00Z")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^version:\s+1 \(as of 2026-03-01T13:30:00Z\)$`, r.stdout)
+	require.Regexp(t, `(?m)^live files:\s+1$`, r.stdout)
+
+	// Another zone, exactly the second commit's time: version 2.
+	r = run(t, env, "lake", "inspect", "t1/silver/claims", "--as-of", "2026-03-01T15:00:00+01:00", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+	require.EqualValues(t, 2, got["version"])
+	require.EqualValues(t, 2, got["live_files"])
+	require.Equal(t, "2026-03-01T14:00:00Z", got["as_of"])
+
+	r = run(t, env, "lake", "inspect", "t1/silver/claims", "--as-of", "2026-03-01T12:00:00Z")
+	require.Equal(t, cliutil.ExitOK, r.code, r.stderr)
+	require.Regexp(t, `(?m)^version:\s+0 `, r.stdout)
+
+	r = run(t, env, "lake", "inspect", "t1/silver/claims", "--as-of", "2026-03-01T11:59:59Z")
+	require.Equal(t, cliutil.ExitUsage, r.code, r.stderr)
+	require.Empty(t, r.stdout)
+	require.Contains(t, r.stderr, "before")
+	require.Contains(t, r.stderr, "oldest commit")
+
+	r = run(t, env, "lake", "inspect", "t1/silver/claims", "--as-of", "yesterday")
+	require.Equal(t, cliutil.ExitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "RFC 3339")
+
+	r = run(t, env, "lake", "inspect", "t1/silver/claims", "--as-of", "2026-03-01T13:30:00Z", "--version", "1")
+	require.Equal(t, cliutil.ExitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, "not both")
 }

@@ -3,7 +3,9 @@ package delta
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/omlhq/oml/internal/lake/store"
 )
@@ -89,4 +91,31 @@ func History(ctx context.Context, st store.Store, opts HistoryOptions) ([]Histor
 		out[i], out[j] = out[j], out[i]
 	}
 	return out, nil
+}
+
+// ErrBeforeFirstCommit means a time-travel timestamp is earlier than every
+// commit still in the table's log.
+var ErrBeforeFirstCommit = errors.New("the timestamp is before the table's first commit")
+
+// VersionAsOf is time travel by timestamp: the latest version whose commit
+// timestamp (commitInfo.timestamp, else the commit file's modification
+// time, as History reports it) is at or before ts. Only commits still in
+// the log count (log cleanup removes old ones behind a checkpoint); a ts
+// before the oldest of them is ErrBeforeFirstCommit. Every commit is read,
+// newest first, so a clock that went backwards between commits cannot hide
+// a later version whose timestamp is ≤ ts.
+func VersionAsOf(ctx context.Context, st store.Store, ts time.Time) (int64, error) {
+	hist, err := History(ctx, st, HistoryOptions{})
+	if err != nil {
+		return -1, err
+	}
+	ms := ts.UnixMilli()
+	for _, e := range hist { // newest first
+		if e.Timestamp <= ms {
+			return e.Version, nil
+		}
+	}
+	oldest := hist[len(hist)-1]
+	return -1, fmt.Errorf("%w: table %s: %s is before its oldest commit in the log (version %d, %s)", ErrBeforeFirstCommit,
+		st, ts.UTC().Format(time.RFC3339Nano), oldest.Version, time.UnixMilli(oldest.Timestamp).UTC().Format(time.RFC3339Nano))
 }

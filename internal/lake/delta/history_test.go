@@ -2,6 +2,7 @@ package delta
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -63,4 +64,60 @@ func TestHistoryOfForeignTables(t *testing.T) {
 		require.NoError(t, err, e.Dir)
 		require.NotEmpty(t, h, e.Dir)
 	}
+}
+
+func TestVersionAsOf_LatestCommitAtOrBeforeTimestamp_ModTimeWithoutCommitInfo(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dir := t.TempDir()
+	fs, err := store.NewFile(dir)
+	require.NoError(t, err)
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	now := t0
+	w, err := CreateTable(ctx, fs, TableSpec{Schema: testSchema()}, Options{Now: func() time.Time { return now }}) // v0 at t0
+	require.NoError(t, err)
+	for i := 1; i <= 2; i++ { // v1 at t0+1m, v2 at t0+2m
+		now = t0.Add(time.Duration(i) * time.Minute)
+		_, err := w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("")}})
+		require.NoError(t, err)
+	}
+	// v3 by another engine, with no commitInfo timestamp: its file's
+	// modification time counts.
+	body, err := EncodeCommit([]Action{{CommitInfo: []byte(`{"operation":"FOREIGN"}`)}})
+	require.NoError(t, err)
+	require.NoError(t, fs.PutIfAbsent(ctx, CommitKey(3), body))
+	require.NoError(t, os.Chtimes(filepath.Join(dir, filepath.FromSlash(CommitKey(3))), t0.Add(3*time.Minute), t0.Add(3*time.Minute)))
+
+	for _, tc := range []struct {
+		at   time.Time
+		want int64
+	}{
+		{t0, 0},
+		{t0.Add(time.Minute - time.Millisecond), 0},
+		{t0.Add(time.Minute), 1},
+		{t0.Add(2*time.Minute + 30*time.Second), 2},
+		{t0.Add(3*time.Minute - time.Millisecond), 2},
+		{t0.Add(3 * time.Minute), 3},
+		{t0.Add(24 * time.Hour), 3},
+	} {
+		v, err := VersionAsOf(ctx, fs, tc.at)
+		require.NoError(t, err, tc.at)
+		require.Equal(t, tc.want, v, "as of %s", tc.at)
+	}
+	_, err = VersionAsOf(ctx, fs, t0.Add(-time.Millisecond))
+	require.ErrorIs(t, err, ErrBeforeFirstCommit)
+	require.Contains(t, err.Error(), "version 0")
+
+	// A clock that went backwards: v4 stamped t0+30s is the latest commit
+	// at or before t0+45s.
+	w2, err := OpenWriter(ctx, fs, Options{Now: func() time.Time { return t0.Add(30 * time.Second) }})
+	require.NoError(t, err)
+	_, err = w2.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("")}})
+	require.NoError(t, err)
+	v, err := VersionAsOf(ctx, fs, t0.Add(45*time.Second))
+	require.NoError(t, err)
+	require.Equal(t, int64(4), v)
+
+	_, err = VersionAsOf(ctx, store.NewMem(), t0)
+	require.ErrorIs(t, err, ErrTableNotFound)
 }

@@ -296,6 +296,8 @@ func writeCheckpointRows(ctx context.Context, st store.Store, w io.Writer, snap 
 		var pv any
 		if r.PartitionValues != nil {
 			pv = pvEntries(r.PartitionValues)
+		} else if r.ExtendedFileMetadata != nil && *r.ExtendedFileMetadata {
+			pv = pvEntries(orEmptyPV(nil)) // extendedFileMetadata promises partitionValues: {} when none were given
 		}
 		if err := emit(pq.Row{nil, nil, []any{r.Path, optInt(r.DeletionTimestamp), r.DataChange, optBool(r.ExtendedFileMetadata), pv, optInt(r.Size)}, nil, nil}); err != nil {
 			return err

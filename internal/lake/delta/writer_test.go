@@ -738,3 +738,28 @@ func TestRemoveEncoding_PartitionValuesOnlyWithExtendedMetadata(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"remove":{"path":"x.parquet","deletionTimestamp":1,"dataChange":false,"extendedFileMetadata":true,"partitionValues":{},"size":7}}`, string(b))
 }
+
+// A foreign engine's remove that claims extendedFileMetadata but omits
+// partitionValues is checkpointed with an empty map, not null.
+func TestCheckpointRemoveExtendedMetadata_WithoutPartitionValues_WritesEmptyMap(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	mem := store.NewMem()
+	w := newTestTable(t, mem)
+	add := fakeAdd("")
+	_, err := w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{add}})
+	require.NoError(t, err)
+	ts := time.Now().UnixMilli()
+	body := fmt.Sprintf(`{"commitInfo":{"operation":"DELETE"}}`+"\n"+`{"remove":{"path":%q,"deletionTimestamp":%d,"dataChange":true,"extendedFileMetadata":true,"size":100}}`+"\n", add.Path, ts)
+	require.NoError(t, mem.PutIfAbsent(ctx, CommitKey(2), []byte(body)))
+	_, err = Checkpoint(ctx, mem)
+	require.NoError(t, err)
+	snap, err := Load(ctx, mem)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), snap.CheckpointVersion())
+	key, _ := DecodePath(add.Path)
+	rm, ok := snap.tombstones[key]
+	require.True(t, ok)
+	require.NotNil(t, rm.PartitionValues, "the checkpoint holds partitionValues {} for an extendedFileMetadata remove")
+	require.Empty(t, rm.PartitionValues)
+}

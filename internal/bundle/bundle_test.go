@@ -16,6 +16,7 @@ import (
 
 	"github.com/omlhq/oml/internal/bundle"
 	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/keyring"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
@@ -270,4 +271,51 @@ func TestBundle_RootPinnedToAnotherKey_Refused(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, res.OK())
 	require.Equal(t, chainverify.ProviderTenant, res.Findings[0].Tenant)
+}
+
+// TestBundle_HeadSignedByARevokedKeyAfterItsPoint_IsInvalid: after a
+// rotation and a revocation, a head the old key signs above the chain's
+// recorded point is not trusted by the bundle verifier either.
+func TestBundle_HeadSignedByARevokedKeyAfterItsPoint_IsInvalid(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	fx := drained(t)
+	next, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = keyring.Rotate(ctx, fx.d.Pool, fx.d.Key, next)
+	require.NoError(t, err)
+	_, err = keyring.Revoke(ctx, fx.d.Pool, next, fx.d.Key.KeyID(), "test", "leak")
+	require.NoError(t, err)
+	path := fx.export(t, bundle.ExportOptions{Signer: next})
+	var head int64
+	require.NoError(t, fx.d.Pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, fx.tenant).Scan(&head))
+	forged := &witness.Head{Version: 1, Tenant: fx.tenant, Seq: head + 3, Hash: strings.Repeat("cd", 32)}
+	require.NoError(t, forged.Sign(fx.d.Key))
+	rewrite(t, path, func(_ int, m map[string]any) bool {
+		if m["kind"] == bundle.KindTrailer {
+			m["witnesses"] = m["witnesses"].(float64) + 1
+		}
+		return true
+	})
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	fj, _ := json.Marshal(map[string]any{"kind": "witness", "source": "lake", "head": forged})
+	lines = append(lines[:len(lines)-1], string(fj), lines[len(lines)-1])
+	require.NoError(t, os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600))
+
+	res, err := bundle.VerifyFile(ctx, path, bundle.VerifyOptions{})
+	require.NoError(t, err)
+	require.False(t, res.OK())
+	var invalid int
+	for _, w := range res.Witnesses {
+		switch w.Source {
+		case "export":
+			require.Equal(t, bundle.WitnessOK, w.Status, "the head the new key signed at export is valid")
+		default:
+			require.Equal(t, bundle.WitnessInvalid, w.Status, "%+v", w)
+			invalid++
+		}
+	}
+	require.Equal(t, 1, invalid)
 }

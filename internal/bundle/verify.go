@@ -301,9 +301,14 @@ func verifyStream(ctx context.Context, h Header, src iter.Seq2[*chainverify.Even
 			providerBad = fd.Seq
 		}
 	}
-	trusted := func(id string) (ed25519.PublicKey, bool) {
+	// A revoked key still vouches for heads at or below the point its
+	// revocation recorded for this chain, never above it.
+	trusted := func(id string, seq int64) (ed25519.PublicKey, bool) {
 		k, ok := keys[id]
 		if !ok || (providerBad >= 0 && k.seq >= providerBad) {
+			return nil, false
+		}
+		if r, gone := sum.Revocations[id]; gone && seq > r.Point(h.Tenant) {
 			return nil, false
 		}
 		return k.pub, true
@@ -318,12 +323,12 @@ func verifyStream(ctx context.Context, h Header, src iter.Seq2[*chainverify.Even
 		}
 		wh := w.Head
 		wr.Seq, wr.Hash, wr.KeyID = wh.Seq, wh.Hash, wh.KeyID
-		pub, ok := trusted(wh.KeyID)
+		pub, ok := trusted(wh.KeyID, wh.Seq)
 		switch {
 		case wh.Tenant != h.Tenant:
 			wr.Status, wr.Detail = WitnessInvalid, fmt.Sprintf("the head names tenant %s, not the bundle's", wh.Tenant)
 		case !ok:
-			wr.Status, wr.Detail = WitnessInvalid, fmt.Sprintf("signed by key %s, which the bundle's verified provider chain never issued", wh.KeyID)
+			wr.Status, wr.Detail = WitnessInvalid, fmt.Sprintf("signed by key %s, which the bundle's verified provider chain never issued, or revoked before this head", wh.KeyID)
 		case wh.Verify(pub) != nil:
 			wr.Status, wr.Detail = WitnessInvalid, fmt.Sprintf("the signature does not verify under key %s", wh.KeyID)
 		case wh.HashBytes() == nil:

@@ -46,6 +46,9 @@ func TestDoctor_Replication_AsyncWarns_SyncQuorumOK_MissingSyncStandbyFails(t *t
 	opts := doctor.Options{DB: func(context.Context) (*pgxpool.Pool, error) { return pool, nil }, Timeout: 5 * time.Second}
 	replicationCheck := func() doctor.Result { return check(t, doctor.Run(ctx, opts), doctor.IDReplication) }
 
+	// A standby that has just started is listed as catching up before it
+	// streams; the profile is judged on streaming standbys only.
+	waitUntil(t, "the standby to stream", func() bool { return replicationCheck().Data["profile"] == "asynchronous" })
 	c := replicationCheck()
 	require.Equal(t, doctor.StatusWarn, c.Status, c.Summary)
 	require.Contains(t, c.Summary, "asynchronous replication to 1 standby")

@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"time"
+
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/omlhq/oml/internal/iostreams"
 )
@@ -99,6 +102,92 @@ func KeyValues(w io.Writer, pairs [][2]string) error {
 	}
 	return nil
 }
+
+// KeyValuesTo is KeyValues on the command's streams: on a terminal the
+// lines fit its width (FitKeyValues), otherwise they print as KeyValues
+// does, one line per pair, for scripts and logs.
+func KeyValuesTo(ios *iostreams.IOStreams, pairs [][2]string) error {
+	if !ios.IsStdoutTTY() {
+		return KeyValues(ios.Out, pairs)
+	}
+	return FitKeyValues(ios.Out, ios.TerminalWidth(), pairs)
+}
+
+// FitKeyValues prints "key: value" lines aligned on the colon, no wider
+// than width cells (width <= 0: no limit). A value too long for its line
+// wraps onto continuation lines indented to the value column, so nothing
+// is cut; when the keys leave the value too little room it starts on the
+// next line, indented under its key, and wraps there.
+func FitKeyValues(w io.Writer, width int, pairs [][2]string) error {
+	if width <= 0 {
+		return KeyValues(w, pairs)
+	}
+	clean := make([][2]string, len(pairs))
+	for i, p := range pairs {
+		clean[i] = [2]string{oneLine(Sanitize(p[0])), oneLine(Sanitize(p[1]))}
+	}
+	pairs = clean
+	keyw := 0
+	for _, p := range pairs {
+		keyw = max(keyw, ansi.StringWidth(p[0]))
+	}
+	col := keyw + 1 + 2 // "key:" padded, two spaces
+	var b strings.Builder
+	for _, p := range pairs {
+		key := p[0] + ":" + strings.Repeat(" ", col-ansi.StringWidth(p[0])-1)
+		if col+ansi.StringWidth(p[1]) <= width {
+			b.WriteString(strings.TrimRight(key+p[1], " "))
+			b.WriteByte('\n')
+			continue
+		}
+		indent, first := col, key
+		if width-col < minLastWidth {
+			indent = min(kvUnderIndent, max(width-1, 0))
+			b.WriteString(p[0] + ":\n")
+			first = strings.Repeat(" ", indent)
+		}
+		for j, part := range wrapWords(p[1], max(1, width-indent)) {
+			if j == 0 {
+				b.WriteString(first)
+			} else {
+				b.WriteString(strings.Repeat(" ", indent))
+			}
+			b.WriteString(strings.TrimRight(part, " "))
+			b.WriteByte('\n')
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// wrapWords breaks s into lines of at most limit cells at spaces only (a
+// timestamp or a path is never split at its hyphens or slashes); a word
+// longer than a line is split hard, so nothing is ever cut.
+func wrapWords(s string, limit int) []string {
+	var lines []string
+	cur := ""
+	for _, word := range strings.Fields(s) {
+		switch {
+		case cur == "" && ansi.StringWidth(word) <= limit:
+			cur = word
+		case cur != "" && ansi.StringWidth(cur)+1+ansi.StringWidth(word) <= limit:
+			cur += " " + word
+		default:
+			if cur != "" {
+				lines = append(lines, cur)
+			}
+			for ansi.StringWidth(word) > limit {
+				lines = append(lines, ansi.Cut(word, 0, limit))
+				word = ansi.Cut(word, limit, ansi.StringWidth(word))
+			}
+			cur = word
+		}
+	}
+	return append(lines, cur)
+}
+
+// kvUnderIndent indents a value printed under its key.
+const kvUnderIndent = 4
 
 // Time formats a timestamp for human output: RFC3339 in UTC, "-" when zero.
 func Time(t time.Time) string {

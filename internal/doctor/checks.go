@@ -33,7 +33,7 @@ var checkDefs = []checkDef{
 	{id: IDReplication, title: "replication and durability profile", needsDB: true, run: checkReplication},
 	{id: IDFork, title: "fork check against witnessed heads", needsDB: true, needsLake: true, run: checkFork},
 	{id: IDChain, title: "chain verification (incremental)", needsDB: true, run: checkChain},
-	{id: IDDelta, title: "Delta table health", needsDB: true, needsLake: true, run: checkDelta},
+	{id: IDDelta, title: "Delta table health", needsLake: true, run: checkDelta}, // degrades without the database
 	{id: IDReconcile, title: "reconcile lake against journal", needsDB: true, needsLake: true, deep: true, run: checkReconcile},
 }
 
@@ -536,35 +536,32 @@ type tableHealth struct {
 const deltaParallel = 16
 
 func checkDelta(ctx context.Context, r *run, res *Result) {
-	rows, err := r.pool.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
-	if err != nil {
-		res.fail("cannot list tenants: %v", err)
-		return
-	}
+	// The check reads table logs; the database only names the tenants and
+	// gives the frontier. Without it the tables are found by listing the
+	// lake (one listing of every object: slower on a big lake, and only
+	// while the database is down) and the frontier check is left out.
 	var keys []lakewriter.TableKey
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			res.fail("cannot list tenants: %v", err)
-			return
-		}
-		for _, k := range lakewriter.Kinds {
-			keys = append(keys, lakewriter.TableKey{Tenant: id, Kind: k})
-		}
+	var err error
+	if r.dbUsable {
+		keys, err = dbTableKeys(ctx, r)
+	} else {
+		keys, err = lakeTableKeys(ctx, r.lake)
+		res.Data["degraded"] = true
+		res.detail("the database is unreachable: tables were found by listing the lake, and whether the lake holds what the frontier says was drained is not checked")
 	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		res.fail("cannot list tenants: %v", err)
+	if err != nil {
+		res.fail("%v", err)
 		return
 	}
 
 	// An empty lake is "0 tables healthy" only if nothing was drained; with
 	// a frontier past zero it is the wrong lake or a lost one.
-	if st, err := r.lakeWriterStatus(ctx); err == nil {
-		if err := lakewriter.CheckLakeHoldsFrontier(ctx, r.lake, st.Frontier); err != nil {
-			res.fail("%v", err)
-			return
+	if r.dbUsable {
+		if st, err := r.lakeWriterStatus(ctx); err == nil {
+			if err := lakewriter.CheckLakeHoldsFrontier(ctx, r.lake, st.Frontier); err != nil {
+				res.fail("%v", err)
+				return
+			}
 		}
 	}
 
@@ -630,6 +627,58 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 		return
 	}
 	res.Summary = fmt.Sprintf("%d of %d table(s) need maintenance (worst: %s %s)", len(bad), total.tables, bad[0].Table, bad[0].why)
+}
+
+// dbTableKeys lists every table of every tenant the database knows.
+func dbTableKeys(ctx context.Context, r *run) ([]lakewriter.TableKey, error) {
+	rows, err := r.pool.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	if err != nil {
+		return nil, fmt.Errorf("cannot list tenants: %w", err)
+	}
+	defer rows.Close()
+	var keys []lakewriter.TableKey
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("cannot list tenants: %w", err)
+		}
+		for _, k := range lakewriter.Kinds {
+			keys = append(keys, lakewriter.TableKey{Tenant: id, Kind: k})
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("cannot list tenants: %w", err)
+	}
+	return keys, nil
+}
+
+// lakeTableKeys finds the tables the lake holds: every
+// <tenant id>/<table dir>/_delta_log/ with at least one object.
+func lakeTableKeys(ctx context.Context, lake store.Store) ([]lakewriter.TableKey, error) {
+	objs, err := lake.List(ctx, "", "")
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("cannot list the lake %s to find its tables: %w", lake, err)
+	}
+	seen := map[lakewriter.TableKey]bool{}
+	var keys []lakewriter.TableKey
+	for _, o := range objs {
+		ten, rest, ok := strings.Cut(o.Key, "/")
+		if !ok {
+			continue
+		}
+		id, err := uuid.Parse(ten)
+		if err != nil {
+			continue
+		}
+		for _, k := range lakewriter.Kinds {
+			key := lakewriter.TableKey{Tenant: id, Kind: k}
+			if strings.HasPrefix(rest, k.Dir()+"/_delta_log/") && !seen[key] {
+				seen[key] = true
+				keys = append(keys, key)
+			}
+		}
+	}
+	return keys, nil
 }
 
 func (r *run) tableHealth(ctx context.Context, k lakewriter.TableKey) tableHealth {

@@ -206,9 +206,10 @@ type run struct {
 	th   Thresholds
 	now  func() time.Time
 
-	pool    *pgxpool.Pool
-	lake    store.Store
-	lakeErr error
+	pool     *pgxpool.Pool
+	dbUsable bool // the database check passed: checks that can do without it ask
+	lake     store.Store
+	lakeErr  error
 
 	statusOnce sync.Once
 	status     *lakeStatus
@@ -278,6 +279,7 @@ func Run(ctx context.Context, opts Options) Report {
 	results[0] = r.runOne(ctx, checkDefs[0])
 	wg.Wait()
 	dbUsable := results[0].Status == StatusOK || results[0].Status == StatusWarn
+	r.dbUsable = dbUsable
 	// The database check's own row carries its error; repeating a long
 	// connection error in every skipped row only buries it.
 	dbWhy := "skipped: needs the database, and the database check failed (see its row)"

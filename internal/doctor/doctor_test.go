@@ -158,7 +158,10 @@ func TestDoctor_OnARealS3Server_HealthyThenWithoutPutIfAbsent(t *testing.T) {
 
 func TestDoctor_DatabaseUnreachable_FailsItAndSkipsItsDependents(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 0)
+	b := setup(t, 1)
+	b.load(t, 10, 0, 3)
+	b.drain(t, nil)
+	healthy := requireStatus(t, b.doctor(t, nil), doctor.IDDelta, doctor.StatusOK)
 	opts := b.options(nil)
 	opts.DB = func(context.Context) (*pgxpool.Pool, error) {
 		return nil, errors.New("cannot reach the database at postgres://oml@db:5432/oml: connection refused")
@@ -167,11 +170,18 @@ func TestDoctor_DatabaseUnreachable_FailsItAndSkipsItsDependents(t *testing.T) {
 	db := requireStatus(t, rep, doctor.IDDatabase, doctor.StatusFail)
 	require.Contains(t, db.Summary, "connection refused")
 	requireStatus(t, rep, doctor.IDLake, doctor.StatusOK) // the lake does not need the database
-	for _, id := range []string{doctor.IDLease, doctor.IDLag, doctor.IDHorizon, doctor.IDDeadLetters, doctor.IDFork, doctor.IDChain, doctor.IDDelta} {
+	for _, id := range []string{doctor.IDLease, doctor.IDLag, doctor.IDHorizon, doctor.IDDeadLetters, doctor.IDFork, doctor.IDChain} {
 		c := requireStatus(t, rep, id, doctor.StatusSkipped)
 		require.Contains(t, c.Summary, "the database check failed (see its row)")
 		require.NotContains(t, c.Summary, "connection refused", "the connection error is said once, in the database row")
 	}
+	// The Delta check reads table logs: it runs on the reachable lake,
+	// finding the tables by listing it, and says it degraded.
+	delta := requireStatus(t, rep, doctor.IDDelta, doctor.StatusOK)
+	require.Equal(t, true, delta.Data["degraded"])
+	require.Positive(t, healthy.Data["tables"])
+	require.Equal(t, healthy.Data["tables"], delta.Data["tables"], "the lake listing finds every table the database names")
+	require.Contains(t, strings.Join(delta.Details, "\n"), "the database is unreachable")
 	require.Equal(t, doctor.StatusFail, rep.Status)
 	require.True(t, rep.Failed(false))
 }

@@ -1,6 +1,7 @@
 package e2e_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -45,6 +46,29 @@ func TestBinary_LakeCommands_AcceptTenantNames_ShowNamesBesideIDs(t *testing.T) 
 		require.Contains(t, header, "\tTENANT\t", out)
 		require.Regexp(t, `(?m)^[0-9a-f-]{36}/bronze/events\tload-001\t`, out)
 		require.Regexp(t, `(?m)^0{8}-0{4}-0{4}-0{4}-0{12}/bronze/events\t_provider\t`, out)
+	}
+
+	// JSON carries the name beside the id too, in "tenant", as other
+	// commands name it.
+	for _, args := range [][]string{{"lake", "status", "--tables", "-o", "json"}, {"lake", "maintain", "--dry-run", "-o", "json"}} {
+		var doc struct {
+			Tables []struct {
+				Table    string `json:"table"`
+				TenantID string `json:"tenant_id"`
+				Tenant   string `json:"tenant"`
+			} `json:"tables"`
+		}
+		out := e.ok(t, args...)
+		require.NoError(t, json.Unmarshal([]byte(out), &doc), out)
+		byName := map[string]string{}
+		for _, tb := range doc.Tables {
+			require.NotEmpty(t, tb.TenantID, "oml %s: %s has no tenant_id", strings.Join(args, " "), tb.Table)
+			require.True(t, strings.HasPrefix(tb.Table, tb.TenantID+"/"), tb.Table)
+			require.NotEmpty(t, tb.Tenant, "oml %s: %s has no tenant name", strings.Join(args, " "), tb.Table)
+			byName[tb.Tenant] = tb.TenantID
+		}
+		require.Contains(t, byName, "load-001", out)
+		require.Equal(t, "00000000-0000-0000-0000-000000000000", byName["_provider"], out)
 	}
 }
 

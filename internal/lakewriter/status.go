@@ -58,6 +58,7 @@ type Status struct {
 type TableStatus struct {
 	Table           string `json:"table"`
 	Tenant          string `json:"tenant_id"`
+	TenantName      string `json:"tenant,omitempty"` // filled by callers that know the names
 	Kind            string `json:"kind"`
 	Exists          bool   `json:"exists"`
 	Version         int64  `json:"version"`

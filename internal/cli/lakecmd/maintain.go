@@ -181,18 +181,29 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 			failed++
 		}
 	}
+	names, err := tenantNames(ctx, f)
+	if err != nil {
+		return err
+	}
 	if format == cliutil.FormatJSON {
+		out := make([]maintainJSON, 0, len(reps))
+		for _, r := range reps {
+			j := maintainJSON{Report: r}
+			if id, err := uuid.Parse(strings.SplitN(r.Table, "/", 2)[0]); err == nil {
+				j.TenantID = id.String()
+			}
+			if n := tenantOfPath(names, r.Table); n != "-" {
+				j.Tenant = n
+			}
+			out = append(out, j)
+		}
 		if err := cliutil.WriteJSON(f.IO.Out, struct {
-			DryRun bool              `json:"dry_run"`
-			Tables []maintain.Report `json:"tables"`
-		}{opts.DryRun, reps}); err != nil {
+			DryRun bool           `json:"dry_run"`
+			Tables []maintainJSON `json:"tables"`
+		}{opts.DryRun, out}); err != nil {
 			return err
 		}
 	} else {
-		names, err := tenantNames(ctx, f)
-		if err != nil {
-			return err
-		}
 		var rows [][]string
 		for _, r := range reps {
 			if !r.Exists && r.Error == "" {
@@ -221,6 +232,15 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 		return cliutil.Findingsf("maintenance failed on %d table(s), first: %v; the others were done, rerun later (a rewrite that kept losing races to the lake writer is retried on the next run)", failed, runErr)
 	}
 	return nil
+}
+
+// maintainJSON is one table's report with its tenant's id and name beside
+// it (the name only when the database is at hand), as other commands
+// name tenants.
+type maintainJSON struct {
+	maintain.Report
+	TenantID string `json:"tenant_id,omitempty"`
+	Tenant   string `json:"tenant,omitempty"`
 }
 
 // outcome describes what a step did, for the table view.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
@@ -97,6 +98,17 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 			return missing
 		}
 	}
+	var names map[uuid.UUID]string
+	if opts.Tables {
+		if names, err = tenantNames(ctx, f); err != nil {
+			return err
+		}
+		for i, t := range st.Tables {
+			if n := tenantOfPath(names, t.Table); n != "-" {
+				st.Tables[i].TenantName = n
+			}
+		}
+	}
 	if format == cliutil.FormatJSON {
 		if st.Blockers == nil {
 			st.Blockers = []outbox.Blocker{}
@@ -154,7 +166,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	for _, h := range st.HeldTables {
 		pairs = append(pairs, [2]string{"held table", fmt.Sprintf("%s since %s: %s (see docs/runbooks/delta.md)", h.Table, cliutil.Time(h.Since), h.Reason)})
 	}
-	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
+	if err := cliutil.KeyValuesTo(f.IO, pairs); err != nil {
 		return err
 	}
 	defer func() {
@@ -164,10 +176,6 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	}()
 	if opts.Tables {
 		fmt.Fprintln(f.IO.Out)
-		names, err := tenantNames(ctx, f)
-		if err != nil {
-			return err
-		}
 		var rows [][]string
 		for _, t := range st.Tables {
 			v, txn, files, since := "-", "-", "-", "-"

@@ -238,7 +238,7 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 	for _, b := range s.Blockers {
 		pairs = append(pairs, [2]string{"blocking", fmt.Sprintf("%s pid %d xid %d (%s@%s, %s, open since %s)", b.Kind, b.PID, b.Xid, b.User, b.Database, b.State, cliutil.Time(b.XactStart))})
 	}
-	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
+	if err := cliutil.KeyValuesTo(f.IO, pairs); err != nil {
 		return err
 	}
 	fmt.Fprintln(f.IO.Out)

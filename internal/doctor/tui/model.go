@@ -16,6 +16,7 @@ package tui
 
 import (
 	"context"
+	"math"
 	"time"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -49,7 +50,8 @@ type Model struct {
 	runs    int
 	gen     int // tick generation
 	now     time.Time
-	lag     []float64 // lag_seconds per completed run (NaN-free)
+	lag     []float64 // lag_seconds per completed run; NaN: unknown that run
+	lagWhy  string    // why the newest sample is unknown ("" when it is known)
 
 	cursor int
 	detail bool
@@ -140,13 +142,19 @@ func (m Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.report, m.running = &rep, false
 		m.runs++
 		m.now = msg.at
+		// A run whose lag check could not read the frontier (the database
+		// down) is an unknown sample, never a zero: a gap in the graph and
+		// "now unknown" beside it.
+		v, why := math.NaN(), "no lag check in the report"
 		if c, ok := rep.Check(doctor.IDLag); ok {
-			if v, ok := c.Data["lag_seconds"].(float64); ok {
-				m.lag = append(m.lag, v)
-				if len(m.lag) > maxHistory {
-					m.lag = m.lag[len(m.lag)-maxHistory:]
-				}
+			why = "lag check " + string(c.Status)
+			if f, ok := c.Data["lag_seconds"].(float64); ok && !math.IsNaN(f) {
+				v, why = f, ""
 			}
+		}
+		m.lag, m.lagWhy = append(m.lag, v), why
+		if len(m.lag) > maxHistory {
+			m.lag = m.lag[len(m.lag)-maxHistory:]
 		}
 		m.cursor = min(m.cursor, max(0, len(rep.Checks)-1))
 		m.clampScroll()

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -278,4 +279,64 @@ func TestView_ContinuityFailureShows(t *testing.T) {
 		}
 	}
 	require.Contains(t, strings.ToLower(line), "fail")
+}
+
+// fixtureDBDown is the report of a run with the database unreachable: the
+// database check fails, the checks that need it are skipped, and the lake
+// checks still run (the Delta check degraded to what the lake shows).
+func fixtureDBDown(run int) doctor.Report {
+	rep := fixture(run)
+	why := "skipped: needs the database, and the database check failed (see its row)"
+	for i, c := range rep.Checks {
+		switch c.ID {
+		case doctor.IDDatabase:
+			rep.Checks[i].Status, rep.Checks[i].Summary = doctor.StatusFail, "cannot connect to the database: connection refused"
+			rep.Checks[i].Data = map[string]any{}
+		case doctor.IDLake, doctor.IDDelta, doctor.IDReconcile:
+		default:
+			rep.Checks[i].Status, rep.Checks[i].Summary, rep.Checks[i].Details = doctor.StatusSkipped, why, nil
+			rep.Checks[i].Data = map[string]any{}
+		}
+	}
+	rep.Counts = map[doctor.Status]int{}
+	for _, c := range rep.Checks {
+		rep.Counts[c.Status]++
+	}
+	return rep
+}
+
+// With the database down the lag is unknown: the sparkline leaves a gap
+// and says "now unknown", never "now 0s"; when it comes back the graph
+// resumes.
+func TestView_DatabaseDown_LagUnknownNotZero(t *testing.T) {
+	t.Parallel()
+	clock := func() time.Time { return t0.Add(time.Minute) }
+	m := New(context.Background(), func(context.Context) doctor.Report { return fixture(0) }, 10*time.Second,
+		WithClock(clock), WithRenderer(asciiRenderer()))
+	var tm tea.Model = m
+	tm, _ = tm.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+	for i := 1; i <= 3; i++ {
+		tm, _ = tm.Update(reportMsg{rep: fixture(i), at: clock()})
+	}
+	tm, _ = tm.Update(reportMsg{rep: fixtureDBDown(4), at: clock()})
+	tm, _ = tm.Update(reportMsg{rep: fixtureDBDown(5), at: clock()})
+	v := tm.(Model).View()
+	for i, l := range strings.Split(v, "\n") {
+		require.LessOrEqualf(t, lipgloss.Width(l), 80, "line %d is wider than the terminal: %q", i, l)
+	}
+	require.Contains(t, v, "now unknown (lag check skipped)")
+	require.NotContains(t, v, "now 0s")
+	require.Contains(t, v, "▂▄█  ", "the two unknown runs are gaps after the known ones")
+	golden.RequireEqual(t, []byte(v))
+
+	tm, _ = tm.Update(reportMsg{rep: fixture(6), at: clock()})
+	v = tm.(Model).View()
+	require.Contains(t, v, "now 54s")
+	require.NotContains(t, v, "unknown")
+}
+
+func TestSparkline_UnknownIsAGap(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "▁ █", Sparkline([]float64{0, math.NaN(), 10}, 10))
+	require.Equal(t, "  ", Sparkline([]float64{math.NaN(), math.NaN()}, 10))
 }

@@ -200,19 +200,30 @@ func (m Model) help() string {
 }
 
 // sparkLine is the frontier lag over the session, newest on the right.
+// Runs whose lag was unknown (the database down) are gaps, and the newest
+// one unknown says so rather than showing a zero.
 func (m Model) sparkLine(w int) string {
 	label := "lag "
 	if len(m.lag) == 0 {
 		return m.st.dim.Render(label + "(no samples yet)")
 	}
 	last := m.lag[len(m.lag)-1]
-	peak := 0.0
+	peak, known := 0.0, 0
 	for _, v := range m.lag {
-		peak = math.Max(peak, v)
+		if !math.IsNaN(v) {
+			peak, known = math.Max(peak, v), known+1
+		}
 	}
-	suffix := fmt.Sprintf(" now %s, peak %s over %d run(s)", secs(last), secs(peak), len(m.lag))
+	now, short := secs(last), secs(last)
+	if math.IsNaN(last) {
+		now, short = "unknown ("+m.lagWhy+")", "unknown"
+	}
+	suffix := fmt.Sprintf(" now %s, peak %s over %d run(s)", now, secs(peak), len(m.lag))
+	if known == 0 {
+		suffix = fmt.Sprintf(" now %s, unknown over %d run(s)", now, len(m.lag))
+	}
 	if w-len(label)-len(suffix) < 12 { // a narrow screen keeps the graph, not the words
-		suffix = " " + secs(last)
+		suffix = " " + short
 	}
 	room := max(1, w-len(label)-len(suffix))
 	return label + Sparkline(m.lag, room) + m.st.dim.Render(suffix)
@@ -221,7 +232,8 @@ func (m Model) sparkLine(w int) string {
 var sparkBlocks = []rune("▁▂▃▄▅▆▇█")
 
 // Sparkline draws the last width values as block characters scaled to
-// their maximum (all-zero draws the lowest block).
+// their maximum (all-zero draws the lowest block); an unknown value (NaN)
+// is a blank, so a gap never reads as a zero lag.
 func Sparkline(vals []float64, width int) string {
 	if width <= 0 || len(vals) == 0 {
 		return ""
@@ -231,10 +243,16 @@ func Sparkline(vals []float64, width int) string {
 	}
 	peak := 0.0
 	for _, v := range vals {
-		peak = math.Max(peak, v)
+		if !math.IsNaN(v) {
+			peak = math.Max(peak, v)
+		}
 	}
 	var b strings.Builder
 	for _, v := range vals {
+		if math.IsNaN(v) {
+			b.WriteRune(' ')
+			continue
+		}
 		i := 0
 		if peak > 0 && v > 0 {
 			i = int(math.Round(v / peak * float64(len(sparkBlocks)-1)))

@@ -9,7 +9,6 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
-	"github.com/omlhq/oml/internal/keys"
 )
 
 // AbandonOptions are `oml deadletter abandon`'s flags.
@@ -77,15 +76,7 @@ connection error.`,
 func abandonRun(ctx context.Context, opts *AbandonOptions) error {
 	f := opts.F
 	format, _ := f.Format()
-	path := f.SigningKeyPath()
-	if path == "" {
-		return cliutil.ConfigErrorf("abandoning appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")
-	}
-	k, err := keys.LoadFile(path)
-	if err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	pool, err := openDB(ctx, f)
+	k, pool, err := openForAppend(ctx, f, "abandoning")
 	if err != nil {
 		return err
 	}

@@ -54,6 +54,24 @@ func openDB(ctx context.Context, f *cliutil.Factory) (*pgxpool.Pool, error) {
 	return pool, nil
 }
 
+// openForAppend loads the deployment key and opens the database, for the
+// verbs that journal a repair (doing names the verb in the error).
+func openForAppend(ctx context.Context, f *cliutil.Factory, doing string) (*keys.Key, *pgxpool.Pool, error) {
+	path := f.SigningKeyPath()
+	if path == "" {
+		return nil, nil, cliutil.ConfigErrorf("%s appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE", doing)
+	}
+	k, err := keys.LoadFile(path)
+	if err != nil {
+		return nil, nil, cliutil.AsConfigError(err)
+	}
+	pool, err := openDB(ctx, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, pool, nil
+}
+
 func resolveTenant(ctx context.Context, pool *pgxpool.Pool, name string) (*uuid.UUID, error) {
 	if name == "" {
 		return nil, nil
@@ -415,15 +433,7 @@ func journalledBy(by string) (string, error) {
 func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 	f := opts.F
 	format, _ := f.Format()
-	path := f.SigningKeyPath()
-	if path == "" {
-		return cliutil.ConfigErrorf("re-enqueueing appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")
-	}
-	k, err := keys.LoadFile(path)
-	if err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	pool, err := openDB(ctx, f)
+	k, pool, err := openForAppend(ctx, f, "re-enqueueing")
 	if err != nil {
 		return err
 	}

@@ -173,30 +173,42 @@ func (p *Plan) Queue(b *pgx.Batch) {
 
 // queueOutbox inserts rows in one statement; ORDER BY ordinality makes the
 // identity draw seqs in the rows' order.
-func queueOutbox(b *pgx.Batch, rows []OutboxRow) {
+// outboxColumns are outbox rows as the column arrays the unnest inserts
+// take.
+type outboxColumns struct {
+	tenants  []uuid.UUID
+	jseqs    []int64
+	targets  []string
+	ops      []string
+	arts     []*string
+	vers     []*int32
+	payloads []string
+}
+
+func outboxColumnsOf(rows []OutboxRow) outboxColumns {
 	n := len(rows)
-	tenants := make([]uuid.UUID, n)
-	jseqs := make([]int64, n)
-	targets := make([]string, n)
-	ops := make([]string, n)
-	arts := make([]*string, n)
-	vers := make([]*int32, n)
-	payloads := make([]string, n)
+	c := outboxColumns{tenants: make([]uuid.UUID, n), jseqs: make([]int64, n), targets: make([]string, n),
+		ops: make([]string, n), arts: make([]*string, n), vers: make([]*int32, n), payloads: make([]string, n)}
 	for i, r := range rows {
-		tenants[i], jseqs[i], targets[i], ops[i], arts[i] = r.TenantID, r.JournalSeq, r.Target, r.Op, r.ArtifactID
+		c.tenants[i], c.jseqs[i], c.targets[i], c.ops[i], c.arts[i] = r.TenantID, r.JournalSeq, r.Target, r.Op, r.ArtifactID
 		if r.Version != nil {
 			v := int32(*r.Version)
-			vers[i] = &v
+			c.vers[i] = &v
 		}
-		payloads[i] = string(r.Payload)
+		c.payloads[i] = string(r.Payload)
 	}
-	want := int64(n)
+	return c
+}
+
+func queueOutbox(b *pgx.Batch, rows []OutboxRow) {
+	c := outboxColumnsOf(rows)
+	want := int64(len(rows))
 	b.Queue(`INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
 	         SELECT t, j, g, o, a, v, p::jsonb
 	           FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[])
 	                WITH ORDINALITY AS u(t, j, g, o, a, v, p, ord)
 	          ORDER BY ord`,
-		tenants, jseqs, targets, ops, arts, vers, payloads).Exec(func(ct pgconn.CommandTag) error {
+		c.tenants, c.jseqs, c.targets, c.ops, c.arts, c.vers, c.payloads).Exec(func(ct pgconn.CommandTag) error {
 		if ct.RowsAffected() != want {
 			return fmt.Errorf("outbox insert wrote %d rows, expected %d", ct.RowsAffected(), want)
 		}
@@ -222,30 +234,15 @@ func queueOutboxAt(b *pgx.Batch, rows []OutboxRow, seqs []int64) {
 }
 
 func queueOutboxFixed(b *pgx.Batch, rows []OutboxRow, seqs []int64) {
-	n := len(rows)
-	tenants := make([]uuid.UUID, n)
-	jseqs := make([]int64, n)
-	targets := make([]string, n)
-	ops := make([]string, n)
-	arts := make([]*string, n)
-	vers := make([]*int32, n)
-	payloads := make([]string, n)
-	for i, r := range rows {
-		tenants[i], jseqs[i], targets[i], ops[i], arts[i] = r.TenantID, r.JournalSeq, r.Target, r.Op, r.ArtifactID
-		if r.Version != nil {
-			v := int32(*r.Version)
-			vers[i] = &v
-		}
-		payloads[i] = string(r.Payload)
-	}
-	want := int64(n)
+	c := outboxColumnsOf(rows)
+	want := int64(len(rows))
 	b.Queue(`INSERT INTO oml.outbox (seq, tenant_id, journal_seq, target, op, artifact_id, version, payload)
 	         OVERRIDING SYSTEM VALUE
 	         SELECT s, t, j, g, o, a, v, p::jsonb
 	           FROM unnest($1::bigint[], $2::uuid[], $3::bigint[], $4::text[], $5::text[], $6::text[], $7::int[], $8::text[])
 	                WITH ORDINALITY AS u(s, t, j, g, o, a, v, p, ord)
 	          ORDER BY ord`,
-		seqs, tenants, jseqs, targets, ops, arts, vers, payloads).Exec(func(ct pgconn.CommandTag) error {
+		seqs, c.tenants, c.jseqs, c.targets, c.ops, c.arts, c.vers, c.payloads).Exec(func(ct pgconn.CommandTag) error {
 		if ct.RowsAffected() != want {
 			return fmt.Errorf("outbox insert wrote %d rows, expected %d", ct.RowsAffected(), want)
 		}

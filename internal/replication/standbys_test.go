@@ -35,8 +35,16 @@ func TestRead_RealStandby_FlushCoversTheInsertPosition_HiddenWithoutPgMonitor(t 
 	_, err := su.Exec(ctx, `CREATE TABLE t (v int); INSERT INTO t SELECT generate_series(1, 1000)`)
 	require.NoError(t, err)
 
-	r, err := replication.Read(ctx, su)
-	require.NoError(t, err)
+	// A standby that has just started is listed as catching up before it
+	// streams: wait for that state (at most a minute), then look.
+	var r replication.Reading
+	var err2 error
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r, err2 = replication.Read(ctx, su); err2 != nil || len(r.Streaming()) > 0 {
+			break
+		}
+	}
+	require.NoError(t, err2)
 	require.Zero(t, r.Hidden)
 	require.Len(t, r.Streaming(), 1)
 	s := r.Streaming()[0]

@@ -252,7 +252,7 @@ func (n *Node) poll(t testing.TB, what string, cond func(*pgx.Conn) (bool, error
 
 // StartStandby makes a streaming standby of primary: pg_basebackup -R -X
 // stream into a new directory, then start it and wait until the primary
-// lists it as streaming.
+// lists it as streaming with a flush position reported.
 func StartStandby(t testing.TB, primary *Node) *Node {
 	t.Helper()
 	n := newNode(t, "standby")
@@ -260,7 +260,9 @@ func StartStandby(t testing.TB, primary *Node) *Node {
 	n.Start(t)
 	primary.poll(t, "the standby to stream", func(conn *pgx.Conn) (bool, error) {
 		var k int
-		err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'").Scan(&k)
+		// Streaming and has reported a flush position: until its first
+		// reply flush_lsn is NULL, and oml does not count such a standby.
+		err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming' AND flush_lsn IS NOT NULL").Scan(&k)
 		return k > 0, err
 	})
 	return n

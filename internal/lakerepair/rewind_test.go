@@ -203,3 +203,57 @@ func runForkedRepair(t *testing.T, f *forked) {
 	require.NoError(t, err)
 	require.True(t, again.Nothing(), "%+v", again.Plan)
 }
+
+// crashAt fails the nth call at point p (1-based).
+func crashAt(p lakerepair.CrashPoint, nth int) func(lakerepair.CrashPoint, string) error {
+	n := 0
+	return func(q lakerepair.CrashPoint, _ string) error {
+		if q != p {
+			return nil
+		}
+		n++
+		if n == nth {
+			return fmt.Errorf("crash at %s #%d", p, nth)
+		}
+		return nil
+	}
+}
+
+// TestRepair_CrashAfterArchiveAfterTableBeforeJournal_RerunSameEndState
+// crashes a repair of several tables at each step in turn — after the
+// first table's archive, after the first table's commit, before the
+// journal event — and re-runs it: the end state is the one an uncrashed
+// repair reaches (the lake equals the new journal after a drain, every
+// check green), each table is archived once and each repair commit is
+// journalled once, and a further run has nothing to do.
+func TestRepair_CrashAfterArchiveAfterTableBeforeJournal_RerunSameEndState(t *testing.T) {
+	t.Parallel()
+	lake, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	f := newForked(t, lake)
+	require.Positive(t, f.acceptForks(t))
+	dry, err := f.repair(t, lakerepair.Options{DryRun: true})
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(dry.Plan.Tables), 2, "the crash after one table needs several")
+
+	for _, p := range []lakerepair.CrashPoint{lakerepair.AfterArchive, lakerepair.AfterTable, lakerepair.BeforeJournal} {
+		_, err := f.repair(t, lakerepair.Options{Crash: crashAt(p, 1)})
+		require.ErrorIs(t, err, lakerepair.ErrCrashed, "%s", p)
+		require.Empty(t, repairEvents(t, f.pool), "nothing is journalled before the journal step (%s)", p)
+	}
+	res, err := f.repair(t, lakerepair.Options{})
+	require.NoError(t, err)
+	require.Empty(t, res.Plan.Tables, "the crashed runs committed every table")
+	require.NotEmpty(t, res.Journal, "the re-run journals what the crashed runs committed")
+	require.Zero(t, res.Remaining)
+
+	f.drain(t)
+	requireLakeEqualsJournal(t, f.env)
+	requireArchiveHoldsLost(t, f)
+	requireJournalledOnce(t, f, len(dry.Plan.Tables))
+	require.Len(t, archiveManifests(t, f.lake), len(dry.Plan.Tables), "one archive per table")
+
+	again, err := f.repair(t, lakerepair.Options{})
+	require.NoError(t, err)
+	require.True(t, again.Nothing(), "%+v", again.Plan)
+}

@@ -59,11 +59,13 @@ type archived struct {
 	Manifest string // key under the lake root
 }
 
-// writeArchive writes every row tp removes for good (rows of removed
-// files above the target txn version: the rows at or below it come back
-// with the re-added files, or from the database for a rebuild) as
-// Parquet, streaming file by file, then the manifest.
-func writeArchive(ctx context.Context, lake, table store.Store, snap *delta.Snapshot, planDigest string, tp *TablePlan) (archived, error) {
+// writeArchive writes, streaming file by file, every row of tp's removed
+// files that archive selects as Parquet, then the manifest. kept (when
+// set) receives, per removed file, the rows archive did not select: the
+// rest of a file a row-level repair rewrites. A removed file the store has
+// lost, or that is not readable Parquet, is listed in the manifest.
+func writeArchive(ctx context.Context, lake, table store.Store, snap *delta.Snapshot, planDigest string, tp *TablePlan,
+	archive func(pq.Row) bool, kept func([]pq.Row) error) (archived, error) {
 	dir := archiveDir(tp.key, tp.ReadVersion)
 	m := Manifest{Format: "oml-repair-archive-v1", TenantID: tp.Tenant.String(), Table: tp.Table, Path: tp.Path, Action: tp.Action,
 		Classes: tp.Classes, PlanDigest: planDigest, ReadVersion: tp.ReadVersion, CommitVersion: tp.ReadVersion + 1,
@@ -75,19 +77,6 @@ func writeArchive(ctx context.Context, lake, table store.Store, snap *delta.Snap
 	if err != nil {
 		return archived{}, err
 	}
-	cols, err := snap.ScanColumns(nil)
-	if err != nil {
-		return archived{}, err
-	}
-	seqCol := -1
-	for i, c := range cols {
-		if c.Name == "outbox_seq" {
-			seqCol = i
-		}
-	}
-	if seqCol < 0 {
-		return archived{}, fmt.Errorf("%s has no outbox_seq column: not a lake-writer table", tp.Path)
-	}
 	err = delta.PutStream(ctx, lake, m.RowsFile, func(out io.Writer) error {
 		pw, err := pq.NewWriter(out, schema, pq.Options{})
 		if err != nil {
@@ -95,25 +84,33 @@ func writeArchive(ctx context.Context, lake, table store.Store, snap *delta.Snap
 		}
 		for _, f := range tp.removes {
 			m.RemovedFiles = append(m.RemovedFiles, f.Path)
+			var rest []pq.Row
 			err := snap.Scan(ctx, table, delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, rows []pq.Row) error {
-				keep := rows[:0]
+				var take []pq.Row
 				for _, r := range rows {
-					if s, ok := r[seqCol].(int64); !ok || s > tp.TargetTxnVersion {
-						keep = append(keep, r)
+					if archive(r) {
+						take = append(take, r)
+					} else if kept != nil {
+						rest = append(rest, append(pq.Row(nil), r...))
 					}
 				}
-				m.Rows += int64(len(keep))
-				if len(keep) == 0 {
+				m.Rows += int64(len(take))
+				if len(take) == 0 {
 					return nil
 				}
-				return pw.Write(keep)
+				return pw.Write(take)
 			})
-			if errors.Is(err, store.ErrNotFound) {
+			if errors.Is(err, store.ErrNotFound) || errors.Is(err, delta.ErrCorruptData) {
 				m.MissingFiles = append(m.MissingFiles, f.Path)
 				continue
 			}
 			if err != nil {
 				return fmt.Errorf("read %s of %s for the archive: %w", f.Path, tp.Path, err)
+			}
+			if kept != nil {
+				if err := kept(rest); err != nil {
+					return err
+				}
 			}
 		}
 		_, err = pw.Close()
@@ -131,4 +128,26 @@ func writeArchive(ctx context.Context, lake, table store.Store, snap *delta.Snap
 		return archived{}, fmt.Errorf("write the repair archive manifest of %s: %w", tp.Path, err)
 	}
 	return archived{Rows: m.Rows, Manifest: key}, nil
+}
+
+// columnIndexes finds named columns in the snapshot's scan order.
+func columnIndexes(snap *delta.Snapshot, names []string) ([]int, error) {
+	cols, err := snap.ScanColumns(nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]int, 0, len(names))
+	for _, n := range names {
+		i := -1
+		for j, c := range cols {
+			if c.Name == n {
+				i = j
+			}
+		}
+		if i < 0 {
+			return nil, fmt.Errorf("%s has no column %s: not a lake-writer table", snap.Table(), n)
+		}
+		out = append(out, i)
+	}
+	return out, nil
 }

@@ -95,6 +95,15 @@ func (o Options) wants(c Class) bool {
 	return false
 }
 
+func wantsRows(o Options) bool {
+	for _, c := range RowClasses {
+		if o.wants(c) {
+			return true
+		}
+	}
+	return false
+}
+
 func (o Options) inScope(key lakewriter.TableKey) bool {
 	return (o.Tenant == nil || *o.Tenant == key.Tenant) && (o.Kind == "" || o.Kind == key.Kind)
 }
@@ -129,11 +138,17 @@ type TablePlan struct {
 	RemoveFiles      int    `json:"remove_files"`
 	ReaddFiles       int    `json:"readd_files"`
 	Detail           string `json:"detail"`
+	// Breach counts never-promoted claims (ciphertext that must never have
+	// reached the lake) the repair removes; the replaced files keep it
+	// until vacuum.
+	Breach int64 `json:"containment_breach,omitempty"`
 
 	key     lakewriter.TableKey
 	removes []*delta.Add
 	readds  []*delta.Add
 	record  json.RawMessage // the omlBatch of the restored txn version
+	rewrite []*delta.Add    // row-level: files rewritten without the affected keys
+	rows    *rowWork        // row-level: what the findings said
 }
 
 // Skipped is a table or finding the plan leaves alone, and why.
@@ -223,51 +238,65 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		return nil, err
 	}
 	res.Plan = *plan
-	res.Remaining = len(plan.NotRepaired)
 	if opts.DryRun {
-		res.Remaining += len(plan.Tables)
+		res.Remaining = len(plan.Tables) + len(plan.NotRepaired)
 		return res, nil
 	}
-	if len(plan.Tables) > 0 {
-		if err := lakewriter.RewindFrontier(ctx, opts.Pool, plan.Continuity.LastAgreedSeq); err != nil {
-			return nil, err
+	// A pass can uncover more (a lost data file dropped from the log shows
+	// its rows missing; a rewound table may lack rows the next pass puts
+	// back), so the plan is recomputed after each pass: that is also the
+	// confirmation that the repair worked.
+	for pass := 0; pass < maxPasses && len(plan.Tables) > 0; pass++ {
+		if pass > 0 {
+			res.Plan.Tables = append(res.Plan.Tables, plan.Tables...)
 		}
-	}
-	for i := range plan.Tables {
-		tr, err := apply(ctx, opts, plan.Digest, &plan.Tables[i])
-		if err != nil {
+		if err := runPass(ctx, opts, plan, res); err != nil {
 			return res, err
 		}
-		res.Repaired = append(res.Repaired, tr)
-		if err := opts.crash(AfterTable, plan.Tables[i].Path); err != nil {
+		if plan, err = MakePlan(ctx, opts); err != nil {
 			return res, err
 		}
 	}
 	if err := opts.crash(BeforeJournal, ""); err != nil {
 		return res, err
 	}
-	j, err := journalPending(ctx, opts, plan.Digest)
+	j, err := journalPending(ctx, opts, res.Plan.Digest)
 	if err != nil {
 		return res, err
 	}
 	res.Journal = j
-	if len(plan.Tables) > 0 {
-		// What the repair did must now satisfy the check it was planned
-		// from; anything still diverged is reported, not hidden.
-		c, err := lakewriter.CheckLake(ctx, opts.Pool, opts.Lake)
-		if err != nil {
-			return res, err
-		}
-		if !c.OK() {
-			for _, t := range c.Tables {
-				key, ok := parseTablePath(t)
-				if ok && opts.inScope(key) {
-					res.Remaining++
-				}
-			}
+	res.Remaining = len(plan.Tables) + len(plan.NotRepaired)
+	return res, nil
+}
+
+// maxPasses bounds the plan-repair-replan loop of one run.
+const maxPasses = 3
+
+// runPass carries out one plan.
+func runPass(ctx context.Context, opts Options, plan *Plan, res *Result) error {
+	if !plan.Continuity.OK() {
+		if err := lakewriter.RewindFrontier(ctx, opts.Pool, plan.Continuity.LastAgreedSeq); err != nil {
+			return err
 		}
 	}
-	return res, nil
+	for i := range plan.Tables {
+		tp := &plan.Tables[i]
+		var tr TableResult
+		var err error
+		if tp.rows != nil {
+			tr, err = applyRewrite(ctx, opts, plan.Digest, tp)
+		} else {
+			tr, err = apply(ctx, opts, plan.Digest, tp)
+		}
+		if err != nil {
+			return err
+		}
+		res.Repaired = append(res.Repaired, tr)
+		if err := opts.crash(AfterTable, tp.Path); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // MakePlan computes the plan (read-only).
@@ -277,8 +306,17 @@ func MakePlan(ctx context.Context, opts Options) (*Plan, error) {
 		return nil, err
 	}
 	plan := &Plan{Continuity: c, Tables: []TablePlan{}, NotRepaired: []Skipped{}}
-	if !c.OK() && opts.wants(Diverged) {
-		if err := planRewinds(ctx, opts, plan); err != nil {
+	switch {
+	case !c.OK():
+		// Row by row comparisons mean nothing while the lake holds another
+		// history: rewind first; the rows are audited once it agrees.
+		if opts.wants(Diverged) {
+			if err := planRewinds(ctx, opts, plan); err != nil {
+				return nil, err
+			}
+		}
+	case wantsRows(opts):
+		if err := planRows(ctx, opts, plan); err != nil {
 			return nil, err
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 )
@@ -178,7 +179,14 @@ func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) 
 	if w.Version() != tp.ReadVersion {
 		return res, fmt.Errorf("%s changed while the repair was planned (version %d, planned at %d): re-run oml lake repair", tp.Path, w.Version(), tp.ReadVersion)
 	}
-	arch, err := writeArchive(ctx, opts.Lake, st, w.Snapshot(), planDigest, tp)
+	seqCol, err := columnIndexes(w.Snapshot(), []string{"outbox_seq"})
+	if err != nil {
+		return res, err
+	}
+	arch, err := writeArchive(ctx, opts.Lake, st, w.Snapshot(), planDigest, tp, func(r pq.Row) bool {
+		s, ok := r[seqCol[0]].(int64)
+		return !ok || s > tp.TargetTxnVersion
+	}, nil)
 	if err != nil {
 		return res, err
 	}

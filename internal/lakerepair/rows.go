@@ -66,7 +66,9 @@ type rowWork struct {
 }
 
 // encodeBronze / encodeSilver are the affected-key encodings.
-func encodeBronze(seq int64) string { return "b" + string(binary.BigEndian.AppendUint64(nil, uint64(seq))) }
+func encodeBronze(seq int64) string {
+	return "b" + string(binary.BigEndian.AppendUint64(nil, uint64(seq)))
+}
 func encodeSilver(a string, v int32) string {
 	return "s" + a + "\x00" + string(binary.BigEndian.AppendUint32(nil, uint32(v)))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
@@ -256,4 +257,12 @@ func TestRepair_CrashAfterArchiveAfterTableBeforeJournal_RerunSameEndState(t *te
 	again, err := f.repair(t, lakerepair.Options{})
 	require.NoError(t, err)
 	require.True(t, again.Nothing(), "%+v", again.Plan)
+}
+
+// TestRepair_PromotedStandbyWroteOverLostTail_S3Lake is the rewind end to
+// end on S3 (versitygw).
+func TestRepair_PromotedStandbyWroteOverLostTail_S3Lake(t *testing.T) {
+	t.Parallel()
+	f := newForked(t, s3test.NewBucket(t, nil).Store)
+	runForkedRepair(t, f)
 }

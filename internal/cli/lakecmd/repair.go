@@ -39,10 +39,21 @@ func NewCmdRepair(f *cliutil.Factory, runF func(context.Context, *RepairOptions)
 	opts := &RepairOptions{Factory: f}
 	cmd := &cobra.Command{
 		Use:   "repair",
-		Short: "Make every Delta table equal what the journal says (rewind diverged tables), archive what is removed, journal the repair",
+		Short: "Make every Delta table equal what the journal says (rewind, re-materialize, remove, de-duplicate, rewrite), archive what is removed, journal the repair",
 		Long: `The journal wins: compute a plan from the lake writer's continuity check
-and make each affected table equal to what the database's history says it
-must hold, as ordinary Delta commits (operation OML REPAIR, dataChange true).
+and the oml reconcile audit, and make each affected table equal to what the
+database's history says it must hold, as ordinary Delta commits (operation
+OML REPAIR, dataChange true, the txn version kept except for a rewind).
+
+Row by row (reconcile's classes missing-in-lake, unexpected-in-lake,
+duplicate-in-lake, digest-mismatch, state-mismatch, corrupt-file): every copy
+of an affected event or claim is removed copy-on-write and the row the
+journal and the fold say it must have is put back; a data file the store
+lost is dropped from the log and its rows put back; a table that is gone is
+rebuilt. A containment breach (a never-promoted claim in silver) is named
+loudly: the replaced files keep its ciphertext until oml lake vacuum.
+dead-lettered and stale-frontier are not repaired here; the plan names the
+command that handles them.
 
 A table whose history diverged from the database's (a failover or a
 point-in-time restore lost a tail the lake had drained, and the database
@@ -98,7 +109,13 @@ configuration or connection error. See docs/lake-repair.md.`,
 	return cmd
 }
 
-func repairClasses() []string { return []string{string(lakerepair.Diverged)} }
+func repairClasses() []string {
+	out := []string{string(lakerepair.Diverged)}
+	for _, c := range lakerepair.RowClasses {
+		out = append(out, string(c))
+	}
+	return out
+}
 
 func knownRepairClass(c string) bool {
 	for _, k := range repairClasses() {
@@ -228,6 +245,12 @@ func printRepair(f *cliutil.Factory, res *lakerepair.Result) error {
 		}
 		if err := cliutil.Table(f.IO, []string{"TENANT", "TABLE", "ACTION", "CLASSES", "NOW", "AFTER", "FILES", "DETAIL"}, rows); err != nil {
 			return err
+		}
+	}
+	for _, t := range res.Plan.Tables {
+		if t.Breach > 0 {
+			_, _ = fmt.Fprintf(f.IO.ErrOut, "CONTAINMENT BREACH: %s holds %d claim(s) that were never promoted; the repair removes the rows, but the replaced data files keep their ciphertext until `oml lake vacuum --tenant %s --table silver` removes them after the retention (docs/erasure.md).\n",
+				t.Path, t.Breach, t.Tenant)
 		}
 	}
 	if len(res.Plan.NotRepaired) > 0 {

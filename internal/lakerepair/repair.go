@@ -170,6 +170,10 @@ type Plan struct {
 	// NotRepaired lists what is out of this command's reach (each with
 	// the command that handles it); it makes the run exit 1.
 	NotRepaired []Skipped `json:"not_repaired"`
+	// Pending lists rows the next `oml lake drain` puts back by itself (a
+	// table behind the frontier, after a rewind or rebuild): not a
+	// failure, the next step.
+	Pending []Skipped `json:"pending_drain"`
 }
 
 // TableResult is one table's repair as committed.
@@ -266,6 +270,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	res.Journal = j
 	res.Remaining = len(plan.Tables) + len(plan.NotRepaired)
+	res.Plan.Pending = plan.Pending
 	return res, nil
 }
 
@@ -305,7 +310,7 @@ func MakePlan(ctx context.Context, opts Options) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := &Plan{Continuity: c, Tables: []TablePlan{}, NotRepaired: []Skipped{}}
+	plan := &Plan{Continuity: c, Tables: []TablePlan{}, NotRepaired: []Skipped{}, Pending: []Skipped{}}
 	switch {
 	case !c.OK():
 		// Row by row comparisons mean nothing while the lake holds another

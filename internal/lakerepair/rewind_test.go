@@ -3,6 +3,7 @@ package lakerepair_test
 import (
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakerepair"
@@ -265,4 +267,57 @@ func TestRepair_PromotedStandbyWroteOverLostTail_S3Lake(t *testing.T) {
 	t.Parallel()
 	f := newForked(t, s3test.NewBucket(t, nil).Store)
 	runForkedRepair(t, f)
+}
+
+// TestRepair_RewindNeedsVacuumedFiles_RebuildsFromTheDatabase: after the
+// promotion, maintenance compacted the tenants' bronze tables (one file
+// mixing both timelines) and vacuum deleted the replaced files, which a
+// rewind would have to re-add: those tables are rebuilt instead (emptied
+// at txn version 0, every row archived), the drain re-materializes them
+// from the database, and the lake equals the new journal exactly.
+func TestRepair_RewindNeedsVacuumedFiles_RebuildsFromTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	f := newForked(t, lake)
+	require.Positive(t, f.acceptForks(t))
+	vacuumed := 0
+	for _, id := range tenantIDs(t, f.pool) {
+		st := tableStore(t, lake, id, lakewriter.Bronze)
+		w, err := delta.OpenWriter(ctx, st, delta.Options{})
+		if errors.Is(err, delta.ErrTableNotFound) {
+			continue
+		}
+		require.NoError(t, err)
+		_, err = delta.Optimize(ctx, w, delta.OptimizeOptions{SortBy: []string{"seq"}})
+		require.NoError(t, err)
+		for _, r := range w.Snapshot().Tombstones() {
+			p, err := delta.DecodePath(r.Path)
+			require.NoError(t, err)
+			require.NoError(t, st.Delete(ctx, p))
+			vacuumed++
+		}
+	}
+	require.Positive(t, vacuumed, "compaction replaced bronze files")
+
+	res, err := f.repair(t, lakerepair.Options{})
+	require.NoError(t, err)
+	require.Zero(t, res.Remaining, "%+v", res.Plan.NotRepaired)
+	actions := map[string]int{}
+	for _, r := range res.Repaired {
+		actions[r.Action]++
+		if r.Action == lakerepair.ActionRebuild {
+			require.Zero(t, r.TxnVersion)
+			require.Contains(t, r.Path, "/bronze/events")
+		}
+	}
+	require.Positive(t, actions[lakerepair.ActionRebuild], "%v", actions)
+
+	f.drain(t)
+	requireLakeEqualsJournal(t, f.env)
+	requireArchiveHoldsLost(t, f)
+	again, err := f.repair(t, lakerepair.Options{})
+	require.NoError(t, err)
+	require.True(t, again.Nothing(), "%+v", again.Plan)
 }

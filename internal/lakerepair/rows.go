@@ -60,9 +60,15 @@ type rowWork struct {
 	key     lakewriter.TableKey
 	classes map[string]int64
 	keys    map[string]bool // encoded keys to remove and rebuild
+	missing map[string]bool // the keys that are missing-in-lake
 	files   map[string]bool // data files to drop from the log (lost or corrupt)
 	breach  int64           // never-promoted claims found in silver
-	cutoff  int64
+	// limit is the outbox seq up to which rows are put back: the table's
+	// txn version (a table at txn version v holds every row ≤ v; rows
+	// above it are the drain's to apply, and putting them back here would
+	// make the drain apply them twice), or, for a table that is gone, the
+	// cutoff its rebuild is committed at.
+	limit int64
 }
 
 // encodeBronze / encodeSilver are the affected-key encodings.
@@ -82,7 +88,7 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[lakewriter.
 	get := func(key lakewriter.TableKey) *rowWork {
 		w := work[key]
 		if w == nil {
-			w = &rowWork{key: key, classes: map[string]int64{}, keys: map[string]bool{}, files: map[string]bool{}}
+			w = &rowWork{key: key, classes: map[string]int64{}, keys: map[string]bool{}, missing: map[string]bool{}, files: map[string]bool{}}
 			work[key] = w
 		}
 		return w
@@ -118,8 +124,15 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[lakewriter.
 			}
 			w := get(key)
 			w.classes[string(f.Class)]++
+			k := encodeBronze(f.Seq)
 			if kind == lakewriter.Silver {
-				w.keys[encodeSilver(f.ArtifactID, f.Version)] = true
+				k = encodeSilver(f.ArtifactID, f.Version)
+			}
+			if f.Class == reconcile.MissingInLake {
+				w.missing[k] = true
+			}
+			if kind == lakewriter.Silver {
+				w.keys[k] = true
 				if f.Class == reconcile.UnexpectedInLake && strings.HasPrefix(f.Detail, "containment breach") {
 					w.breach++
 				}
@@ -134,8 +147,28 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[lakewriter.
 	for _, tn := range rep.Tenants {
 		for _, ts := range tn.Tables {
 			for key, w := range work {
-				if key.Path() == ts.Table {
-					w.cutoff = ts.Cutoff
+				if key.Path() != ts.Table {
+					continue
+				}
+				w.limit = ts.Cutoff
+				if !ts.Exists || ts.TxnVersion >= ts.Cutoff {
+					continue
+				}
+				// Behind the frontier (just rewound or rebuilt, or held):
+				// the drain's catch-up applies its rows above the txn
+				// version, gap rows first.
+				w.limit = max(ts.TxnVersion, 0)
+				if n := int64(len(w.missing)); n > 0 {
+					for k := range w.missing {
+						delete(w.keys, k)
+					}
+					w.classes[string(reconcile.MissingInLake)] -= n
+					if w.classes[string(reconcile.MissingInLake)] <= 0 {
+						delete(w.classes, string(reconcile.MissingInLake))
+					}
+					plan.Pending = append(plan.Pending, Skipped{Tenant: key.Tenant, Table: string(key.Kind), Class: string(reconcile.MissingInLake), Count: n,
+						Reason:  fmt.Sprintf("%s is at txn version %d, behind the frontier %d: the next drain applies its rows above it", key, ts.TxnVersion, ts.Cutoff),
+						Command: "oml lake drain --once"})
 				}
 			}
 		}
@@ -205,8 +238,8 @@ func planRewrite(ctx context.Context, opts Options, w *rowWork) (*TablePlan, err
 	dw, err := delta.OpenWriter(ctx, st, delta.Options{})
 	if errors.Is(err, delta.ErrTableNotFound) {
 		tp.Action = ActionRebuild
-		tp.TargetTxnVersion = w.cutoff
-		tp.Detail = fmt.Sprintf("the table is gone: create it and put back the %d row(s) the database says it holds at seq %d", len(w.keys), w.cutoff)
+		tp.TargetTxnVersion = w.limit
+		tp.Detail = fmt.Sprintf("the table is gone: create it and put back the %d row(s) the database says it holds at seq %d", len(w.keys), w.limit)
 		return tp, nil
 	}
 	if err != nil {
@@ -245,7 +278,7 @@ func planRewrite(ctx context.Context, opts Options, w *rowWork) (*TablePlan, err
 	}
 	tp.RemoveFiles = len(tp.removes) + len(tp.rewrite)
 	tp.ReaddFiles = len(tp.rewrite)
-	tp.Detail = fmt.Sprintf("%d key(s): remove every copy (rewrite %d file(s) without them), put back what the journal says at seq %d", len(w.keys), len(tp.rewrite), w.cutoff)
+	tp.Detail = fmt.Sprintf("%d key(s): remove every copy (rewrite %d file(s) without them), put back what the journal says at seq %d", len(w.keys), len(tp.rewrite), w.limit)
 	if len(tp.removes) > 0 {
 		tp.Detail += fmt.Sprintf("; drop %d lost or unreadable file(s) from the log (their rows come back on the next pass)", len(tp.removes))
 	}
@@ -318,7 +351,7 @@ SELECT o.seq FROM oml.outbox o
 func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *TablePlan) (TableResult, error) {
 	res := TableResult{Path: tp.Path, Action: tp.Action, TxnVersion: tp.TargetTxnVersion}
 	w := tp.rows
-	seqs, err := expectedSeqs(ctx, opts.Pool, tp.key, w.keys, w.cutoff)
+	seqs, err := expectedSeqs(ctx, opts.Pool, tp.key, w.keys, w.limit)
 	if err != nil {
 		return res, err
 	}

@@ -265,6 +265,11 @@ func printRepair(f *cliutil.Factory, res *lakerepair.Result) error {
 			return err
 		}
 	}
+	for _, p := range res.Plan.Pending {
+		if _, err := fmt.Fprintf(out, "pending: %d %s row(s) of %s/%s: %s (%s)\n", p.Count, p.Class, p.Tenant, p.Table, p.Reason, p.Command); err != nil {
+			return err
+		}
+	}
 	if !res.DryRun {
 		for _, r := range res.Repaired {
 			if _, err := fmt.Fprintf(out, "%s: %s committed as version %d (txn version %d), %d row(s) archived in %s\n",

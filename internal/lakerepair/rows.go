@@ -295,8 +295,11 @@ var errStopScan = errors.New("stop scan")
 // affected keys at cutoff, in seq order: the one place repair reads
 // outbox rows (the prune engineer's re-derivation of pruned rows belongs
 // behind it and lakewriter.TableRows).
-func expectedSeqs(ctx context.Context, pool *pgxpool.Pool, key lakewriter.TableKey, keys map[string]bool, cutoff int64) ([]int64, error) {
-	var seqs []int64
+//
+// The result is grouped: one group per key whose rows must be folded
+// together (a silver claim's materialize and its retracts, in seq order).
+func expectedSeqs(ctx context.Context, pool *pgxpool.Pool, key lakewriter.TableKey, keys map[string]bool, cutoff int64) ([][]int64, error) {
+	var groups [][]int64
 	if key.Kind == lakewriter.Silver {
 		var arts []string
 		var vers []int32
@@ -307,20 +310,26 @@ func expectedSeqs(ctx context.Context, pool *pgxpool.Pool, key lakewriter.TableK
 			vers = append(vers, int32(binary.BigEndian.Uint32([]byte(body[len(body)-4:]))))
 		}
 		rows, err := pool.Query(ctx, `
-SELECT o.seq FROM oml.outbox o JOIN unnest($3::text[], $4::int[]) AS k(a, v) ON o.artifact_id = k.a AND o.version = k.v
- WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $5 ORDER BY o.seq`, key.Tenant, string(key.Kind), arts, vers, cutoff)
+SELECT o.seq, o.artifact_id, o.version FROM oml.outbox o JOIN unnest($3::text[], $4::int[]) AS k(a, v) ON o.artifact_id = k.a AND o.version = k.v
+ WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $5 ORDER BY o.artifact_id COLLATE "C", o.version, o.seq`, key.Tenant, string(key.Kind), arts, vers, cutoff)
 		if err != nil {
 			return nil, fmt.Errorf("read the outbox rows of %s to repair: %w", key, err)
 		}
 		defer rows.Close()
+		last := ""
 		for rows.Next() {
 			var s int64
-			if err := rows.Scan(&s); err != nil {
+			var a string
+			var v int32
+			if err := rows.Scan(&s, &a, &v); err != nil {
 				return nil, err
 			}
-			seqs = append(seqs, s)
+			if k := encodeSilver(a, v); k != last || len(groups) == 0 {
+				groups, last = append(groups, nil), k
+			}
+			groups[len(groups)-1] = append(groups[len(groups)-1], s)
 		}
-		return seqs, rows.Err()
+		return groups, rows.Err()
 	}
 	var js []int64
 	for k := range keys {
@@ -341,9 +350,40 @@ SELECT o.seq FROM oml.outbox o
 		if err := rows.Scan(&s); err != nil {
 			return nil, err
 		}
-		seqs = append(seqs, s)
+		groups = append(groups, []int64{s})
 	}
-	return seqs, rows.Err()
+	return groups, rows.Err()
+}
+
+// rebuildChunk bounds how many keys' rows are built and held at once
+// before they are written as a data file (a rebuilt table's memory does
+// not grow with the table).
+const rebuildChunk = 10_000
+
+// writeExpected builds the rows of groups, chunk by chunk, and writes each
+// chunk as a data file.
+func writeExpected(ctx context.Context, pool *pgxpool.Pool, dw *delta.Writer, key lakewriter.TableKey, groups [][]int64) ([]*delta.Add, int64, error) {
+	var adds []*delta.Add
+	var n int64
+	for start := 0; start < len(groups); start += rebuildChunk {
+		var seqs []int64
+		for _, g := range groups[start:min(start+rebuildChunk, len(groups))] {
+			seqs = append(seqs, g...)
+		}
+		rows, err := lakewriter.TableRows(ctx, pool, key, seqs)
+		if err != nil {
+			return nil, 0, fmt.Errorf("build the rows %s must hold: %w", key, err)
+		}
+		if len(rows) == 0 {
+			continue
+		}
+		add, err := dw.WriteFile(ctx, map[string]*string{}, rows)
+		if err != nil {
+			return nil, 0, fmt.Errorf("write the repaired rows of %s: %w", key, err)
+		}
+		adds, n = append(adds, add), n+int64(len(rows))
+	}
+	return adds, n, nil
 }
 
 // applyRewrite carries out a row-level plan: archive and rewrite the files
@@ -351,13 +391,9 @@ SELECT o.seq FROM oml.outbox o
 func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *TablePlan) (TableResult, error) {
 	res := TableResult{Path: tp.Path, Action: tp.Action, TxnVersion: tp.TargetTxnVersion}
 	w := tp.rows
-	seqs, err := expectedSeqs(ctx, opts.Pool, tp.key, w.keys, w.limit)
+	groups, err := expectedSeqs(ctx, opts.Pool, tp.key, w.keys, w.limit)
 	if err != nil {
 		return res, err
-	}
-	rebuilt, err := lakewriter.TableRows(ctx, opts.Pool, tp.key, seqs)
-	if err != nil {
-		return res, fmt.Errorf("build the rows %s must hold: %w", tp.Path, err)
 	}
 	st, err := store.Sub(opts.Lake, tp.Path)
 	if err != nil {
@@ -407,23 +443,20 @@ func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *Tabl
 	if err := opts.crash(AfterArchive, tp.Path); err != nil {
 		return res, err
 	}
-	adds := keepFiles
-	if len(rebuilt) > 0 {
-		add, err := dw.WriteFile(ctx, map[string]*string{}, rebuilt)
-		if err != nil {
-			return res, fmt.Errorf("write the repaired rows of %s: %w", tp.Path, err)
-		}
-		adds = append(adds, add)
+	added, rebuilt, err := writeExpected(ctx, opts.Pool, dw, tp.key, groups)
+	if err != nil {
+		return res, err
 	}
+	adds := append(keepFiles, added...)
 	c := delta.Commit{
 		Operation:           Operation,
 		OperationParameters: map[string]any{"action": tp.Action, "classes": classList(tp.Classes), "planDigest": planDigest},
 		OperationMetrics: map[string]any{"numRemovedFiles": len(tp.removes), "numAddedFiles": len(adds),
-			"numRemovedRows": arch.Rows, "numAddedRows": len(rebuilt)},
+			"numRemovedRows": arch.Rows, "numAddedRows": rebuilt},
 		Adds: adds,
 		Extra: map[string]any{"omlRepair": repairRecord{PlanDigest: planDigest, Action: tp.Action, Classes: tp.Classes,
 			ReadVersion: tp.ReadVersion, RestoreVersion: -1, TxnVersion: tp.TargetTxnVersion, RowsRemoved: arch.Rows,
-			RowsAdded: int64(len(rebuilt)), Archive: arch.Manifest}},
+			RowsAdded: rebuilt, Archive: arch.Manifest}},
 	}
 	if tp.Action == ActionRebuild && tp.TargetTxnVersion > 0 {
 		c.Txn = &delta.Txn{AppID: lakewriter.AppID, Version: tp.TargetTxnVersion}

@@ -1,8 +1,9 @@
 // Package lakerepair is `oml lake repair`: the journal wins, mechanically.
 // It computes a plan from what the lake writer's continuity check
-// (lakewriter.CheckLake) says about the lake, makes every affected Delta
-// table equal to what the database's history says it must hold, archives
-// every row it removes, and journals what it did.
+// (lakewriter.CheckLake) and the reconcile audit (reconcile.Run, every
+// finding through Options.OnFinding) say about the lake, makes every
+// affected Delta table equal to what the database's history says it must
+// hold, archives every row it removes, and journals what it did.
 //
 // # What it owns
 //
@@ -22,6 +23,26 @@
 //     is gone (log cleanup, vacuum), the table is rebuilt instead: every
 //     live file removed, txn version 0, and the drain's catch-up
 //     re-materializes it from the database.
+//   - The row repairs (rows.go), when the lake shares the database's
+//     history: every affected key (a bronze event's journal seq, a silver
+//     claim's artifact id and version) named by a missing-in-lake,
+//     unexpected-in-lake, duplicate-in-lake, digest-mismatch or
+//     state-mismatch finding has every copy removed copy-on-write (the
+//     files holding one rewritten without it) and the rows the database
+//     says it must hold put back, built by the drain's own code
+//     (lakewriter.TableRows: the same query, decoding and row check), up to
+//     the table's txn version and never above it — a row above it is the
+//     drain's to apply, and putting it back here would make the drain
+//     apply it twice (TestRepair_RewindNeedsVacuumedFiles_RebuildsFromTheDatabase
+//     caught the first version doing so); such rows are listed as
+//     pending. A data file the store lost (or that is not Parquet) is
+//     dropped from the log and its rows put back by the next pass of the
+//     same run; a table that is gone is created and filled at its cutoff.
+//     The txn version is preserved (only a rebuilt table gets one). Memory
+//     grows with the number of findings (one key each), not with the
+//     table: files are scanned one at a time on their key columns, a
+//     rewritten file is held alone, and rows put back are built and
+//     written 10,000 keys at a time.
 //   - The archive: before a table is changed, every row the change removes
 //     (for a rewind: every row of a removed file above the restored txn
 //     version; for a rebuild: every row) is written as Parquet under
@@ -57,7 +78,16 @@
 //     table is changed, so a crash between tables never leaves the cache
 //     claiming rows the tables no longer hold.
 //  5. Idempotent: every step is a function of the lake and the database as
-//     they are; a second run after success finds nothing to do.
+//     they are; a second run after success finds nothing to do. The plan is
+//     recomputed after each pass (at most three): the confirmation that the
+//     repair worked, and the next pass for what a pass uncovered.
+//
+// Rejected: repairing from reconcile's report (it keeps MaxFindings per
+// class, so a large problem would need many runs); rewinding by deleting
+// commit files (history is evidence, and other readers may be pinned to
+// those versions); re-deriving a rewound table from the outbox always (a
+// restore-style commit is one small log entry while the files are within
+// retention).
 //
 // Crash points (tests): AfterArchive, AfterTable, BeforeJournal.
 package lakerepair

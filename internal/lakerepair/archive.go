@@ -11,7 +11,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // Manifest describes one table repair's archive (manifest.json beside
@@ -50,7 +50,7 @@ type ManifestJournal struct {
 // archiveDir is where one table repair's archive goes: named by the table
 // and the Delta version the repair read, so a re-run of the same repair
 // writes the same objects.
-func archiveDir(key lakewriter.TableKey, readVersion int64) string {
+func archiveDir(key tables.TableKey, readVersion int64) string {
 	return fmt.Sprintf("%s/%s/%s/v%020d", ArchiveRoot, key.Tenant, key.Kind.Dir(), readVersion)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/testkit"
@@ -37,7 +38,7 @@ func BenchmarkRepairUnexpected(b *testing.B) {
 	w, err := lakewriter.New(e.drainOpts())
 	require.NoError(b, err)
 	d.DrainAll(b, w)
-	st, err := store.Sub(lake, lakewriter.TableKey{Tenant: d.Tenants[0], Kind: lakewriter.Bronze}.Path())
+	st, err := store.Sub(lake, tables.TableKey{Tenant: d.Tenants[0], Kind: tables.Bronze}.Path())
 	require.NoError(b, err)
 	var elapsed time.Duration
 	for i := 0; i < b.N; i++ {

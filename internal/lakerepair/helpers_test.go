@@ -23,6 +23,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
@@ -133,7 +134,7 @@ func tenantIDs(t *testing.T, pool *pgxpool.Pool) []uuid.UUID {
 
 // readTable reads every row of every live file of a table (nil when the
 // table does not exist), independently of reconcile.
-func readTable(t *testing.T, lake store.Store, key lakewriter.TableKey, cols []string) []pq.Row {
+func readTable(t *testing.T, lake store.Store, key tables.TableKey, cols []string) []pq.Row {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Sub(lake, key.Path())
@@ -172,7 +173,7 @@ func requireLakeEqualsJournal(t *testing.T, e *env) {
 		}
 		rows.Close()
 		got := map[int64]string{}
-		for _, r := range readTable(t, e.lake, lakewriter.TableKey{Tenant: id, Kind: lakewriter.Bronze}, []string{"seq", "hash"}) {
+		for _, r := range readTable(t, e.lake, tables.TableKey{Tenant: id, Kind: tables.Bronze}, []string{"seq", "hash"}) {
 			s := r[0].(int64)
 			_, dup := got[s]
 			require.False(t, dup, "tenant %s: bronze holds seq %d twice", id, s)
@@ -191,7 +192,7 @@ func requireLakeEqualsJournal(t *testing.T, e *env) {
 		}
 		rows.Close()
 		gotC := map[string]string{}
-		for _, r := range readTable(t, e.lake, lakewriter.TableKey{Tenant: id, Kind: lakewriter.Silver}, []string{"artifact_id", "version", "state"}) {
+		for _, r := range readTable(t, e.lake, tables.TableKey{Tenant: id, Kind: tables.Silver}, []string{"artifact_id", "version", "state"}) {
 			k := fmt.Sprintf("%s/%d", r[0], r[1])
 			_, dup := gotC[k]
 			require.False(t, dup, "tenant %s: silver holds %s twice", id, k)
@@ -280,7 +281,7 @@ func archiveManifests(t *testing.T, lake store.Store) []string {
 
 // archivedRows reads the archived rows (cols) of every manifest of one
 // table kind, keyed by manifest.
-func archivedRows(t *testing.T, lake store.Store, kind lakewriter.Kind, cols ...string) map[string][]pq.Row {
+func archivedRows(t *testing.T, lake store.Store, kind tables.Kind, cols ...string) map[string][]pq.Row {
 	t.Helper()
 	ctx := context.Background()
 	out := map[string][]pq.Row{}

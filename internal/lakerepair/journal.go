@@ -12,7 +12,7 @@ import (
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // historyScan bounds how many of a table's newest commits are searched for
@@ -77,8 +77,8 @@ func journalPending(ctx context.Context, opts Options, planDigest string) ([]Jou
 // no lake.repaired on its chain names.
 func unjournalled(ctx context.Context, opts Options, tenant uuid.UUID) ([]journal.RepairedTable, error) {
 	var found []journal.RepairedTable
-	for _, k := range lakewriter.Kinds {
-		key := lakewriter.TableKey{Tenant: tenant, Kind: k}
+	for _, k := range tables.Kinds {
+		key := tables.TableKey{Tenant: tenant, Kind: k}
 		if !opts.inScope(key) {
 			continue
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 )
 
@@ -63,7 +64,7 @@ type Options struct {
 	Signer chain.Signer
 	// Tenant and Kind narrow the run (nil / "": every tenant, every table).
 	Tenant *uuid.UUID
-	Kind   lakewriter.Kind
+	Kind   tables.Kind
 	// Classes narrows the run to these classes (empty: every class).
 	Classes []Class
 	// DryRun computes and returns the plan and changes nothing.
@@ -104,7 +105,7 @@ func wantsRows(o Options) bool {
 	return false
 }
 
-func (o Options) inScope(key lakewriter.TableKey) bool {
+func (o Options) inScope(key tables.TableKey) bool {
 	return (o.Tenant == nil || *o.Tenant == key.Tenant) && (o.Kind == "" || o.Kind == key.Kind)
 }
 
@@ -143,7 +144,7 @@ type TablePlan struct {
 	// until vacuum.
 	Breach int64 `json:"containment_breach,omitempty"`
 
-	key     lakewriter.TableKey
+	key     tables.TableKey
 	removes []*delta.Add
 	readds  []*delta.Add
 	record  json.RawMessage // the omlBatch of the restored txn version
@@ -410,21 +411,21 @@ func digest(p *Plan) string {
 }
 
 // parseTablePath turns "<tenant_id>/bronze/events" back into its key.
-func parseTablePath(p string) (lakewriter.TableKey, bool) {
+func parseTablePath(p string) (tables.TableKey, bool) {
 	id, dir, ok := strings.Cut(p, "/")
 	if !ok {
-		return lakewriter.TableKey{}, false
+		return tables.TableKey{}, false
 	}
 	tid, err := uuid.Parse(id)
 	if err != nil {
-		return lakewriter.TableKey{}, false
+		return tables.TableKey{}, false
 	}
-	for _, k := range lakewriter.Kinds {
+	for _, k := range tables.Kinds {
 		if k.Dir() == dir {
-			return lakewriter.TableKey{Tenant: tid, Kind: k}, true
+			return tables.TableKey{Tenant: tid, Kind: k}, true
 		}
 	}
-	return lakewriter.TableKey{}, false
+	return tables.TableKey{}, false
 }
 
 func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string, error) {

@@ -10,13 +10,13 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // lakeWriterTxn is the lake-writer txn version a commit sets, if any.
 func lakeWriterTxn(h delta.HistoryEntry) (int64, bool) {
 	for _, t := range h.Txns {
-		if t.AppID == lakewriter.AppID {
+		if t.AppID == tables.AppID {
 			return t.Version, true
 		}
 	}
@@ -41,7 +41,7 @@ func omlBatch(ci json.RawMessage) json.RawMessage {
 // rewrites) are undone with the batches; a restore re-adds the files they
 // compacted. If that version or one of its files is gone, the table is
 // rebuilt instead.
-func planRewind(ctx context.Context, lake store.Store, key lakewriter.TableKey, shared int64) (*TablePlan, error) {
+func planRewind(ctx context.Context, lake store.Store, key tables.TableKey, shared int64) (*TablePlan, error) {
 	st, err := store.Sub(lake, key.Path())
 	if err != nil {
 		return nil, err
@@ -53,7 +53,7 @@ func planRewind(ctx context.Context, lake store.Store, key lakewriter.TableKey, 
 	snap := w.Snapshot()
 	tp := &TablePlan{Tenant: key.Tenant, Table: string(key.Kind), Path: key.Path(), key: key,
 		Classes: map[string]int64{string(Diverged): 1}, ReadVersion: snap.Version(), TxnVersion: -1, RestoreVersion: -1}
-	if v, ok := snap.TxnVersion(lakewriter.AppID); ok {
+	if v, ok := snap.TxnVersion(tables.AppID); ok {
 		tp.TxnVersion = v
 	}
 	hist, err := delta.History(ctx, st, delta.HistoryOptions{})
@@ -203,7 +203,7 @@ func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) 
 			"numRemovedFiles": len(tp.removes), "numAddedFiles": len(tp.readds), "numRemovedRows": arch.Rows,
 		},
 		Adds:      tp.readds,
-		Txn:       &delta.Txn{AppID: lakewriter.AppID, Version: tp.TargetTxnVersion},
+		Txn:       &delta.Txn{AppID: tables.AppID, Version: tp.TargetTxnVersion},
 		RewindTxn: true,
 		Extra: map[string]any{"omlRepair": repairRecord{
 			PlanDigest: planDigest, Action: tp.Action, Classes: tp.Classes, ReadVersion: tp.ReadVersion,

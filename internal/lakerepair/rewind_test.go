@@ -14,6 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/schema"
@@ -96,7 +97,7 @@ func requireArchiveHoldsLost(t *testing.T, f *forked) {
 	t.Helper()
 	nowEvents, nowClaims := journalOf(t, f.pool)
 	archived := map[string]string{}
-	for _, rows := range archivedRows(t, f.lake, lakewriter.Bronze, "tenant_id", "seq", "hash") {
+	for _, rows := range archivedRows(t, f.lake, tables.Bronze, "tenant_id", "seq", "hash") {
 		for _, r := range rows {
 			archived[fmt.Sprintf("%s/%d", r[0], r[1])] = hex.EncodeToString(r[2].([]byte))
 		}
@@ -114,7 +115,7 @@ func requireArchiveHoldsLost(t *testing.T, f *forked) {
 		require.True(t, f.oldEvents[k] == h, "archived bronze row %s is from the drained history", k)
 	}
 	claims := map[string]bool{}
-	for _, rows := range archivedRows(t, f.lake, lakewriter.Silver, "tenant_id", "artifact_id", "version") {
+	for _, rows := range archivedRows(t, f.lake, tables.Silver, "tenant_id", "artifact_id", "version") {
 		for _, r := range rows {
 			claims[fmt.Sprintf("%s/%s/%d", r[0], r[1], r[2])] = true
 		}
@@ -284,7 +285,7 @@ func TestRepair_RewindNeedsVacuumedFiles_RebuildsFromTheDatabase(t *testing.T) {
 	require.Positive(t, f.acceptForks(t))
 	vacuumed := 0
 	for _, id := range tenantIDs(t, f.pool) {
-		st := tableStore(t, lake, id, lakewriter.Bronze)
+		st := tableStore(t, lake, id, tables.Bronze)
 		w, err := delta.OpenWriter(ctx, st, delta.Options{})
 		if errors.Is(err, delta.ErrTableNotFound) {
 			continue

@@ -13,6 +13,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
 )
@@ -57,7 +58,7 @@ var notHere = map[reconcile.Class][2]string{
 
 // rowWork is what the findings say about one table.
 type rowWork struct {
-	key     lakewriter.TableKey
+	key     tables.TableKey
 	classes map[string]int64
 	keys    map[string]bool // encoded keys to remove and rebuild
 	missing map[string]bool // the keys that are missing-in-lake
@@ -82,10 +83,10 @@ func encodeSilver(a string, v int32) string {
 // findRowWork runs the reconcile audit over the scope and collects, per
 // table, the complete set of affected keys (reconcile keeps only
 // MaxFindings per class in its report; OnFinding sees them all).
-func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[lakewriter.TableKey]*rowWork, error) {
-	work := map[lakewriter.TableKey]*rowWork{}
+func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.TableKey]*rowWork, error) {
+	work := map[tables.TableKey]*rowWork{}
 	other := map[string]*Skipped{}
-	get := func(key lakewriter.TableKey) *rowWork {
+	get := func(key tables.TableKey) *rowWork {
 		w := work[key]
 		if w == nil {
 			w = &rowWork{key: key, classes: map[string]int64{}, keys: map[string]bool{}, missing: map[string]bool{}, files: map[string]bool{}}
@@ -105,8 +106,8 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[lakewriter.
 				other[k] = &Skipped{Tenant: f.Tenant, Table: f.Table, Class: string(f.Class), Count: 1, Reason: why[0], Command: why[1]}
 				return
 			}
-			kind := lakewriter.Kind(f.Table)
-			key := lakewriter.TableKey{Tenant: f.Tenant, Kind: kind}
+			kind := tables.Kind(f.Table)
+			key := tables.TableKey{Tenant: f.Tenant, Kind: kind}
 			if (opts.Kind != "" && opts.Kind != kind) || !opts.wants(Class(f.Class)) || f.Table == "" {
 				return
 			}
@@ -125,13 +126,13 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[lakewriter.
 			w := get(key)
 			w.classes[string(f.Class)]++
 			k := encodeBronze(f.Seq)
-			if kind == lakewriter.Silver {
+			if kind == tables.Silver {
 				k = encodeSilver(f.ArtifactID, f.Version)
 			}
 			if f.Class == reconcile.MissingInLake {
 				w.missing[k] = true
 			}
-			if kind == lakewriter.Silver {
+			if kind == tables.Silver {
 				w.keys[k] = true
 				if f.Class == reconcile.UnexpectedInLake && strings.HasPrefix(f.Detail, "containment breach") {
 					w.breach++
@@ -210,15 +211,15 @@ func planRows(ctx context.Context, opts Options, plan *Plan) error {
 }
 
 // keyColumns are the columns that make a table's key.
-func keyColumns(k lakewriter.Kind) []string {
-	if k == lakewriter.Silver {
+func keyColumns(k tables.Kind) []string {
+	if k == tables.Silver {
 		return []string{"artifact_id", "version"}
 	}
 	return []string{"seq"}
 }
 
-func rowKey(k lakewriter.Kind, r pq.Row) string {
-	if k == lakewriter.Silver {
+func rowKey(k tables.Kind, r pq.Row) string {
+	if k == tables.Silver {
 		a, _ := r[0].(string)
 		v, _ := r[1].(int32)
 		return encodeSilver(a, v)
@@ -247,7 +248,7 @@ func planRewrite(ctx context.Context, opts Options, w *rowWork) (*TablePlan, err
 	}
 	snap := dw.Snapshot()
 	tp.ReadVersion = snap.Version()
-	if v, ok := snap.TxnVersion(lakewriter.AppID); ok {
+	if v, ok := snap.TxnVersion(tables.AppID); ok {
 		tp.TxnVersion, tp.TargetTxnVersion = v, v
 	}
 	for _, f := range snap.Files() {
@@ -298,9 +299,9 @@ var errStopScan = errors.New("stop scan")
 //
 // The result is grouped: one group per key whose rows must be folded
 // together (a silver claim's materialize and its retracts, in seq order).
-func expectedSeqs(ctx context.Context, pool *pgxpool.Pool, key lakewriter.TableKey, keys map[string]bool, cutoff int64) ([][]int64, error) {
+func expectedSeqs(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey, keys map[string]bool, cutoff int64) ([][]int64, error) {
 	var groups [][]int64
-	if key.Kind == lakewriter.Silver {
+	if key.Kind == tables.Silver {
 		var arts []string
 		var vers []int32
 		for k := range keys {
@@ -362,7 +363,7 @@ const rebuildChunk = 10_000
 
 // writeExpected builds the rows of groups, chunk by chunk, and writes each
 // chunk as a data file.
-func writeExpected(ctx context.Context, pool *pgxpool.Pool, dw *delta.Writer, key lakewriter.TableKey, groups [][]int64) ([]*delta.Add, int64, error) {
+func writeExpected(ctx context.Context, pool *pgxpool.Pool, dw *delta.Writer, key tables.TableKey, groups [][]int64) ([]*delta.Add, int64, error) {
 	var adds []*delta.Add
 	var n int64
 	for start := 0; start < len(groups); start += rebuildChunk {
@@ -459,7 +460,7 @@ func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *Tabl
 			RowsAdded: rebuilt, Archive: arch.Manifest}},
 	}
 	if tp.Action == ActionRebuild && tp.TargetTxnVersion > 0 {
-		c.Txn = &delta.Txn{AppID: lakewriter.AppID, Version: tp.TargetTxnVersion}
+		c.Txn = &delta.Txn{AppID: tables.AppID, Version: tp.TargetTxnVersion}
 	}
 	for _, a := range tp.removes {
 		p, err := delta.DecodePath(a.Path)

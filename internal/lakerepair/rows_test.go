@@ -16,8 +16,8 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakerepair"
-	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
@@ -32,9 +32,9 @@ const (
 	colState     = 10
 )
 
-func tableStore(t *testing.T, lake store.Store, tn uuid.UUID, k lakewriter.Kind) store.Store {
+func tableStore(t *testing.T, lake store.Store, tn uuid.UUID, k tables.Kind) store.Store {
 	t.Helper()
-	st, err := store.Sub(lake, lakewriter.TableKey{Tenant: tn, Kind: k}.Path())
+	st, err := store.Sub(lake, tables.TableKey{Tenant: tn, Kind: k}.Path())
 	require.NoError(t, err)
 	return st
 }
@@ -103,7 +103,7 @@ func plantRowProblems(t *testing.T, e *env, t0, t1 uuid.UUID) string {
 	t.Helper()
 	ctx := context.Background()
 	held, breach := heldClaimRow(t, e, t0)
-	rewriteTable(t, tableStore(t, e.lake, t0, lakewriter.Silver), func(rs []pq.Row) []pq.Row {
+	rewriteTable(t, tableStore(t, e.lake, t0, tables.Silver), func(rs []pq.Row) []pq.Row {
 		var promoted []int
 		for i, r := range rs {
 			if r[colState] == "promoted" {
@@ -120,14 +120,14 @@ func plantRowProblems(t *testing.T, e *env, t0, t1 uuid.UUID) string {
 		out = append(out, rs[promoted[0]+1:]...)
 		return append(out, append(pq.Row(nil), rs[promoted[3]]...), held)
 	})
-	rewriteTable(t, tableStore(t, e.lake, t1, lakewriter.Bronze), func(rs []pq.Row) []pq.Row {
+	rewriteTable(t, tableStore(t, e.lake, t1, tables.Bronze), func(rs []pq.Row) []pq.Row {
 		forged := append(pq.Row(nil), rs[0]...)
 		forged[1] = int64(90001) // seq
 		return append(rs, forged, append(pq.Row(nil), rs[1]...))
 	})
 	// Tenant 0's bronze data files are lost from the store (the log still
 	// lists them): their rows are missing.
-	bst := tableStore(t, e.lake, t0, lakewriter.Bronze)
+	bst := tableStore(t, e.lake, t0, tables.Bronze)
 	snap, err := delta.Load(ctx, bst)
 	require.NoError(t, err)
 	require.NotEmpty(t, snap.Files())
@@ -137,7 +137,7 @@ func plantRowProblems(t *testing.T, e *env, t0, t1 uuid.UUID) string {
 		require.NoError(t, bst.Delete(ctx, p))
 	}
 	// Tenant 1's silver table is gone.
-	sst := tableStore(t, e.lake, t1, lakewriter.Silver)
+	sst := tableStore(t, e.lake, t1, tables.Silver)
 	objs, err := sst.List(ctx, "", "")
 	require.NoError(t, err)
 	for _, o := range objs {
@@ -214,14 +214,14 @@ func runPlantedRows(t *testing.T, e *env, t0, t1 uuid.UUID) {
 	e.drain(t)               // the lake.repaired events' own bronze rows
 	requireLakeEqualsJournal(t, e)
 	archived := map[string]bool{}
-	for _, rows := range archivedRows(t, e.lake, lakewriter.Silver, "artifact_id", "version", "body") {
+	for _, rows := range archivedRows(t, e.lake, tables.Silver, "artifact_id", "version", "body") {
 		for _, r := range rows {
 			archived[fmt.Sprintf("%s/%d", r[0], r[1])] = true
 		}
 	}
 	require.True(t, archived[breach], "the breach row is archived")
 	forged := false
-	for _, rows := range archivedRows(t, e.lake, lakewriter.Bronze, "seq") {
+	for _, rows := range archivedRows(t, e.lake, tables.Bronze, "seq") {
 		for _, r := range rows {
 			forged = forged || r[0].(int64) == 90001
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // What `oml lake repair` (internal/lakerepair) needs of the writer to put
@@ -22,7 +23,7 @@ import (
 // that follow it in seqs, as the drain's MERGE does. Dead-lettered rows
 // are left out, as the drain leaves them out. A row that cannot be built
 // is returned as its *PoisonError.
-func TableRows(ctx context.Context, db *pgxpool.Pool, key TableKey, seqs []int64) ([]pq.Row, error) {
+func TableRows(ctx context.Context, db *pgxpool.Pool, key tables.TableKey, seqs []int64) ([]pq.Row, error) {
 	chk := newRowChecker()
 	var rows []pq.Row
 	inserts := map[claimKey]pq.Row{}
@@ -36,7 +37,7 @@ func TableRows(ctx context.Context, db *pgxpool.Pool, key TableKey, seqs []int64
 			if it.poison != nil {
 				return nil, it.poison
 			}
-			if key.Kind != Silver {
+			if key.Kind != tables.Silver {
 				rows = append(rows, it.row)
 				continue
 			}
@@ -56,7 +57,7 @@ func TableRows(ctx context.Context, db *pgxpool.Pool, key TableKey, seqs []int64
 	for _, k := range order {
 		rows = append(rows, inserts[k])
 	}
-	if key.Kind == Silver {
+	if key.Kind == tables.Silver {
 		sortSilver(rows)
 	}
 	return rows, nil
@@ -65,7 +66,7 @@ func TableRows(ctx context.Context, db *pgxpool.Pool, key TableKey, seqs []int64
 // CreateTable creates key's table under the lake root as a drain would
 // (same schema, name and description), for a repair that rebuilds a table
 // that is gone.
-func CreateTable(ctx context.Context, lake store.Store, key TableKey) (*delta.Writer, error) {
+func CreateTable(ctx context.Context, lake store.Store, key tables.TableKey) (*delta.Writer, error) {
 	st, err := store.Sub(lake, key.Path())
 	if err != nil {
 		return nil, err

@@ -320,7 +320,11 @@ func MakePlan(ctx context.Context, opts Options) (*Plan, error) {
 			if err := planRewinds(ctx, opts, plan); err != nil {
 				return nil, err
 			}
+			break
 		}
+		plan.NotRepaired = append(plan.NotRepaired, Skipped{Class: string(Diverged), Count: int64(len(c.Tables)),
+			Reason:  "the lake does not share the database's history (" + c.State + "): row classes are compared only once it does",
+			Command: "oml lake repair --class diverged"})
 	case wantsRows(opts):
 		if err := planRows(ctx, opts, plan); err != nil {
 			return nil, err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // registry keeps open Delta writers, so a table's snapshot stays in memory
@@ -39,14 +40,14 @@ type registry struct {
 	maxOpen int
 
 	mu      sync.Mutex
-	writers map[TableKey]*list.Element // of *openTable, most recent first
+	writers map[tables.TableKey]*list.Element // of *openTable, most recent first
 	lru     list.List
 	// evictions counts writers closed to stay within maxOpen.
 	evictions int64
 }
 
 type openTable struct {
-	key TableKey
+	key tables.TableKey
 	w   *delta.Writer
 }
 
@@ -60,11 +61,11 @@ const DefaultMaxOpenTables = 4096
 const oneShotOpenTables = 64
 
 func newRegistry(lake store.Store, opts delta.Options, lean bool, maxOpen int) *registry {
-	return &registry{lake: lake, opts: opts, lean: lean, maxOpen: maxOpen, writers: map[TableKey]*list.Element{}}
+	return &registry{lake: lake, opts: opts, lean: lean, maxOpen: maxOpen, writers: map[tables.TableKey]*list.Element{}}
 }
 
 // cached returns the open writer of key, marking it most recently used.
-func (r *registry) cached(key TableKey) (*delta.Writer, bool) {
+func (r *registry) cached(key tables.TableKey) (*delta.Writer, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.writers[key]
@@ -78,7 +79,7 @@ func (r *registry) cached(key TableKey) (*delta.Writer, bool) {
 // keep registers w as key's writer (or returns the one another goroutine
 // registered first) and closes the least recently used writers beyond
 // maxOpen.
-func (r *registry) keep(key TableKey, w *delta.Writer) *delta.Writer {
+func (r *registry) keep(key tables.TableKey, w *delta.Writer) *delta.Writer {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.writers[key]; ok {
@@ -105,16 +106,16 @@ func (r *registry) stats() (open int, evictions int64) {
 // writer returns the table's writer, opening it (and creating the table
 // when create is set and it does not exist yet). With create unset, a
 // missing table returns (nil, nil).
-func (r *registry) writer(ctx context.Context, key TableKey, create bool) (*delta.Writer, error) {
+func (r *registry) writer(ctx context.Context, key tables.TableKey, create bool) (*delta.Writer, error) {
 	if w, ok := r.cached(key); ok {
 		return w, nil
 	}
-	st, err := store.Sub(r.lake, key.Path())
+	st, err := key.Store(r.lake)
 	if err != nil {
 		return nil, err
 	}
 	opts := r.opts
-	opts.Lean = r.lean && key.Kind != Silver
+	opts.Lean = r.lean && key.Kind != tables.Silver
 	w, err := delta.OpenWriter(ctx, st, opts)
 	if errors.Is(err, delta.ErrTableNotFound) {
 		if !create {
@@ -138,7 +139,7 @@ func (r *registry) writer(ctx context.Context, key TableKey, create bool) (*delt
 // checkSchema refuses a table whose columns are not the ones oml writes (a
 // table someone else created at our path): writing positional rows into it
 // would put values in the wrong columns.
-func checkSchema(key TableKey, snap *delta.Snapshot) error {
+func checkSchema(key tables.TableKey, snap *delta.Snapshot) error {
 	want := schemaFor(key.Kind).Fields
 	got := snap.Schema().Fields
 	if len(got) != len(want) {
@@ -155,7 +156,7 @@ func checkSchema(key TableKey, snap *delta.Snapshot) error {
 
 // forget drops a writer whose in-memory state can no longer be trusted; the
 // next use reopens the table from its log.
-func (r *registry) forget(key TableKey) {
+func (r *registry) forget(key tables.TableKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.writers[key]; ok {

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
@@ -163,13 +162,9 @@ func repairRun(ctx context.Context, opts *RepairOptions) error {
 		ro.Classes = append(ro.Classes, lakerepair.Class(c))
 	}
 	if !opts.DryRun {
-		path := f.SigningKeyPath()
-		if path == "" {
-			return cliutil.ConfigErrorf("repair journals lake.repaired and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE (or --dry-run to see the plan)")
-		}
-		k, err := keys.LoadFile(path)
+		k, err := f.SigningKey("repair journals lake.repaired and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE (or --dry-run to see the plan)")
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return err
 		}
 		ro.Signer = k
 	}

@@ -3,11 +3,13 @@ package docstest
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/require"
 )
 
@@ -107,6 +109,28 @@ func TestDocs_EveryCommandHasAHandWrittenPage(t *testing.T) {
 		path := strings.TrimPrefix(c.CommandPath(), "oml ")
 		if !strings.Contains(text, "oml "+path) {
 			t.Errorf("`%s` is not mentioned in README.md or docs/ (outside %s): document it", c.CommandPath(), ReferenceDir)
+		}
+	}
+}
+
+// TestDocs_FlagsNamedAloneExist: a flag named on its own in a page (an
+// inline code span that starts with it, as in a flag table: `--poison-budget`)
+// must be a flag of some oml command; the per-command scan above cannot
+// tell which command a table row is about.
+func TestDocs_FlagsNamedAloneExist(t *testing.T) {
+	known := map[string]bool{"help": true}
+	for _, c := range Commands(Root()) {
+		c.Flags().VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+		c.InheritedFlags().VisitAll(func(f *pflag.Flag) { known[f.Name] = true })
+	}
+	re := regexp.MustCompile("`--([a-z][a-z0-9-]*)")
+	for rel, src := range handWritten(t) {
+		for i, line := range strings.Split(src, "\n") {
+			for _, m := range re.FindAllStringSubmatch(line, -1) {
+				if !known[m[1]] {
+					t.Errorf("%s:%d: `--%s` is not a flag of any oml command", rel, i+1, m[1])
+				}
+			}
 		}
 	}
 }

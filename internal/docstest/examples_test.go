@@ -130,7 +130,7 @@ func parsePages(t *testing.T) []*Page {
 // command's exit status and the output a ```console block shows.
 func TestDocs_ShellExamplesRun(t *testing.T) {
 	pages := parsePages(t)
-	var ran, skipped, checked atomic.Int64
+	var ran, skipped, checked, commands atomic.Int64
 	var skips []string
 	for _, p := range pages {
 		for _, b := range p.Blocks {
@@ -162,6 +162,7 @@ func TestDocs_ShellExamplesRun(t *testing.T) {
 					}
 					if !b.Setup {
 						ran.Add(1)
+						commands.Add(int64(len(b.Commands)))
 					}
 					if len(b.Output) > 0 {
 						checked.Add(1)
@@ -173,7 +174,7 @@ func TestDocs_ShellExamplesRun(t *testing.T) {
 			})
 		}
 	})
-	t.Logf("docs examples: %d ```sh blocks run (%d with shown output checked), %d skipped with a reason", ran.Load(), checked.Load(), skipped.Load())
+	t.Logf("docs examples: %d ```sh blocks run (%d commands; %d blocks with shown output checked), %d skipped with a reason", ran.Load(), commands.Load(), checked.Load(), skipped.Load())
 	for _, s := range skips {
 		t.Logf("skipped: %s", s)
 	}

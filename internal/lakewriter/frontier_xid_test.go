@@ -3,6 +3,7 @@ package lakewriter_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -46,4 +47,34 @@ SELECT (SELECT horizon_xid::text::bigint FROM oml.lake_frontier),
 	require.NotNil(t, second)
 	require.Greater(t, *second, maxRow)
 	require.Greater(t, *second, *first, "the next pass records its own, later fence")
+}
+
+// TestFrontier_LongRunningWriterRecordsTheHorizonXid: the same for the
+// long-running writer (oml lake drain under systemd), whose loop takes its
+// fences on its own.
+func TestFrontier_LongRunningWriterRecordsTheHorizonXid(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	b := setup(t, 2)
+	b.load(t, workload.Config{Claims: 5, Seed: 63})
+	last := b.lastSeq(t)
+	d, err := lakewriter.New(b.opts(store.NewMem()))
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	deadline := time.Now().Add(60 * time.Second)
+	for d.Frontier() < last {
+		require.True(t, time.Now().Before(deadline), "the writer never reached seq %d (frontier %d)", last, d.Frontier())
+		time.Sleep(10 * time.Millisecond) // polling a condition, not waiting for time to pass
+	}
+	cancel()
+	require.NoError(t, <-done)
+	var x *int64
+	var maxRow int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `
+SELECT (SELECT horizon_xid::text::bigint FROM oml.lake_frontier),
+       (SELECT coalesce(max(xid::text::bigint), 0) FROM oml.outbox)`).Scan(&x, &maxRow))
+	require.NotNil(t, x, "horizon_xid is recorded, not left NULL")
+	require.Greater(t, *x, maxRow)
 }

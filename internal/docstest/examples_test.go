@@ -71,7 +71,10 @@ func omlBinDir(t *testing.T) string {
 		if binErr != nil {
 			return
 		}
-		cmd := exec.Command("go", "build", "-o", filepath.Join(binDir, "oml"), "./cmd/oml")
+		// -s -w: no symbol table or DWARF, which halves the link (the
+		// longest part of the build once the packages are cached); the
+		// binary behaves the same.
+		cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", filepath.Join(binDir, "oml"), "./cmd/oml")
 		cmd.Dir = repoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			binErr = fmt.Errorf("go build ./cmd/oml: %v: %s", err, out)

@@ -10,8 +10,10 @@
 // hand-written page names a flag a command no longer has.
 //
 // The non-test code is the part a page's conventions live in: the parser of
-// the markers and blocks (parse.go), the output matcher (match.go), and the
-// generator of the command reference (reference.go, run by `make docs`).
+// the markers and blocks and the refusal of commands that would act on the
+// host (parse.go), the output matcher (match.go), the scan of `oml VERB
+// --flag` mentions (flags.go), and the generator of the command reference
+// (reference.go; gendocs runs it for `make docs`).
 // docs/testing.md ("Documentation examples are tested") is the authors'
 // side of the same conventions.
 package docstest

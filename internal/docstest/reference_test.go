@@ -134,3 +134,18 @@ func TestDocs_FlagsNamedAloneExist(t *testing.T) {
 		}
 	}
 }
+
+// TestDocs_HelpExamplesNameExistingFlags: the Examples of `oml COMMAND
+// --help` are documentation too; a flag they name must exist.
+func TestDocs_HelpExamplesNameExistingFlags(t *testing.T) {
+	root := Root()
+	root.InitDefaultHelpFlag()
+	for _, c := range Commands(root) {
+		if c.Example == "" {
+			continue
+		}
+		for _, m := range Mentions(root, "```text\n"+c.Example+"\n```") {
+			t.Errorf("`%s --help`, Examples %s", c.CommandPath(), m)
+		}
+	}
+}

@@ -40,6 +40,11 @@ func TestMain(m *testing.M) {
 	if !parallelSet {
 		flag.Set("test.parallel", "6") //nolint:errcheck
 	}
+	// The build is the longest wait of the examples: start it now, beside
+	// the cluster start, when the examples will run.
+	if run := flag.Lookup("test.run").Value.String(); run == "" || strings.Contains(run, "Shell") {
+		go binOnce.Do(buildBinary)
+	}
 	testdb.Configure(testdb.WithTemplate(schema.Migrate))
 	code := s3test.Main(m)
 	if err := testdb.Shutdown(); err != nil && code == 0 {
@@ -66,25 +71,30 @@ var (
 // the Go build cache makes it cheap) and returns the directory holding it.
 func omlBinDir(t *testing.T) string {
 	t.Helper()
-	binOnce.Do(func() {
-		binDir, binErr = os.MkdirTemp("", "oml-docstest-bin-")
-		if binErr != nil {
-			return
-		}
-		// -s -w: no symbol table or DWARF, which halves the link (the
-		// longest part of the build once the packages are cached); the
-		// binary behaves the same.
-		cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", filepath.Join(binDir, "oml"), "./cmd/oml")
-		cmd.Dir = repoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/oml: %v: %s", err, out)
-		}
-	})
+	binOnce.Do(buildBinary)
 	require.NoError(t, binErr)
 	return binDir
 }
 
+// buildBinary builds cmd/oml into a scratch directory (go build, so the Go
+// build cache makes it cheap).
+func buildBinary() {
+	binDir, binErr = os.MkdirTemp("", "oml-docstest-bin-")
+	if binErr != nil {
+		return
+	}
+	// -s -w: no symbol table or DWARF, which halves the link (the longest
+	// part of the build once the packages are cached); the binary behaves
+	// the same.
+	cmd := exec.Command("go", "build", "-ldflags=-s -w", "-o", filepath.Join(binDir, "oml"), "./cmd/oml")
+	cmd.Dir = repoRoot()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		binErr = fmt.Errorf("go build ./cmd/oml: %v: %s", err, out)
+	}
+}
+
 func removeBinary() {
+	binOnce.Do(func() {}) // waits for a build TestMain started
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}

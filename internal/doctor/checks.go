@@ -243,7 +243,7 @@ func checkLag(ctx context.Context, r *run, res *Result) {
 	}
 	// Rows waiting and a standby behind: that is what a lake writer with
 	// the default --durable-on waits for (see the replication check).
-	if st.BacklogRows > 0 && !st.HorizonHeld {
+	if st.BacklogRows > 0 {
 		s := st.Status // a copy: the reading is shared with the other checks
 		if err := s.ReadDurability(ctx, r.pool, replication.DefaultPolicy); err == nil && s.Durability != nil && !s.Durability.Durable {
 			res.detail("a lake writer with --durable-on %s is %s", s.Durability.Policy, s.Durability.Reason)

@@ -20,24 +20,29 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
 )
 
 // Options are `oml status`'s dependencies.
 type Options struct {
-	F *cliutil.Factory
+	F         *cliutil.Factory
+	DurableOn string
+	durable   replication.Policy
 }
 
 // NewCmd builds `oml status`.
 func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "One-screen summary: frontier and lag, backlog, lease, last drain, dead letters, chain heads vs witnesses",
 		Long: `One screen for the on-call engineer:
 
   lake writer   frontier, lag (age of the oldest row not in the lake), backlog,
-                what holds the horizon back, the lease holder, the last drain
+                what holds the horizon back, the lease holder, the last drain,
+                and whether the streaming standbys have flushed the stable
+                prefix (as a lake writer with the same --durable-on sees it)
   dead letters  how many are open and the oldest (oml deadletter list)
   chains        each tenant's head and its newest head witnessed in the lake
                 (ok, no-witness, tail-lost, fork; needs --lake)
@@ -49,12 +54,18 @@ oml doctor judge them); 1 a chain disagrees with its witnessed head
   oml status -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
+				return cliutil.FlagErrorf("%v", err)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return run(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, replication.StatusFlagUsage)
+	return cmd
 }
 
 // Chain is one tenant's head against its witness.
@@ -94,6 +105,9 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	rep := Report{Chains: []Chain{}, Warnings: []string{}}
 	if rep.Lake, err = lakewriter.ReadStatus(ctx, pool, nil, false); err != nil {
+		return cliutil.AsConfigError(err)
+	}
+	if err := rep.Lake.ReadDurability(ctx, pool, opts.durable); err != nil {
 		return cliutil.AsConfigError(err)
 	}
 	if rep.Lake.Blockers == nil {
@@ -238,6 +252,7 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 	for _, b := range s.Blockers {
 		pairs = append(pairs, [2]string{"blocking", fmt.Sprintf("%s pid %d xid %d (%s@%s, %s, open since %s)", b.Kind, b.PID, b.Xid, b.User, b.Database, b.State, cliutil.Time(b.XactStart))})
 	}
+	pairs = append(pairs, s.DurabilityLines()...)
 	if err := cliutil.KeyValuesTo(f.IO, pairs); err != nil {
 		return err
 	}

@@ -121,7 +121,7 @@ func TestRestoreTail_PromotedCopyLostTail_JournalEqualsOldPrimary(t *testing.T) 
 	}
 	requireJournalEqualsOld(t, f, nil)
 	requireFoldsAgree(t, f.promoted, f.tenants...)
-	// Claims submitted in the lost tail and still held came back held,
+	// Claims submitted in the lost tail and still held came back body_lost,
 	// without their body (never in the lake), and are listed.
 	bodyLost := 0
 	for _, r := range res.Tenants {
@@ -132,7 +132,7 @@ func TestRestoreTail_PromotedCopyLostTail_JournalEqualsOldPrimary(t *testing.T) 
 			require.NoError(t, f.promoted.QueryRow(ctx, `SELECT state, EXISTS (SELECT 1 FROM oml.claim_bodies b
 WHERE b.tenant_id = c.tenant_id AND b.artifact_id = c.artifact_id AND b.version = c.version)
 FROM oml.claims c WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`, r.Tenant, c.ArtifactID, c.Version).Scan(&state, &hasBody))
-			require.Equal(t, journal.StateHeld, state)
+			require.Equal(t, journal.StateBodyLost, state)
 			require.False(t, hasBody)
 		}
 		var payload []byte

@@ -17,6 +17,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
@@ -88,6 +89,9 @@ type Report struct {
 	WitnessesChecked bool              `json:"witnesses_checked"`
 	Chains           []Chain           `json:"chains"`
 	Warnings         []string          `json:"warnings"`
+	// BodyLostClaims counts the claims whose held body a failover lost
+	// (state body_lost, docs/runbooks/failover.md).
+	BodyLostClaims int64 `json:"body_lost_claims"`
 	// LakeMissing, when set, says the lake holds none of the rows the
 	// frontier says were drained (the wrong --lake, or a lost lake).
 	LakeMissing string `json:"lake_missing,omitempty"`
@@ -112,6 +116,9 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	if rep.Lake.Blockers == nil {
 		rep.Lake.Blockers = []outbox.Blocker{}
+	}
+	if rep.BodyLostClaims, err = journal.CountBodyLost(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
 	}
 	if !rep.Lake.FrontierAt.IsZero() && (rep.Lake.LastBatchEnd > 0 || rep.Lake.Frontier > 0) {
 		t := rep.Lake.FrontierAt
@@ -248,6 +255,9 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 		{"last drain", last},
 		{"dead letters", dead},
 		{"continuity", continuityLine(s.Continuity)},
+	}
+	if rep.BodyLostClaims > 0 {
+		pairs = append(pairs, [2]string{"body lost", fmt.Sprintf("%s whose held body a failover lost (state body_lost, never promotable): see docs/runbooks/failover.md", cliutil.Count(rep.BodyLostClaims, "claim"))})
 	}
 	for _, b := range s.Blockers {
 		pairs = append(pairs, [2]string{"blocking", fmt.Sprintf("%s pid %d xid %d (%s@%s, %s, open since %s)", b.Kind, b.PID, b.Xid, b.User, b.Database, b.State, cliutil.Time(b.XactStart))})

@@ -615,7 +615,9 @@ func (f *folder) apply(a Applied, ev Event) error {
 		if f.restore {
 			// The copy would draw a new outbox seq, not the one the lost
 			// primary gave it (which the lake may have applied).
-			return reject("deadletter.reenqueued at seq %d cannot be restored from the lake yet: accept the fork instead (oml chain accept-fork)", seq)
+			// recovery refuses such a tail at plan time with the full
+			// sentence; this is the fold's own guard.
+			return reject("deadletter.reenqueued at seq %d cannot be restored from the lake: accept the fork instead (oml chain accept-fork) and repair the lake (oml lake repair)", seq)
 		}
 		d, ok := st.DeadLetters[p.DeadLetterID]
 		if !ok {

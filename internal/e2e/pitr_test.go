@@ -149,6 +149,19 @@ func TestFailover_PointInTimeRestore_RestoreTailCrashedAndReRun_LakeEqualsJourna
 	}
 
 	// The re-run restores everything.
+	requireRestoreTailBringsBackTheJournal(t, e, old)
+}
+
+// requireRestoreTailBringsBackTheJournal runs `oml chain restore-tail
+// --yes` and checks the journal equals old (the lost primary's) event for
+// event plus chain.tail_restored events; then the drain proceeds, chain
+// verify, reconcile and doctor's continuity check are clean, and every
+// tenant's bronze holds exactly its journal (same seqs and hashes, no
+// duplicate).
+func requireRestoreTailBringsBackTheJournal(t *testing.T, e env, old map[jkey]string) {
+	t.Helper()
+	ctx := context.Background()
+	url := e[cliutil.EnvDatabaseURL]
 	out := e.ok(t, "chain", "restore-tail", "--yes")
 	require.Contains(t, out, "restored")
 	now := journalOf(t, url)
@@ -164,12 +177,10 @@ func TestFailover_PointInTimeRestore_RestoreTailCrashedAndReRun_LakeEqualsJourna
 	e.ok(t, "lake", "drain", "--once")
 	e.ok(t, "chain", "verify")
 	e.ok(t, "reconcile")
-	code, c = e.doctorCheck(t, "continuity")
+	code, c := e.doctorCheck(t, "continuity")
 	require.Equal(t, "ok", c["status"], "%v", c)
 	require.NotEqual(t, cliutil.ExitFindings, code)
 
-	// The lake equals the journal exactly: every tenant's bronze holds its
-	// journal events, no more, no fewer, same hashes.
 	lake, err := store.Open(ctx, e[cliutil.EnvLakeURL])
 	require.NoError(t, err)
 	final := journalOf(t, url)
@@ -194,6 +205,37 @@ func TestFailover_PointInTimeRestore_RestoreTailCrashedAndReRun_LakeEqualsJourna
 		}
 		require.Equal(t, want, got, "tenant %s", tn)
 	}
+}
+
+// The standby promoted after losing a tail the lake drained past the newest
+// witness (the lost tail was drained without a key), through the command
+// line: the first drain refuses and doctor fails without --deep;
+// restore-tail brings the journal back; the lake equals the journal.
+func TestFailover_PromotedStandbyLostTail_RestoreTailThroughCLI_LakeEqualsJournal(t *testing.T) {
+	t.Parallel()
+	e := newFailoverEnv(t)
+	e.ok(t, "dev", "load", "--tenants", "2", "--claims", "10", "--seed", "51")
+	e.ok(t, "lake", "drain", "--once")
+	var old map[jkey]string
+	promoted := testdb.LoseTail(t, e.primary, e.standby, func() {
+		e.ok(t, "tenant", "create", "late")
+		e.ok(t, "dev", "load", "--tenants", "3", "--claims", "15", "--seed", "52")
+		noKey := env{}
+		for k, v := range e.env {
+			noKey[k] = v
+		}
+		delete(noKey, cliutil.EnvSigningKeyFile) // no witness covers the tail
+		noKey.ok(t, "lake", "drain", "--once")
+		old = journalOf(t, e.env[cliutil.EnvDatabaseURL])
+	})
+	e.env[cliutil.EnvDatabaseURL] = promoted.URL("oml")
+
+	r := e.run(t, "lake", "drain", "--once")
+	require.Equalf(t, cliutil.ExitFindings, r.code, "stderr %s", r.stderr)
+	code, c := e.doctorCheck(t, "continuity")
+	require.Equal(t, cliutil.ExitFindings, code, "doctor fails without --deep")
+	require.Equal(t, "lake-ahead", c["data"].(map[string]any)["state"])
+	requireRestoreTailBringsBackTheJournal(t, e.env, old)
 }
 
 // waitFor polls a state (never a timing claim) for at most a minute.

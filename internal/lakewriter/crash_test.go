@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -42,10 +43,10 @@ func seeds(t *testing.T) []uint64 {
 // process is dead: every later crash point fails too, so no other table of
 // the batch starts writing after the crash (tables already past their data
 // files may still commit, as in a real crash with commits in flight).
-func crashAfter(p lakewriter.CrashPoint, k int) (func(lakewriter.CrashPoint, lakewriter.TableKey) error, func() bool) {
+func crashAfter(p lakewriter.CrashPoint, k int) (func(lakewriter.CrashPoint, tables.TableKey) error, func() bool) {
 	var mu sync.Mutex
 	n, fired := 0, false
-	return func(got lakewriter.CrashPoint, _ lakewriter.TableKey) error {
+	return func(got lakewriter.CrashPoint, _ tables.TableKey) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if fired {
@@ -105,6 +106,9 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 					o := b.opts(lake)
 					o.Limits = lakewriterLimits(5 + rng.IntN(60))
 					o.CheckpointInterval = 2 + rng.IntN(4)
+					// Few open tables: writers are evicted and reopened from
+					// their logs between and inside batches (registry.go).
+					o.MaxOpenTables = 1 + rng.IntN(3)
 					o.Crash = hook
 					o.StopAt = x
 					d, err := lakewriter.New(o)

@@ -18,6 +18,7 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 )
@@ -58,6 +59,10 @@ type Options struct {
 	PoisonBudget int
 	// Parallel bounds the tables committed at once (default 4).
 	Parallel int
+	// MaxOpenTables bounds the Delta table writers kept open between
+	// batches (default DefaultMaxOpenTables; registry.go says why and what
+	// a reopen costs). Negative: no bound.
+	MaxOpenTables int
 	// BackoffMin/Max bound the wait between retries after an outage or a
 	// poison row (defaults 200ms / 30s).
 	BackoffMin, BackoffMax time.Duration
@@ -79,7 +84,7 @@ type Options struct {
 	Metrics  *Metrics
 	// Crash, when set, is called at every crash point; a non-nil error stops
 	// the writer on the spot (tests only).
-	Crash func(p CrashPoint, table TableKey) error
+	Crash func(p CrashPoint, table tables.TableKey) error
 	// OnBatch, when set, is called after each completed batch (tests).
 	OnBatch func(BatchResult)
 	// StopAt, when positive, caps DrainOnce's target at this outbox seq
@@ -118,7 +123,7 @@ type BatchResult struct {
 	Held         int // rows of tenants held for a forked chain, not applied
 	Duration     time.Duration
 
-	touched []TableKey
+	touched []tables.TableKey
 }
 
 // Summary is what a DrainOnce run did.
@@ -170,8 +175,8 @@ type Drainer struct {
 
 	heldMu        sync.Mutex
 	held          map[uuid.UUID]chainverify.Finding
-	heldTables    map[TableKey]TableHold // tables held for a fault of their own (faults.go)
-	outageLimit   time.Duration          // DrainOnce: give up on an outage after this (0: never)
+	heldTables    map[tables.TableKey]TableHold // tables held for a fault of their own (faults.go)
+	outageLimit   time.Duration                 // DrainOnce: give up on an outage after this (0: never)
 	lastForkCheck time.Time
 	witnessMu     sync.Mutex
 	witnessedAt   map[uuid.UUID]time.Time
@@ -183,9 +188,9 @@ type Drainer struct {
 	// batch being applied.
 	contMu     sync.Mutex
 	verified   Identity
-	lastAnchor *Anchor
-	current    *BatchBounds
-	cutRows    *BatchBounds // Start, End and Rows of the batch last cut
+	lastAnchor *tables.Anchor
+	current    *tables.BatchBounds
+	cutRows    *tables.BatchBounds // Start, End and Rows of the batch last cut
 
 	durableMu        sync.Mutex
 	lastVerdict      *replication.Verdict
@@ -213,6 +218,9 @@ func New(opts Options) (*Drainer, error) {
 	}
 	if opts.PoisonBudget <= 0 {
 		opts.PoisonBudget = 5
+	}
+	if opts.MaxOpenTables == 0 {
+		opts.MaxOpenTables = DefaultMaxOpenTables
 	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
@@ -255,7 +263,7 @@ func New(opts Options) (*Drainer, error) {
 		opts:   opts,
 		db:     opts.DB,
 		log:    opts.Log,
-		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}, true),
+		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}, true, opts.MaxOpenTables),
 		chk:    newRowChecker(),
 	}
 	if !opts.NoLease {
@@ -266,7 +274,7 @@ func New(opts Options) (*Drainer, error) {
 
 func deltaOptions() delta.Options { return delta.Options{} }
 
-func (d *Drainer) crash(p CrashPoint, key TableKey) error {
+func (d *Drainer) crash(p CrashPoint, key tables.TableKey) error {
 	if d.opts.Crash == nil {
 		return nil
 	}
@@ -299,12 +307,12 @@ func (d *Drainer) recover(ctx context.Context) error {
 	}
 	var (
 		maxEnd  int64 = 0
-		maxKey  TableKey
+		maxKey  tables.TableKey
 		haveAny bool
 	)
 	for _, t := range tenants {
-		for _, k := range Kinds {
-			key := TableKey{Tenant: t, Kind: k}
+		for _, k := range tables.Kinds {
+			key := tables.TableKey{Tenant: t, Kind: k}
 			if d.isHeldTable(key) {
 				continue
 			}
@@ -319,7 +327,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 			if w == nil {
 				continue
 			}
-			if v, ok := w.Snapshot().TxnVersion(AppID); ok && v > maxEnd {
+			if v, ok := w.Snapshot().TxnVersion(tables.AppID); ok && v > maxEnd {
 				maxEnd, maxKey, haveAny = v, key, true
 			}
 		}
@@ -379,25 +387,25 @@ func (d *Drainer) recover(ctx context.Context) error {
 // batchStart reads the start bound recorded with the commit that set the
 // table's txn version to end (-1 if it cannot be found, e.g. cleaned up).
 // The record is returned too (its anchor seeds the per-batch check).
-func (d *Drainer) batchStart(ctx context.Context, key TableKey, end int64) (int64, BatchBounds, error) {
-	st, err := store.Sub(d.opts.Lake, key.Path())
+func (d *Drainer) batchStart(ctx context.Context, key tables.TableKey, end int64) (int64, tables.BatchBounds, error) {
+	st, err := key.Store(d.opts.Lake)
 	if err != nil {
-		return -1, BatchBounds{}, err
+		return -1, tables.BatchBounds{}, err
 	}
 	hist, err := delta.History(ctx, st, delta.HistoryOptions{Limit: 20})
 	if err != nil {
-		return -1, BatchBounds{}, fmt.Errorf("read the history of %s: %w", key, err)
+		return -1, tables.BatchBounds{}, fmt.Errorf("read the history of %s: %w", key, err)
 	}
 	for _, h := range hist {
 		for _, t := range h.Txns {
-			if t.AppID == AppID && t.Version == end {
-				if b, ok := parseBatchBounds(h.CommitInfo); ok && b.End == end && !b.CatchUp {
+			if t.AppID == tables.AppID && t.Version == end {
+				if b, ok := tables.ParseBatchBounds(h.CommitInfo); ok && b.End == end && !b.CatchUp {
 					return b.Start, b, nil
 				}
 			}
 		}
 	}
-	return -1, BatchBounds{}, nil
+	return -1, tables.BatchBounds{}, nil
 }
 
 func (d *Drainer) tenants(ctx context.Context) ([]uuid.UUID, error) {
@@ -432,7 +440,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 	if err != nil {
 		return res, err
 	}
-	if err := d.crash(BeforeFrontierUpdate, TableKey{}); err != nil {
+	if err := d.crash(BeforeFrontierUpdate, tables.TableKey{}); err != nil {
 		return res, err
 	}
 	if err := writeFrontier(ctx, d.db, from, to, 0); err != nil {
@@ -440,7 +448,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 	}
 	d.frontier.Store(to)
 	d.batchApplied(rec)
-	if err := d.crash(AfterFrontierUpdate, TableKey{}); err != nil {
+	if err := d.crash(AfterFrontierUpdate, tables.TableKey{}); err != nil {
 		return res, err
 	}
 	d.opts.Metrics.batchDone(res)
@@ -454,7 +462,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 // applyRange applies the rows of (from, to] — every table's, or only
 // scope's (a catch-up) — to the lake, handling poison rows, and leaves the
 // frontier alone. Rows of tenants held for a forked chain are not applied.
-func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *TableKey) (BatchResult, error) {
+func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.TableKey) (BatchResult, error) {
 	started := time.Now()
 	res := BatchResult{Start: from, End: to}
 	if scope != nil {
@@ -504,9 +512,9 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *TableKe
 	return res, nil
 }
 
-func group(items []*item) (map[TableKey][]*item, []TableKey) {
-	groups := map[TableKey][]*item{}
-	var order []TableKey
+func group(items []*item) (map[tables.TableKey][]*item, []tables.TableKey) {
+	groups := map[tables.TableKey][]*item{}
+	var order []tables.TableKey
 	for _, it := range items {
 		if _, ok := groups[it.table]; !ok {
 			order = append(order, it.table)
@@ -520,7 +528,7 @@ func group(items []*item) (map[TableKey][]*item, []TableKey) {
 // time. An infrastructure error from any table fails the batch (after the
 // others finished: what they committed stays committed and is skipped on
 // the retry).
-func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, order []TableKey, from, to int64, catchUp bool) ([]tableResult, error) {
+func (d *Drainer) applyAll(ctx context.Context, groups map[tables.TableKey][]*item, order []tables.TableKey, from, to int64, catchUp bool) ([]tableResult, error) {
 	results := make([]tableResult, len(order))
 	errs := make([]error, len(order))
 	sem := make(chan struct{}, d.opts.Parallel)
@@ -528,7 +536,7 @@ func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, ord
 	for i, key := range order {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func(i int, key TableKey) {
+		go func(i int, key tables.TableKey) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			r, err := d.applyTable(ctx, key, groups[key], from, to, catchUp)
@@ -563,7 +571,7 @@ func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, ord
 	return results, nil
 }
 
-func (d *Drainer) maybeCheckpoint(ctx context.Context, w *delta.Writer, key TableKey) {
+func (d *Drainer) maybeCheckpoint(ctx context.Context, w *delta.Writer, key tables.TableKey) {
 	done, res, err := w.MaybeCheckpoint(ctx)
 	if err != nil {
 		// A failed checkpoint costs read speed, never correctness: the next

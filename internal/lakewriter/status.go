@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 )
@@ -156,10 +157,10 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 		if err := rows.Err(); err != nil {
 			return s, err
 		}
-		reg := newRegistry(lake, deltaOptions(), false)
+		reg := newRegistry(lake, deltaOptions(), false, oneShotOpenTables)
 		for _, id := range ids {
-			for _, k := range Kinds {
-				key := TableKey{Tenant: id, Kind: k}
+			for _, k := range tables.Kinds {
+				key := tables.TableKey{Tenant: id, Kind: k}
 				ts := TableStatus{Table: key.Path(), Tenant: id.String(), Kind: string(k), TxnVersion: -1, Version: -1}
 				w, err := reg.writer(ctx, key, false)
 				switch {
@@ -169,7 +170,7 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 					snap := w.Snapshot()
 					ts.Exists, ts.Version, ts.Files = true, snap.Version(), snap.NumFiles()
 					ts.SinceCheckpoint = w.CommitsSinceCheckpoint()
-					if v, ok := snap.TxnVersion(AppID); ok {
+					if v, ok := snap.TxnVersion(tables.AppID); ok {
 						ts.TxnVersion = v
 					}
 				}

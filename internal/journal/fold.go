@@ -679,7 +679,7 @@ func (f *folder) apply(a Applied, ev Event) error {
 		})
 	case ChainTailRestored:
 		// The claims it lists were held and lost their body with the tail:
-		// they become body_lost (migration 006), their named state. It must
+		// they become body_lost (migration 007), their named state. It must
 		// not name a claim that is not held.
 		for _, r := range p.BodyLost {
 			c, err := f.claim(t, r.ArtifactID, r.Version)

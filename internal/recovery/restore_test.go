@@ -146,7 +146,7 @@ FROM oml.claims c WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`, r
 		require.Len(t, p.(journal.ChainTailRestored).BodyLost, len(r.BodyLost))
 	}
 	require.Positive(t, bodyLost, "the workload left held claims in the lost tail")
-	requireMigration006Upgrades(t, f.promoted, f.tenants)
+	requireMigration007Upgrades(t, f.promoted, f.tenants)
 	fc, err := chainverify.ForkCheck(ctx, f.promoted, f.lake, nil)
 	require.NoError(t, err)
 	require.Empty(t, fc.Findings)
@@ -279,16 +279,16 @@ func TestRestoreTail_TamperedBronzeRow_IsRefusedAndNamed(t *testing.T) {
 	require.Equal(t, recovery.StatusRestored, byTenant(res)[f.tenants[1]].Status)
 }
 
-// requireMigration006Upgrades: a restore journalled before migration 006
+// requireMigration007Upgrades: a restore journalled before migration 007
 // left the claims its chain.tail_restored names held. Put back in that
-// state, migration 006's UPDATE moves them to body_lost exactly as the
+// state, migration 007's UPDATE moves them to body_lost exactly as the
 // fold now does (CheckFold agrees again).
-func requireMigration006Upgrades(t *testing.T, pool *pgxpool.Pool, tenants []uuid.UUID) {
+func requireMigration007Upgrades(t *testing.T, pool *pgxpool.Pool, tenants []uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	var sql string
 	for _, m := range schema.All() {
-		if m.Version == 6 {
+		if m.Version == 7 {
 			sql = m.SQL[strings.Index(m.SQL, "UPDATE oml.claims"):]
 		}
 	}
@@ -303,7 +303,7 @@ func requireMigration006Upgrades(t *testing.T, pool *pgxpool.Pool, tenants []uui
 	}
 	require.NoError(t, rows.Err())
 	require.NotEmpty(t, want)
-	// As a pre-006 restore left them: held, last changed at submission.
+	// As a pre-007 restore left them: held, last changed at submission.
 	_, err = pool.Exec(ctx, `UPDATE oml.claims SET state = 'held', last_seq = submitted_seq, updated_at = submitted_at WHERE state = 'body_lost'`)
 	require.NoError(t, err)
 	differs := 0

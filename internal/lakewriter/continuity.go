@@ -561,7 +561,7 @@ func CheckLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) (Continu
 	if err != nil {
 		return Continuity{}, fmt.Errorf("list tenants: %w", err)
 	}
-	reg := newRegistry(lake, deltaOptions(), true)
+	reg := newRegistry(lake, deltaOptions(), true, oneShotOpenTables)
 	all := make([]TablePosition, 0, len(ids)*len(tables.Kinds))
 	for _, id := range ids {
 		for _, k := range tables.Kinds {

@@ -270,7 +270,8 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 			var rows []pq.Row
 			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
 				for _, r := range batch {
-					k := claimKey{asString(r[tables.SilverArtifactID]), asInt32(r[tables.SilverVersion])}
+					a, v := tables.SilverClaim(r)
+					k := claimKey{a, v}
 					if c, ok := existing[k]; ok {
 						setRetract(r, c.it)
 						stats.merged++
@@ -340,11 +341,12 @@ func setRetract(row pq.Row, it *item) {
 
 func sortSilver(rows []pq.Row) {
 	sort.SliceStable(rows, func(i, j int) bool {
-		ai, aj := asString(rows[i][tables.SilverArtifactID]), asString(rows[j][tables.SilverArtifactID])
+		ai, vi := tables.SilverClaim(rows[i])
+		aj, vj := tables.SilverClaim(rows[j])
 		if ai != aj {
 			return ai < aj
 		}
-		return asInt32(rows[i][tables.SilverVersion]) < asInt32(rows[j][tables.SilverVersion])
+		return vi < vj
 	})
 }
 
@@ -378,18 +380,3 @@ func pruneFiles(files []*delta.Add, keys map[claimKey]*change) []*delta.Add {
 
 // change is the last retract of a key already in the table.
 type change struct{ it *item }
-
-func asString(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-func asInt32(v any) int32 {
-	switch x := v.(type) {
-	case int32:
-		return x
-	case int64:
-		return int32(x)
-	}
-	return 0
-}

@@ -132,24 +132,26 @@ func readTable(t *testing.T, lake store.Store, path string) []pq.Row {
 	return out
 }
 
+// readTyped reads the rows of tenant's table of kind k, decoded.
+func readTyped[R any](t *testing.T, lake store.Store, tn uuid.UUID, k tables.Kind, decode func(pq.Row) R) []R {
+	t.Helper()
+	var out []R
+	for _, r := range readTable(t, lake, tables.TableKey{Tenant: tn, Kind: k}.Path()) {
+		out = append(out, decode(r))
+	}
+	return out
+}
+
 // readBronze reads tenant's bronze.events rows.
 func readBronze(t *testing.T, lake store.Store, tn uuid.UUID) []tables.BronzeRow {
 	t.Helper()
-	var out []tables.BronzeRow
-	for _, r := range readTable(t, lake, tables.TableKey{Tenant: tn, Kind: tables.Bronze}.Path()) {
-		out = append(out, tables.DecodeBronze(r))
-	}
-	return out
+	return readTyped(t, lake, tn, tables.Bronze, tables.DecodeBronze)
 }
 
 // readSilver reads tenant's silver.claims rows.
 func readSilver(t *testing.T, lake store.Store, tn uuid.UUID) []tables.SilverRow {
 	t.Helper()
-	var out []tables.SilverRow
-	for _, r := range readTable(t, lake, tables.TableKey{Tenant: tn, Kind: tables.Silver}.Path()) {
-		out = append(out, tables.DecodeSilver(r))
-	}
-	return out
+	return readTyped(t, lake, tn, tables.Silver, tables.DecodeSilver)
 }
 
 // verifyLake checks that the lake equals the journal fold exactly once:

@@ -200,6 +200,13 @@ func (r *SilverRow) set(c SilverCol, v any) {
 	}
 }
 
+// SilverClaim reads the claim a full silver.claims row is of: its
+// (artifact_id, version), the table's key (the lake writer's MERGE matches
+// and sorts rows by it without decoding the rest).
+func SilverClaim(row pq.Row) (artifactID string, version int32) {
+	return asString(row[SilverArtifactID]), asInt32(row[SilverVersion])
+}
+
 // GoldCol is a column of gold.lineage.
 type GoldCol int
 

@@ -79,6 +79,9 @@ func TestRows_RoundTripEveryColumnInMemory(t *testing.T) {
 	require.Equal(t, b, tables.DecodeBronze(b.Row()))
 	require.Equal(t, s, tables.DecodeSilver(s.Row()))
 	require.Equal(t, g, tables.DecodeGold(g.Row()))
+	a, v := tables.SilverClaim(s.Row())
+	require.Equal(t, s.ArtifactID, a)
+	require.Equal(t, s.Version, v)
 
 	// The nulls: an erased body, a lineage event of no claim.
 	s.Body = nil

@@ -82,8 +82,8 @@ func seqBounds(f *delta.Add) (lo, hi int64, ok bool) {
 	if dec.Decode(&s) != nil {
 		return 0, 0, false
 	}
-	ln, lok := s.MinValues["seq"].(json.Number)
-	hn, hok := s.MaxValues["seq"].(json.Number)
+	ln, lok := s.MinValues[tables.BronzeSeq.Name()].(json.Number)
+	hn, hok := s.MaxValues[tables.BronzeSeq.Name()].(json.Number)
 	if !lok || !hok {
 		return 0, 0, false
 	}
@@ -121,10 +121,10 @@ func ReadHead(ctx context.Context, lake store.Store, tenant uuid.UUID) (Head, bo
 	if len(read) == 0 {
 		return Head{}, false, nil
 	}
-	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: []string{"seq", "hash"}, Files: read}, func(_ *delta.Add, rows []pq.Row) error {
+	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: headCols.Columns(), Files: read}, func(_ *delta.Add, rows []pq.Row) error {
 		for _, r := range rows {
-			seq, _ := r[0].(int64)
-			hash, _ := r[1].([]byte)
+			e := headCols.Decode(r)
+			seq, hash := e.Seq, e.Hash
 			switch {
 			case seq > h.Seq:
 				h.Seq, h.Hash, h.Others = seq, hash, nil
@@ -149,7 +149,10 @@ func ReadHead(ctx context.Context, lake store.Store, tenant uuid.UUID) (Head, bo
 	return h, true, nil
 }
 
-var eventCols = []string{"tenant_id", "seq", "event_type", "recorded_at", "prev_hash", "hash", "signature", "key_id", "payload", "outbox_seq"}
+var (
+	headCols  = tables.BronzeColumns(tables.BronzeSeq, tables.BronzeHash)
+	eventCols = tables.BronzeColumns()
+)
 
 // Events returns every bronze row of tenant with seq ≥ from, ordered by
 // seq (then outbox seq), reading only the files whose seq statistics reach
@@ -169,24 +172,17 @@ func Events(ctx context.Context, lake store.Store, tenant uuid.UUID, from int64)
 		return nil, nil
 	}
 	var out []Event
-	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: eventCols, Files: read}, func(f *delta.Add, rows []pq.Row) error {
+	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: eventCols.Columns(), Files: read}, func(f *delta.Add, rows []pq.Row) error {
 		for _, r := range rows {
-			seq, _ := r[1].(int64)
-			if seq < from {
+			b := eventCols.Decode(r)
+			if b.Seq < from {
 				continue
 			}
-			e := Event{Seq: seq, File: f.Path}
-			e.Tenant, _ = r[0].(string)
-			e.EventType, _ = r[2].(string)
-			e.RecordedAt, _ = r[3].(time.Time)
-			e.PrevHash, _ = r[4].([]byte)
-			e.Hash, _ = r[5].([]byte)
-			e.Signature, _ = r[6].([]byte)
-			e.KeyID, _ = r[7].(string)
-			if p, ok := r[8].(string); ok {
-				e.Payload = []byte(p)
+			e := Event{Tenant: b.TenantID, Seq: b.Seq, EventType: b.EventType, RecordedAt: b.RecordedAt, PrevHash: b.PrevHash,
+				Hash: b.Hash, Signature: b.Signature, KeyID: b.KeyID, OutboxSeq: b.OutboxSeq, File: f.Path}
+			if r[tables.BronzePayload] != nil { // eventCols is every column, in schema order; a null payload stays nil
+				e.Payload = []byte(b.Payload)
 			}
-			e.OutboxSeq, _ = r[9].(int64)
 			out = append(out, e)
 		}
 		return nil

@@ -232,10 +232,12 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 		hits := map[string]bool{} // files that hold a key
 		found := map[claimKey]bool{}
 		if len(candidates) > 0 {
-			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: []string{"artifact_id", "version"}, Files: candidates},
+			keys := tables.SilverColumns(tables.SilverArtifactID, tables.SilverVersion)
+			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: keys.Columns(), Files: candidates},
 				func(f *delta.Add, rows []pq.Row) error {
 					for _, r := range rows {
-						k := claimKey{asString(r[0]), asInt32(r[1])}
+						c := keys.Decode(r)
+						k := claimKey{c.ArtifactID, c.Version}
 						if _, ok := existing[k]; ok {
 							hits[f.Path] = true
 							found[k] = true
@@ -268,7 +270,8 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 			var rows []pq.Row
 			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
 				for _, r := range batch {
-					k := claimKey{asString(r[silArtifact]), asInt32(r[silVersion])}
+					a, v := tables.SilverClaim(r)
+					k := claimKey{a, v}
 					if c, ok := existing[k]; ok {
 						setRetract(r, c.it)
 						stats.merged++
@@ -330,19 +333,20 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 }
 
 func setRetract(row pq.Row, it *item) {
-	row[silState] = it.retract.state
-	row[silJournalSeq] = it.journalSeq
-	row[silOutboxSeq] = it.seq
-	row[silUpdatedAt] = it.retract.updatedAt
+	row[tables.SilverState] = it.retract.state
+	row[tables.SilverJournalSeq] = it.journalSeq
+	row[tables.SilverOutboxSeq] = it.seq
+	row[tables.SilverUpdatedAt] = it.retract.updatedAt
 }
 
 func sortSilver(rows []pq.Row) {
 	sort.SliceStable(rows, func(i, j int) bool {
-		ai, aj := asString(rows[i][silArtifact]), asString(rows[j][silArtifact])
+		ai, vi := tables.SilverClaim(rows[i])
+		aj, vj := tables.SilverClaim(rows[j])
 		if ai != aj {
 			return ai < aj
 		}
-		return asInt32(rows[i][silVersion]) < asInt32(rows[j][silVersion])
+		return vi < vj
 	})
 }
 
@@ -360,8 +364,8 @@ func pruneFiles(files []*delta.Add, keys map[claimKey]*change) []*delta.Add {
 			out = append(out, f)
 			continue
 		}
-		lo, lok := b.MinValues["artifact_id"].(string)
-		hi, hok := b.MaxValues["artifact_id"].(string)
+		lo, lok := b.MinValues[tables.SilverArtifactID.Name()].(string)
+		hi, hok := b.MaxValues[tables.SilverArtifactID.Name()].(string)
 		for k := range keys {
 			// The min is a prefix of the true min (≤ it); a max, when
 			// present, is ≥ the true max (truncated with a tie-breaker).
@@ -376,18 +380,3 @@ func pruneFiles(files []*delta.Add, keys map[claimKey]*change) []*delta.Add {
 
 // change is the last retract of a key already in the table.
 type change struct{ it *item }
-
-func asString(v any) string {
-	s, _ := v.(string)
-	return s
-}
-
-func asInt32(v any) int32 {
-	switch x := v.(type) {
-	case int32:
-		return x
-	case int64:
-		return int32(x)
-	}
-	return 0
-}

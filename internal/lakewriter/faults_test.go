@@ -96,7 +96,7 @@ func TestFaults_CorruptCommitInOneTable_HeldOthersDrainDoctorFails(t *testing.T)
 	for _, tn := range b.tenants[1:] {
 		var events int
 		require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1`, tn).Scan(&events))
-		require.Len(t, readTable(t, lake, tn.String()+"/bronze/events"), events, "the other tenants drain")
+		require.Len(t, readBronze(t, lake, tn), events, "the other tenants drain")
 	}
 	holds, err := lakewriter.ReadHolds(ctx, lake)
 	require.NoError(t, err)
@@ -249,7 +249,7 @@ func TestFaults_MissingSilverDataFile_TableHeldDoctorNamesIt(t *testing.T) {
 	other := b.tenants[1]
 	var events int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1`, other).Scan(&events))
-	require.Len(t, readTable(t, lake, other.String()+"/bronze/events"), events)
+	require.Len(t, readBronze(t, lake, other), events)
 	res := b.doctorDelta(t, lake)
 	require.Equal(t, doctor.StatusFail, res.Status)
 	require.Contains(t, strings.Join(res.Details, "\n"), victim.Path()+": held by the lake writer")

@@ -256,9 +256,9 @@ ORDER BY r.seq DESC LIMIT 1`, tn).Scan(&retractSeq, &artifact, &version))
 // silverState reads one claim's state from silver ("" if absent).
 func silverState(t *testing.T, lake store.Store, tn uuid.UUID, artifact string, version int32) string {
 	t.Helper()
-	for _, r := range readTable(t, lake, tn.String()+"/silver/claims") {
-		if r[0].(string) == artifact && r[1].(int32) == version {
-			return r[10].(string)
+	for _, r := range readSilver(t, lake, tn) {
+		if r.ArtifactID == artifact && r.Version == version {
+			return r.State
 		}
 	}
 	return ""

@@ -118,7 +118,7 @@ WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = $2`, victim, witnessed-2
 	other := b.tenants[1]
 	var want int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1`, other).Scan(&want))
-	require.Len(t, readTable(t, lake, other.String()+"/bronze/events"), want)
+	require.Len(t, readBronze(t, lake, other), want)
 
 	// Repair: the lost events come back (re-imported), the head with them.
 	for _, r := range lost {

@@ -19,6 +19,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit"
@@ -131,6 +132,28 @@ func readTable(t *testing.T, lake store.Store, path string) []pq.Row {
 	return out
 }
 
+// readTyped reads the rows of tenant's table of kind k, decoded.
+func readTyped[R any](t *testing.T, lake store.Store, tn uuid.UUID, k tables.Kind, decode func(pq.Row) R) []R {
+	t.Helper()
+	var out []R
+	for _, r := range readTable(t, lake, tables.TableKey{Tenant: tn, Kind: k}.Path()) {
+		out = append(out, decode(r))
+	}
+	return out
+}
+
+// readBronze reads tenant's bronze.events rows.
+func readBronze(t *testing.T, lake store.Store, tn uuid.UUID) []tables.BronzeRow {
+	t.Helper()
+	return readTyped(t, lake, tn, tables.Bronze, tables.DecodeBronze)
+}
+
+// readSilver reads tenant's silver.claims rows.
+func readSilver(t *testing.T, lake store.Store, tn uuid.UUID) []tables.SilverRow {
+	t.Helper()
+	return readTyped(t, lake, tn, tables.Silver, tables.DecodeSilver)
+}
+
 // verifyLake checks that the lake equals the journal fold exactly once:
 //   - bronze: every journal event of every tenant exactly once (no bronze
 //     row is ever poisoned by the workload);
@@ -168,11 +191,11 @@ func (b *bundle) verifyLake(t *testing.T, lake store.Store) {
 
 	// bronze
 	for _, tn := range tenants {
-		rows := readTable(t, lake, tn.String()+"/bronze/events")
+		rows := readBronze(t, lake, tn)
 		got := map[int64]int{}
 		for _, r := range rows {
-			require.Equal(t, tn.String(), r[0])
-			got[r[1].(int64)]++
+			require.Equal(t, tn.String(), r.TenantID)
+			got[r.Seq]++
 		}
 		var want []int64
 		q, err := b.pool.Query(ctx, `SELECT seq FROM oml.journal WHERE tenant_id = $1 ORDER BY seq`, tn)
@@ -249,14 +272,14 @@ WHERE o.target = 'silver.claims' ORDER BY o.seq`)
 
 	got := map[key]string{}
 	for _, tn := range b.tenants {
-		for _, r := range readTable(t, lake, tn.String()+"/silver/claims") {
-			k := key{r[2].(string), r[0].(string), r[1].(int32)}
+		for _, r := range readSilver(t, lake, tn) {
+			k := key{r.TenantID, r.ArtifactID, r.Version}
 			_, dup := got[k]
 			require.Falsef(t, dup, "silver holds %v twice", k)
-			got[k] = r[10].(string)
-			sum := sha256.Sum256(r[9].([]byte))
+			got[k] = r.State
+			sum := sha256.Sum256(r.Body)
 			require.Equal(t, digests[k], hex.EncodeToString(sum[:]), "silver body of %v does not hash to the journalled digest", k)
-			require.Equal(t, digests[k], r[8].(string))
+			require.Equal(t, digests[k], r.CiphertextDigest)
 		}
 	}
 	require.Equal(t, len(expect), len(got), "silver row count")

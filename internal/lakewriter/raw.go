@@ -47,7 +47,7 @@ func RawBatch(ctx context.Context, db *pgxpool.Pool, from, to int64) (map[string
 
 func pqSchema(k tables.Kind) (*pq.Schema, error) {
 	var fields []pq.Field
-	for _, f := range schemaFor(k).Fields {
+	for _, f := range k.Schema().Fields {
 		t, err := delta.PQType(f.Type)
 		if err != nil {
 			return nil, err

@@ -121,7 +121,7 @@ func (r *registry) writer(ctx context.Context, key tables.TableKey, create bool)
 		if !create {
 			return nil, nil
 		}
-		w, err = delta.CreateTable(ctx, st, specFor(key), opts)
+		w, err = delta.CreateTable(ctx, st, key.Spec(), opts)
 		if errors.Is(err, delta.ErrConflict) {
 			// Another writer created it first: open what it created.
 			w, err = delta.OpenWriter(ctx, st, opts)
@@ -140,7 +140,7 @@ func (r *registry) writer(ctx context.Context, key tables.TableKey, create bool)
 // table someone else created at our path): writing positional rows into it
 // would put values in the wrong columns.
 func checkSchema(key tables.TableKey, snap *delta.Snapshot) error {
-	want := schemaFor(key.Kind).Fields
+	want := key.Kind.Schema().Fields
 	got := snap.Schema().Fields
 	if len(got) != len(want) {
 		return &SchemaError{fmt.Sprintf("Delta table %s has %d columns where oml writes %d; it was not created by oml lake drain: move it away", key, len(got), len(want))}

@@ -173,15 +173,16 @@ func decodeItem(it *item, kind tables.Kind, payload string, ev event, body []byt
 			return poisonf(seq, "undecodable bronze.events payload: %v", err)
 		}
 		it.bronze = &p
-		it.row = pq.Row{ev.tenant.String(), ev.seq, ev.eventType, ev.recordedAt, ev.prevHash, ev.hash, ev.sig,
-			ev.keyID, string(ev.payload), seq}
+		it.row = tables.BronzeRow{TenantID: ev.tenant.String(), Seq: ev.seq, EventType: ev.eventType, RecordedAt: ev.recordedAt,
+			PrevHash: ev.prevHash, Hash: ev.hash, Signature: ev.sig, KeyID: ev.keyID, Payload: string(ev.payload), OutboxSeq: seq}.Row()
 		return nil
 
 	case tables.Gold:
 		if it.op != journal.OpAppend {
 			return poisonf(seq, "gold.lineage rows must be appends, not %q", it.op)
 		}
-		it.row = pq.Row{ev.tenant.String(), ev.seq, nullStr(it.artifact), nullInt32(it.artifact, it.version), payload, seq}
+		it.row = tables.GoldRow{TenantID: ev.tenant.String(), JournalSeq: ev.seq, ArtifactID: it.artifact, Version: it.version,
+			Payload: payload, OutboxSeq: seq}.Row()
 		return nil
 	}
 
@@ -212,9 +213,11 @@ func decodeItem(it *item, kind tables.Kind, payload string, ev event, body []byt
 		if state == "" {
 			state = journal.StatePromoted
 		}
-		it.row = pq.Row{it.artifact, it.version, ev.tenant.String(), p.WorkareaID, p.Writer, p.Principal, p.Provenance,
-			p.PlaintextDigest, p.CiphertextDigest, body, state, p.PromotedBy, p.SubmittedSeq, p.PromotedSeq,
-			ev.seq, seq, ev.recordedAt}
+		it.row = tables.SilverRow{ArtifactID: it.artifact, Version: it.version, TenantID: ev.tenant.String(),
+			WorkareaID: p.WorkareaID, Writer: p.Writer, Principal: p.Principal, Provenance: p.Provenance,
+			PlaintextDigest: p.PlaintextDigest, CiphertextDigest: p.CiphertextDigest, Body: body, State: state,
+			PromotedBy: p.PromotedBy, SubmittedSeq: p.SubmittedSeq, PromotedSeq: p.PromotedSeq,
+			JournalSeq: ev.seq, OutboxSeq: seq, UpdatedAt: ev.recordedAt}.Row()
 		return nil
 	case journal.OpRetract:
 		var p journal.RetractPayload
@@ -242,18 +245,4 @@ func strictJSON(s string, v any) error {
 		return fmt.Errorf("trailing data after the JSON object")
 	}
 	return nil
-}
-
-func nullStr(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-func nullInt32(artifact string, v int32) any {
-	if artifact == "" {
-		return nil
-	}
-	return v
 }

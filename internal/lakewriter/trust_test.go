@@ -215,9 +215,9 @@ WHERE tenant_id = $1 AND promoted_seq IS NOT NULL ORDER BY promoted_seq LIMIT 1`
 	for _, seq := range planted {
 		require.Equal(t, tn, b.deadLetterChain(t, seq), "dead-lettered on the claim's tenant chain")
 	}
-	for _, r := range readTable(t, lake, tn.String()+"/silver/claims") {
-		require.False(t, r[0] == art && r[1] == ver, "the held claim %s v%d is in silver", art, ver)
-		require.False(t, bytes.Equal(r[9].([]byte), heldBody), "the held body is in silver")
+	for _, r := range readSilver(t, lake, tn) {
+		require.False(t, r.ArtifactID == art && r.Version == ver, "the held claim %s v%d is in silver", art, ver)
+		require.False(t, bytes.Equal(r.Body, heldBody), "the held body is in silver")
 	}
 	b.load(t, workload.Config{Claims: 5, Seed: 75})
 	b.drainAll(t, d)
@@ -275,8 +275,8 @@ VALUES ($1, $2, decode(repeat('00', 32), 'hex'), decode(repeat('11', 32), 'hex')
 	var bronzeErr string
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT error FROM oml.dead_letter WHERE outbox_seq = $1`, planted[1]).Scan(&bronzeErr))
 	require.Contains(t, bronzeErr, "does not hash to its stored hash")
-	for _, r := range readTable(t, lake, tn.String()+"/bronze/events") {
-		require.NotEqual(t, int64(farSeq), r[1], "the forged journal row is in bronze")
+	for _, r := range readBronze(t, lake, tn) {
+		require.NotEqual(t, int64(farSeq), r.Seq, "the forged journal row is in bronze")
 	}
 	// Every other event is in bronze exactly once (verifyLake would count the
 	// forged journal row as missing, so count here). Whether the events
@@ -285,9 +285,9 @@ VALUES ($1, $2, decode(repeat('00', 32), 'hex'), decode(repeat('11', 32), 'hex')
 	var events int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1 AND seq <> $2`, tn, farSeq).Scan(&events))
 	seen := map[int64]bool{}
-	for _, r := range readTable(t, lake, tn.String()+"/bronze/events") {
-		require.False(t, seen[r[1].(int64)], "event %d twice in bronze", r[1])
-		seen[r[1].(int64)] = true
+	for _, r := range readBronze(t, lake, tn) {
+		require.False(t, seen[r.Seq], "event %d twice in bronze", r.Seq)
+		seen[r.Seq] = true
 	}
 	require.Len(t, seen, events)
 }

@@ -48,9 +48,9 @@ WHERE tenant_id = $1 AND target = 'bronze.events' ORDER BY seq DESC LIMIT 1`, id
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT error FROM oml.dead_letter WHERE outbox_seq = $1`, outboxSeq).Scan(&errText))
 	require.Contains(t, errText, "payload that is not valid UTF-8")
 
-	rows := readTable(t, lake, id.String()+"/bronze/events")
+	rows := readBronze(t, lake, id)
 	require.NotEmpty(t, rows)
 	for _, r := range rows {
-		require.NotEqual(t, journalSeq, r[1], "the forged event reached bronze")
+		require.NotEqual(t, journalSeq, r.Seq, "the forged event reached bronze")
 	}
 }

@@ -49,8 +49,9 @@ func buildBronzeLike(b *testing.B, st store.Store, n, rows int) {
 			_, _ = rand.Read(h)
 			_, _ = rand.Read(p)
 			_, _ = rand.Read(sig)
-			batch[i] = pq.Row{tenant, seq, "claim.submitted", time.Now().UTC(), p, h, sig, "key-1",
-				fmt.Sprintf(`{"artifact_id":"%s","version":1,"ciphertext_digest":"%x"}`, uuid.NewString(), h), seq}
+			batch[i] = tables.BronzeRow{TenantID: tenant, Seq: seq, EventType: "claim.submitted", RecordedAt: time.Now().UTC(),
+				PrevHash: p, Hash: h, Signature: sig, KeyID: "key-1",
+				Payload: fmt.Sprintf(`{"artifact_id":"%s","version":1,"ciphertext_digest":"%x"}`, uuid.NewString(), h), OutboxSeq: seq}.Row()
 		}
 		add, err := w.WriteFile(ctx, map[string]*string{}, batch)
 		require.NoError(b, err)

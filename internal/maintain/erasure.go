@@ -327,7 +327,8 @@ func readBodies(ctx context.Context, st store.Store, key string, fn func(id stri
 	if err != nil {
 		return err
 	}
-	rows, err := f.RowsFor(pq.NewSchema(pq.Field{Name: "artifact_id", Type: str, Nullable: true}, pq.Field{Name: "body", Type: bin, Nullable: true}))
+	cols := tables.SilverColumns(tables.SilverArtifactID, tables.SilverBody)
+	rows, err := f.RowsFor(pq.NewSchema(pq.Field{Name: cols.Columns()[0], Type: str, Nullable: true}, pq.Field{Name: cols.Columns()[1], Type: bin, Nullable: true}))
 	if err != nil {
 		return err
 	}
@@ -343,9 +344,8 @@ func readBodies(ctx context.Context, st store.Store, key string, fn func(id stri
 			return err
 		}
 		for _, r := range batch {
-			id, _ := r[0].(string)
-			body, _ := r[1].([]byte)
-			fn(id, body)
+			c := cols.Decode(r)
+			fn(c.ArtifactID, c.Body)
 		}
 	}
 }

@@ -57,13 +57,13 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 	silverDir := filepath.Join(b.lakeDir, tn.String(), "silver", "claims")
 	erased := map[string][][]byte{}
 	var kept [][]byte
-	for _, r := range readRows(t, silver) {
-		body, _ := r[9].([]byte)
-		require.NotNil(t, body, "before maintenance every silver row has its body")
-		if r[10] == maintain.StateErased {
-			erased[r[0].(string)] = append(erased[r[0].(string)], body)
+	for _, row := range readRows(t, silver) {
+		r := tables.DecodeSilver(row)
+		require.NotNil(t, r.Body, "before maintenance every silver row has its body")
+		if r.State == maintain.StateErased {
+			erased[r.ArtifactID] = append(erased[r.ArtifactID], r.Body)
 		} else {
-			kept = append(kept, body)
+			kept = append(kept, r.Body)
 		}
 	}
 	require.NotEmpty(t, erased, "the workload erased no promoted claim: the test proves nothing")
@@ -111,9 +111,9 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 	require.NotNil(t, reps[0].Erased)
 	require.Positive(t, reps[0].Erased.BodiesNulled)
 	b.verifyLake(t)
-	for _, r := range readRows(t, silver) {
-		if r[10] == maintain.StateErased {
-			require.Nil(t, r[9], "the live table holds no erased body")
+	for _, row := range readRows(t, silver) {
+		if r := tables.DecodeSilver(row); r.State == maintain.StateErased {
+			require.Nil(t, r.Body, "the live table holds no erased body")
 		}
 	}
 	again, err := maintain.EraseBodies(ctx, tabs[0], maintain.EraseOptions{})

@@ -149,9 +149,10 @@ func (b *bundle) verifyLake(t *testing.T) {
 	ctx := context.Background()
 	for _, tn := range append([]uuid.UUID{journal.ProviderTenant}, b.tenants...) {
 		got := map[int64]int{}
-		for _, r := range readRows(t, b.sub(t, tn.String()+"/bronze/events")) {
-			require.Equal(t, tn.String(), r[0])
-			got[r[1].(int64)]++
+		for _, row := range readRows(t, b.sub(t, tables.TableKey{Tenant: tn, Kind: tables.Bronze}.Path())) {
+			r := tables.DecodeBronze(row)
+			require.Equal(t, tn.String(), r.TenantID)
+			got[r.Seq]++
 		}
 		q, err := b.pool.Query(ctx, `SELECT seq FROM oml.journal WHERE tenant_id = $1 ORDER BY seq`, tn)
 		require.NoError(t, err)
@@ -183,16 +184,17 @@ FROM oml.claims WHERE promoted_seq IS NOT NULL`)
 	require.NoError(t, q.Err())
 	got := map[key]bool{}
 	for _, tn := range b.tenants {
-		for _, r := range readRows(t, b.sub(t, tn.String()+"/silver/claims")) {
-			k := key{r[2].(string), r[0].(string), r[1].(int32)}
+		for _, row := range readRows(t, b.sub(t, tables.TableKey{Tenant: tn, Kind: tables.Silver}.Path())) {
+			r := tables.DecodeSilver(row)
+			k := key{r.TenantID, r.ArtifactID, r.Version}
 			require.Falsef(t, got[k], "silver holds %v twice", k)
 			got[k] = true
 			f, ok := want[k]
 			require.Truef(t, ok, "silver holds %v, which was never promoted", k)
-			require.Equalf(t, f.state, r[10], "silver state of %v", k)
-			require.Equal(t, f.digest, r[8])
-			if body, ok := r[9].([]byte); ok {
-				sum := sha256.Sum256(body)
+			require.Equalf(t, f.state, r.State, "silver state of %v", k)
+			require.Equal(t, f.digest, r.CiphertextDigest)
+			if r.Body != nil {
+				sum := sha256.Sum256(r.Body)
 				require.Equalf(t, f.digest, hex.EncodeToString(sum[:]), "silver body of %v does not hash to the journalled digest", k)
 			} else {
 				require.Equalf(t, "erased", f.state, "silver body of %v is null but the claim is not erased", k)

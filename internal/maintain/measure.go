@@ -207,14 +207,14 @@ func mayHoldErasedBody(stats string) bool {
 	if err := json.Unmarshal([]byte(stats), &fs); err != nil {
 		return true
 	}
-	if nc, ok := fs.NullCount["body"].(float64); ok && int64(nc) >= fs.NumRecords {
+	if nc, ok := fs.NullCount[tables.SilverBody.Name()].(float64); ok && int64(nc) >= fs.NumRecords {
 		return false // every body in the file is already null
 	}
-	if nc, ok := fs.NullCount["state"].(float64); ok && int64(nc) >= fs.NumRecords {
+	if nc, ok := fs.NullCount[tables.SilverState.Name()].(float64); ok && int64(nc) >= fs.NumRecords {
 		return false
 	}
-	lo, lok := fs.MinValues["state"].(string)
-	hi, hok := fs.MaxValues["state"].(string)
+	lo, lok := fs.MinValues[tables.SilverState.Name()].(string)
+	hi, hok := fs.MaxValues[tables.SilverState.Name()].(string)
 	if lok && lo > StateErased {
 		return false
 	}
@@ -234,8 +234,8 @@ func mayHoldArtifact(stats string, id string) bool {
 	if err := json.Unmarshal([]byte(stats), &fs); err != nil {
 		return true
 	}
-	lo, lok := fs.MinValues["artifact_id"].(string)
-	hi, hok := fs.MaxValues["artifact_id"].(string)
+	lo, lok := fs.MinValues[tables.SilverArtifactID.Name()].(string)
+	hi, hok := fs.MaxValues[tables.SilverArtifactID.Name()].(string)
 	if lok && id < lo {
 		return false
 	}
@@ -253,7 +253,7 @@ func bodyNulls(stats string) int64 {
 	if stats == "" || json.Unmarshal([]byte(stats), &fs) != nil {
 		return -1
 	}
-	if nc, ok := fs.NullCount["body"].(float64); ok {
+	if nc, ok := fs.NullCount[tables.SilverBody.Name()].(float64); ok {
 		return int64(nc)
 	}
 	return -1

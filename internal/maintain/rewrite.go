@@ -153,9 +153,9 @@ func eraseOnce(ctx context.Context, w *delta.Writer) (version int64, scanned, fi
 	stateIdx, bodyIdx := -1, -1
 	for i, f := range schema.Fields {
 		switch f.Name {
-		case "state":
+		case tables.SilverState.Name():
 			stateIdx = i
-		case "body":
+		case tables.SilverBody.Name():
 			bodyIdx = i
 		}
 	}
@@ -184,9 +184,10 @@ func eraseOnce(ctx context.Context, w *delta.Writer) (version int64, scanned, fi
 		// file's body null count covers its erased rows they are all done
 		// and the bodies need not be read.
 		erasedRows := int64(0)
-		if err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: []string{"state"}, Files: []*delta.Add{f}}, func(_ *delta.Add, b []pq.Row) error {
+		states := tables.SilverColumns(tables.SilverState)
+		if err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: states.Columns(), Files: []*delta.Add{f}}, func(_ *delta.Add, b []pq.Row) error {
 			for _, r := range b {
-				if s, _ := r[0].(string); s == StateErased {
+				if states.Decode(r).State == StateErased {
 					erasedRows++
 				}
 			}

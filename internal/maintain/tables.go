@@ -79,11 +79,11 @@ func ParseKind(s string) (tables.Kind, error) {
 func SortKey(k tables.Kind) []string {
 	switch k {
 	case tables.Silver:
-		return []string{"artifact_id", "version"}
+		return []string{tables.SilverArtifactID.Name(), tables.SilverVersion.Name()}
 	case tables.Bronze:
-		return []string{"seq"}
+		return []string{tables.BronzeSeq.Name()}
 	case tables.Gold:
-		return []string{"journal_seq"}
+		return []string{tables.GoldJournalSeq.Name()}
 	}
 	return nil
 }

@@ -272,8 +272,10 @@ SELECT $1::uuid, s, t.target, t.op, t.artifact, t.version, '{}'::jsonb
 				continue
 			}
 			sub := base + 2*int64(i)
-			emit(pq.Row{a, int32(1), tn.ID.String(), fmt.Sprintf("wa-%d", i%8), fmt.Sprintf("agent-%d", i%20), "principal-1", "human",
-				hex.EncodeToString(pd[:]), hex.EncodeToString(cd[:]), body, "promoted", "reviewer-1", sub, sub + 1, sub + 1, frontier, now})
+			emit(tables.SilverRow{ArtifactID: a, Version: 1, TenantID: tn.ID.String(), WorkareaID: fmt.Sprintf("wa-%d", i%8),
+				Writer: fmt.Sprintf("agent-%d", i%20), Principal: "principal-1", Provenance: "human",
+				PlaintextDigest: hex.EncodeToString(pd[:]), CiphertextDigest: hex.EncodeToString(cd[:]), Body: body, State: "promoted",
+				PromotedBy: "reviewer-1", SubmittedSeq: sub, PromotedSeq: sub + 1, JournalSeq: sub + 1, OutboxSeq: frontier, UpdatedAt: now}.Row())
 		}
 		return nil
 	})
@@ -292,7 +294,8 @@ FROM oml.journal WHERE tenant_id = $1 AND seq >= $2 ORDER BY seq`, tn.ID, base)
 			if err := rows.Scan(&seq, &et, &at, &prev, &hash, &sig, &kid, &payload); err != nil {
 				return err
 			}
-			emit(pq.Row{tn.ID.String(), seq, et, at.UTC(), prev, hash, sig, kid, string(payload), frontier})
+			emit(tables.BronzeRow{TenantID: tn.ID.String(), Seq: seq, EventType: et, RecordedAt: at.UTC(), PrevHash: prev, Hash: hash,
+				Signature: sig, KeyID: kid, Payload: string(payload), OutboxSeq: frontier}.Row())
 		}
 		return rows.Err()
 	})

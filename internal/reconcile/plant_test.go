@@ -22,17 +22,6 @@ import (
 	"github.com/omlhq/oml/internal/workload"
 )
 
-// silver column positions (lakewriter/tables.go).
-const (
-	colArtifact   = 0
-	colVersion    = 1
-	colCipherHex  = 8
-	colBody       = 9
-	colState      = 10
-	colOutboxSeq  = 15
-	silverColumns = 17
-)
-
 func tableStore(t *testing.T, b *bundle, tn uuid.UUID, k tables.Kind) store.Store {
 	t.Helper()
 	st, err := tables.TableKey{Tenant: tn, Kind: k}.Store(b.lake)
@@ -82,7 +71,9 @@ type claimRef struct {
 	version  int32
 }
 
-func refOf(r pq.Row) claimRef { return claimRef{r[colArtifact].(string), r[colVersion].(int32)} }
+func refOf(r pq.Row) claimRef {
+	return claimRef{r[tables.SilverArtifactID].(string), r[tables.SilverVersion].(int32)}
+}
 
 // TestReconcile_HealthyLakeHasNoFindings_ThenEachPlantedClassIsFound drains
 // a real workload, checks that reconcile reports nothing, then plants one
@@ -136,15 +127,17 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 			return nil, err
 		}
 		held = claimRef{a, v}
-		return pq.Row{a, v, t0.String(), wa, wr, pr, pv, pd, cd, body, "promoted", "mallory", sub, sub + 1, sub + 1, int64(1), time.Now().UTC().Truncate(time.Microsecond)}, nil
+		return tables.SilverRow{ArtifactID: a, Version: v, TenantID: t0.String(), WorkareaID: wa, Writer: wr, Principal: pr, Provenance: pv,
+			PlaintextDigest: pd, CiphertextDigest: cd, Body: body, State: "promoted", PromotedBy: "mallory",
+			SubmittedSeq: sub, PromotedSeq: sub + 1, JournalSeq: sub + 1, OutboxSeq: 1, UpdatedAt: time.Now().UTC().Truncate(time.Microsecond)}.Row(), nil
 	})
 	require.NoError(t, err)
-	require.Len(t, heldRow, silverColumns)
+	require.Len(t, heldRow, len(tables.Silver.Schema().Fields))
 
 	rewriteTable(t, tableStore(t, b, t0, tables.Silver), func(rs []pq.Row) []pq.Row {
 		var promoted []int
 		for i, r := range rs {
-			if r[colState] == "promoted" {
+			if r[tables.SilverState] == "promoted" {
 				promoted = append(promoted, i)
 			}
 		}
@@ -152,10 +145,10 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 		missing, digest, state, dup = refOf(rs[promoted[0]]), refOf(rs[promoted[1]]), refOf(rs[promoted[2]]), refOf(rs[promoted[3]])
 		// digest: other ciphertext bytes and their (consistent) digest.
 		r := rs[promoted[1]]
-		body := append(append([]byte(nil), r[colBody].([]byte)...), 0)
+		body := append(append([]byte(nil), r[tables.SilverBody].([]byte)...), 0)
 		sum := sha256.Sum256(body)
-		r[colBody], r[colCipherHex] = body, hex.EncodeToString(sum[:])
-		rs[promoted[2]][colState] = "demoted"
+		r[tables.SilverBody], r[tables.SilverCiphertextDigest] = body, hex.EncodeToString(sum[:])
+		rs[promoted[2]][tables.SilverState] = "demoted"
 		out := append([]pq.Row(nil), rs[:promoted[0]]...)
 		out = append(out, rs[promoted[0]+1:]...)
 		out = append(out, append(pq.Row(nil), rs[promoted[3]]...), heldRow)

@@ -612,18 +612,19 @@ func anySuppress(ds []deadLetter) (deadLetter, bool) {
 
 // ---- bronze.events ----
 
-// bronze columns read, in this order.
-var bronzeCols = []string{"tenant_id", "seq", "event_type", "hash", "payload", "outbox_seq"}
+// bronze columns read.
+var bronzeCols = tables.BronzeColumns(tables.BronzeTenantID, tables.BronzeSeq, tables.BronzeEventType, tables.BronzeHash,
+	tables.BronzePayload, tables.BronzeOutboxSeq)
 
 func bronzeKey(seq int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(seq)) }
 
 func (r *runner) sortBronze(ctx context.Context, tenant uuid.UUID, t *table, s *extSort) error {
 	var kbuf, vbuf []byte
-	return r.scan(ctx, tenant, t, bronzeCols, func(row pq.Row) error {
-		payload := asString(row[4])
-		sum := sha256.Sum256([]byte(payload))
-		vbuf = enc(vbuf[:0]).int(asInt64(row[5])).str(asString(row[2])).bytes(asBytes(row[3])).bytes(sum[:]).str(asString(row[0]))
-		kbuf = binary.BigEndian.AppendUint64(kbuf[:0], uint64(asInt64(row[1])))
+	return r.scan(ctx, tenant, t, bronzeCols.Columns(), func(row pq.Row) error {
+		b := bronzeCols.Decode(row)
+		sum := sha256.Sum256([]byte(b.Payload))
+		vbuf = enc(vbuf[:0]).int(b.OutboxSeq).str(b.EventType).bytes(b.Hash).bytes(sum[:]).str(b.TenantID)
+		kbuf = binary.BigEndian.AppendUint64(kbuf[:0], uint64(b.Seq))
 		return s.add(kbuf, vbuf)
 	})
 }
@@ -832,9 +833,15 @@ func join(ss []string) string {
 
 // ---- silver.claims ----
 
-// silver columns read, in this order (body last, and only when checked).
-var silverCols = []string{"artifact_id", "version", "tenant_id", "workarea_id", "writer", "principal", "provenance",
-	"plaintext_digest", "ciphertext_digest", "state", "promoted_by", "submitted_seq", "promoted_seq", "outbox_seq", "body"}
+// silver columns read, the body only when checked (silverColsBody).
+var (
+	silverColsNoBody = []tables.SilverCol{tables.SilverArtifactID, tables.SilverVersion, tables.SilverTenantID,
+		tables.SilverWorkareaID, tables.SilverWriter, tables.SilverPrincipal, tables.SilverProvenance,
+		tables.SilverPlaintextDigest, tables.SilverCiphertextDigest, tables.SilverState, tables.SilverPromotedBy,
+		tables.SilverSubmittedSeq, tables.SilverPromotedSeq, tables.SilverOutboxSeq}
+	silverCols     = tables.SilverColumns(silverColsNoBody...)
+	silverColsBody = tables.SilverColumns(append(silverColsNoBody[:len(silverColsNoBody):len(silverColsNoBody)], tables.SilverBody)...)
+)
 
 // silverKey orders like PostgreSQL's ORDER BY artifact_id COLLATE "C",
 // version: bytes of the id, a NUL (which text cannot contain, so a shorter
@@ -867,24 +874,24 @@ type silverLake struct {
 }
 
 func (r *runner) sortSilver(ctx context.Context, tenant uuid.UUID, t *table, s *extSort) error {
-	cols := silverCols
+	cols := silverColsBody
 	if r.opts.SkipBodies {
-		cols = cols[:len(cols)-1]
+		cols = silverCols
 	}
 	var kbuf, vbuf []byte
-	return r.scan(ctx, tenant, t, cols, func(row pq.Row) error {
-		v := enc(vbuf[:0]).int(asInt64(row[13])).str(asString(row[2])).str(asString(row[3])).str(asString(row[4])).
-			str(asString(row[5])).str(asString(row[6])).str(asString(row[7])).str(asString(row[8])).str(asString(row[9])).
-			str(asString(row[10])).int(asInt64(row[11])).int(asInt64(row[12]))
+	return r.scan(ctx, tenant, t, cols.Columns(), func(row pq.Row) error {
+		c := cols.Decode(row)
+		v := enc(vbuf[:0]).int(c.OutboxSeq).str(c.TenantID).str(c.WorkareaID).str(c.Writer).
+			str(c.Principal).str(c.Provenance).str(c.PlaintextDigest).str(c.CiphertextDigest).str(c.State).
+			str(c.PromotedBy).int(c.SubmittedSeq).int(c.PromotedSeq)
 		if r.opts.SkipBodies {
 			v = v.bool(false).bool(false).bytes(nil)
 		} else {
-			body, _ := row[14].([]byte)
-			sum := sha256.Sum256(body)
-			v = v.bool(true).bool(row[14] == nil).bytes(sum[:])
+			sum := sha256.Sum256(c.Body)
+			v = v.bool(true).bool(c.Body == nil).bytes(sum[:])
 		}
 		vbuf = v
-		kbuf = appendSilverKey(kbuf[:0], asString(row[0]), asInt32(row[1]))
+		kbuf = appendSilverKey(kbuf[:0], c.ArtifactID, c.Version)
 		return s.add(kbuf, vbuf)
 	})
 }
@@ -1087,44 +1094,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-func asString(v any) string {
-	switch x := v.(type) {
-	case string:
-		return x
-	case []byte:
-		return string(x)
-	}
-	return ""
-}
-
-func asBytes(v any) []byte {
-	switch x := v.(type) {
-	case []byte:
-		return x
-	case string:
-		return []byte(x)
-	}
-	return nil
-}
-
-func asInt64(v any) int64 {
-	switch x := v.(type) {
-	case int64:
-		return x
-	case int32:
-		return int64(x)
-	}
-	return 0
-}
-
-func asInt32(v any) int32 {
-	switch x := v.(type) {
-	case int32:
-		return x
-	case int64:
-		return int32(x)
-	}
-	return 0
 }

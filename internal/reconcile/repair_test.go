@@ -195,7 +195,7 @@ func TestRepairStory_DeadLetteredPromotionThenItsRetract(t *testing.T) {
 
 	_, rows := readAll(t, tableStore(t, b, tn, tables.Silver))
 	require.Len(t, rows, 1)
-	require.Equal(t, "demoted", rows[0][colState])
+	require.Equal(t, "demoted", rows[0][tables.SilverState])
 }
 
 // TestReconcile_BronzeRowsChangedOrDuplicated: the provider tenant's
@@ -209,9 +209,9 @@ func TestReconcile_BronzeRowsChangedOrDuplicated(t *testing.T) {
 
 	rewriteTable(t, tableStore(t, b, journal.ProviderTenant, tables.Bronze), func(rs []pq.Row) []pq.Row {
 		require.GreaterOrEqual(t, len(rs), 2)
-		h := append([]byte(nil), rs[0][5].([]byte)...)
+		h := append([]byte(nil), rs[0][tables.BronzeHash].([]byte)...)
 		h[0] ^= 0xff
-		rs[0][5] = h
+		rs[0][tables.BronzeHash] = h
 		return append(rs, append(pq.Row(nil), rs[1]...))
 	})
 	rep := b.reconcile(t, reconcile.Options{})

@@ -76,16 +76,14 @@ func silverIndex(ctx context.Context, lake store.Store, tenant uuid.UUID) (map[j
 	if err != nil || snap == nil {
 		return out, err
 	}
-	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: []string{"artifact_id", "version", "journal_seq", "outbox_seq"}},
+	cols := tables.SilverColumns(tables.SilverArtifactID, tables.SilverVersion, tables.SilverJournalSeq, tables.SilverOutboxSeq)
+	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: cols.Columns()},
 		func(_ *delta.Add, rows []pq.Row) error {
 			for _, r := range rows {
-				a, _ := r[0].(string)
-				v, _ := r[1].(int32)
-				j, _ := r[2].(int64)
-				o, _ := r[3].(int64)
-				ref := journal.ClaimRef{ArtifactID: a, Version: int(v)}
-				if old, ok := out[ref]; !ok || j > old.journalSeq {
-					out[ref] = silverRow{journalSeq: j, outboxSeq: o}
+				c := cols.Decode(r)
+				ref := journal.ClaimRef{ArtifactID: c.ArtifactID, Version: int(c.Version)}
+				if old, ok := out[ref]; !ok || c.JournalSeq > old.journalSeq {
+					out[ref] = silverRow{journalSeq: c.JournalSeq, outboxSeq: c.OutboxSeq}
 				}
 			}
 			return nil

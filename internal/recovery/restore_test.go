@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/recovery"
 	"github.com/omlhq/oml/internal/schema"
 )
@@ -258,10 +259,10 @@ func TestRestoreTail_TamperedBronzeRow_IsRefusedAndNamed(t *testing.T) {
 	bad := head + 2
 	rewriteBronze(t, f, victim, func(rows []pq.Row) []pq.Row {
 		for _, r := range rows {
-			if r[1].(int64) == bad {
-				sig := append([]byte(nil), r[6].([]byte)...)
+			if tables.DecodeBronze(r).Seq == bad {
+				sig := append([]byte(nil), r[tables.BronzeSignature].([]byte)...)
 				sig[5] ^= 0x40
-				r[6] = sig
+				r[tables.BronzeSignature] = sig
 			}
 		}
 		return rows

@@ -22,6 +22,24 @@
 //     (start, end], and the database history it was read from (lakewriter
 //     invariant 7). How the record is computed and checked is the lake
 //     writer's; its shape is here.
+//   - The rows (rows.go, schema.go): BronzeRow, SilverRow and GoldRow,
+//     each table's Delta schema (Kind.Schema, TableKey.Spec), the mapping
+//     of a typed row to its Parquet row (Row) and back (DecodeBronze, ...),
+//     and named columns (BronzeSeq, SilverState, ...) whose value is the
+//     column's position. A scan of some columns goes through a Projection
+//     (SilverColumns(SilverArtifactID, SilverVersion)): its Columns are the
+//     names to scan, its Decode reads the scanned rows. The schemas are
+//     built from the column constants, so a constant, its name and its
+//     position cannot disagree; the tests round-trip every column through
+//     Parquet.
+//
+// Nobody outside this package reads a lake row by a bare index: a new
+// column is added here, and the readers that need it name it (existing
+// tables would still need migrating: the lake writer's checkSchema refuses
+// a table whose columns are not these). Rejected: keeping rows as []any built
+// and read by position in four packages (lakewriter, reconcile, maintain,
+// recovery) — a column added to the schema and not to one of the readers'
+// own lists put values in the wrong fields without an error.
 //
 // It holds no drain logic and reads no database.
 package tables

@@ -1,0 +1,388 @@
+package tables
+
+import (
+	"time"
+
+	"github.com/omlhq/oml/internal/lake/pq"
+)
+
+// Rows. Each table has a typed row (BronzeRow, SilverRow, GoldRow), its
+// columns as constants whose value is the column's position in the schema
+// and in a full pq.Row, the mapping to a Parquet row (Row) and back
+// (Decode*, or a Projection for a scan of some columns). Readers use these
+// and never a bare index: adding a column is then a change here, and the
+// tests of this package fail when the schema and the mapping disagree.
+
+// BronzeCol is a column of bronze.events.
+type BronzeCol int
+
+// The columns of bronze.events, in schema order.
+const (
+	BronzeTenantID BronzeCol = iota
+	BronzeSeq
+	BronzeEventType
+	BronzeRecordedAt
+	BronzePrevHash
+	BronzeHash
+	BronzeSignature
+	BronzeKeyID
+	BronzePayload
+	BronzeOutboxSeq
+	bronzeColumns
+)
+
+// BronzeRow is one row of bronze.events: a journal event's full envelope
+// (the exact payload included) and the outbox seq that carried it.
+type BronzeRow struct {
+	TenantID   string
+	Seq        int64 // journal seq
+	EventType  string
+	RecordedAt time.Time
+	PrevHash   []byte
+	Hash       []byte
+	Signature  []byte
+	KeyID      string
+	Payload    string
+	OutboxSeq  int64
+}
+
+// Row is the row as written to Parquet, in schema order.
+func (r BronzeRow) Row() pq.Row {
+	return pq.Row{
+		BronzeTenantID:   r.TenantID,
+		BronzeSeq:        r.Seq,
+		BronzeEventType:  r.EventType,
+		BronzeRecordedAt: r.RecordedAt,
+		BronzePrevHash:   r.PrevHash,
+		BronzeHash:       r.Hash,
+		BronzeSignature:  r.Signature,
+		BronzeKeyID:      r.KeyID,
+		BronzePayload:    r.Payload,
+		BronzeOutboxSeq:  r.OutboxSeq,
+	}
+}
+
+func (r *BronzeRow) set(c BronzeCol, v any) {
+	switch c {
+	case BronzeTenantID:
+		r.TenantID = asString(v)
+	case BronzeSeq:
+		r.Seq = asInt64(v)
+	case BronzeEventType:
+		r.EventType = asString(v)
+	case BronzeRecordedAt:
+		r.RecordedAt = asTime(v)
+	case BronzePrevHash:
+		r.PrevHash = asBytes(v)
+	case BronzeHash:
+		r.Hash = asBytes(v)
+	case BronzeSignature:
+		r.Signature = asBytes(v)
+	case BronzeKeyID:
+		r.KeyID = asString(v)
+	case BronzePayload:
+		r.Payload = asString(v)
+	case BronzeOutboxSeq:
+		r.OutboxSeq = asInt64(v)
+	}
+}
+
+// SilverCol is a column of silver.claims.
+type SilverCol int
+
+// The columns of silver.claims, in schema order.
+const (
+	SilverArtifactID SilverCol = iota
+	SilverVersion
+	SilverTenantID
+	SilverWorkareaID
+	SilverWriter
+	SilverPrincipal
+	SilverProvenance
+	SilverPlaintextDigest
+	SilverCiphertextDigest
+	SilverBody
+	SilverState
+	SilverPromotedBy
+	SilverSubmittedSeq
+	SilverPromotedSeq
+	SilverJournalSeq
+	SilverOutboxSeq
+	SilverUpdatedAt
+	silverColumns
+)
+
+// SilverRow is one row of silver.claims: a promoted claim version, its
+// held body (nil once erased: the column is null) and its current state.
+type SilverRow struct {
+	ArtifactID       string
+	Version          int32
+	TenantID         string
+	WorkareaID       string
+	Writer           string
+	Principal        string
+	Provenance       string
+	PlaintextDigest  string
+	CiphertextDigest string
+	Body             []byte // nil: null (an erased claim's body)
+	State            string
+	PromotedBy       string
+	SubmittedSeq     int64
+	PromotedSeq      int64
+	JournalSeq       int64 // the journal event of the row's last change
+	OutboxSeq        int64 // the outbox row of the row's last change
+	UpdatedAt        time.Time
+}
+
+// Row is the row as written to Parquet, in schema order.
+func (r SilverRow) Row() pq.Row {
+	var body any
+	if r.Body != nil {
+		body = r.Body
+	}
+	return pq.Row{
+		SilverArtifactID:       r.ArtifactID,
+		SilverVersion:          r.Version,
+		SilverTenantID:         r.TenantID,
+		SilverWorkareaID:       r.WorkareaID,
+		SilverWriter:           r.Writer,
+		SilverPrincipal:        r.Principal,
+		SilverProvenance:       r.Provenance,
+		SilverPlaintextDigest:  r.PlaintextDigest,
+		SilverCiphertextDigest: r.CiphertextDigest,
+		SilverBody:             body,
+		SilverState:            r.State,
+		SilverPromotedBy:       r.PromotedBy,
+		SilverSubmittedSeq:     r.SubmittedSeq,
+		SilverPromotedSeq:      r.PromotedSeq,
+		SilverJournalSeq:       r.JournalSeq,
+		SilverOutboxSeq:        r.OutboxSeq,
+		SilverUpdatedAt:        r.UpdatedAt,
+	}
+}
+
+func (r *SilverRow) set(c SilverCol, v any) {
+	switch c {
+	case SilverArtifactID:
+		r.ArtifactID = asString(v)
+	case SilverVersion:
+		r.Version = asInt32(v)
+	case SilverTenantID:
+		r.TenantID = asString(v)
+	case SilverWorkareaID:
+		r.WorkareaID = asString(v)
+	case SilverWriter:
+		r.Writer = asString(v)
+	case SilverPrincipal:
+		r.Principal = asString(v)
+	case SilverProvenance:
+		r.Provenance = asString(v)
+	case SilverPlaintextDigest:
+		r.PlaintextDigest = asString(v)
+	case SilverCiphertextDigest:
+		r.CiphertextDigest = asString(v)
+	case SilverBody:
+		r.Body = asBytes(v)
+	case SilverState:
+		r.State = asString(v)
+	case SilverPromotedBy:
+		r.PromotedBy = asString(v)
+	case SilverSubmittedSeq:
+		r.SubmittedSeq = asInt64(v)
+	case SilverPromotedSeq:
+		r.PromotedSeq = asInt64(v)
+	case SilverJournalSeq:
+		r.JournalSeq = asInt64(v)
+	case SilverOutboxSeq:
+		r.OutboxSeq = asInt64(v)
+	case SilverUpdatedAt:
+		r.UpdatedAt = asTime(v)
+	}
+}
+
+// SilverClaim reads the claim a full silver.claims row is of: its
+// (artifact_id, version), the table's key (the lake writer's MERGE matches
+// and sorts rows by it without decoding the rest).
+func SilverClaim(row pq.Row) (artifactID string, version int32) {
+	return asString(row[SilverArtifactID]), asInt32(row[SilverVersion])
+}
+
+// GoldCol is a column of gold.lineage.
+type GoldCol int
+
+// The columns of gold.lineage, in schema order.
+const (
+	GoldTenantID GoldCol = iota
+	GoldJournalSeq
+	GoldArtifactID
+	GoldVersion
+	GoldPayload
+	GoldOutboxSeq
+	goldColumns
+)
+
+// GoldRow is one row of gold.lineage: a lineage event's payload, with the
+// claim it concerns when it concerns one.
+type GoldRow struct {
+	TenantID   string
+	JournalSeq int64
+	ArtifactID string // "": artifact_id and version are null
+	Version    int32
+	Payload    string
+	OutboxSeq  int64
+}
+
+// Row is the row as written to Parquet, in schema order.
+func (r GoldRow) Row() pq.Row {
+	var artifact, version any
+	if r.ArtifactID != "" {
+		artifact, version = r.ArtifactID, r.Version
+	}
+	return pq.Row{
+		GoldTenantID:   r.TenantID,
+		GoldJournalSeq: r.JournalSeq,
+		GoldArtifactID: artifact,
+		GoldVersion:    version,
+		GoldPayload:    r.Payload,
+		GoldOutboxSeq:  r.OutboxSeq,
+	}
+}
+
+func (r *GoldRow) set(c GoldCol, v any) {
+	switch c {
+	case GoldTenantID:
+		r.TenantID = asString(v)
+	case GoldJournalSeq:
+		r.JournalSeq = asInt64(v)
+	case GoldArtifactID:
+		r.ArtifactID = asString(v)
+	case GoldVersion:
+		r.Version = asInt32(v)
+	case GoldPayload:
+		r.Payload = asString(v)
+	case GoldOutboxSeq:
+		r.OutboxSeq = asInt64(v)
+	}
+}
+
+// Projection reads the rows of a scan of some columns of a table: Columns
+// are the names to scan (delta.ScanOptions.Columns), in the projection's
+// order, and Decode fills those fields of a typed row from a scanned row
+// (the others stay zero).
+type Projection[C ~int, R any] struct {
+	cols  []C
+	names []string
+	set   func(*R, C, any)
+}
+
+// Columns are the names to scan, in the projection's order.
+func (p Projection[C, R]) Columns() []string { return p.names }
+
+// Decode reads one scanned row (its values in Columns' order). A value of
+// another type than the column's, or null, leaves the field zero (a null
+// body leaves SilverRow.Body nil).
+func (p Projection[C, R]) Decode(row pq.Row) R {
+	var r R
+	for i, c := range p.cols {
+		if i < len(row) {
+			p.set(&r, c, row[i])
+		}
+	}
+	return r
+}
+
+func project[C interface {
+	~int
+	Name() string
+}, R any](cols []C, all C, set func(*R, C, any)) Projection[C, R] {
+	if len(cols) == 0 {
+		for c := C(0); c < all; c++ {
+			cols = append(cols, c)
+		}
+	}
+	names := make([]string, len(cols))
+	for i, c := range cols {
+		names[i] = c.Name()
+	}
+	return Projection[C, R]{cols: cols, names: names, set: set}
+}
+
+// BronzeColumns is a projection of bronze.events (no columns: all of
+// them, in schema order).
+func BronzeColumns(cols ...BronzeCol) Projection[BronzeCol, BronzeRow] {
+	return project(cols, bronzeColumns, (*BronzeRow).set)
+}
+
+// SilverColumns is a projection of silver.claims (no columns: all).
+func SilverColumns(cols ...SilverCol) Projection[SilverCol, SilverRow] {
+	return project(cols, silverColumns, (*SilverRow).set)
+}
+
+// GoldColumns is a projection of gold.lineage (no columns: all).
+func GoldColumns(cols ...GoldCol) Projection[GoldCol, GoldRow] {
+	return project(cols, goldColumns, (*GoldRow).set)
+}
+
+var (
+	allBronze = BronzeColumns()
+	allSilver = SilverColumns()
+	allGold   = GoldColumns()
+)
+
+// DecodeBronze reads a full bronze.events row (schema order).
+func DecodeBronze(row pq.Row) BronzeRow { return allBronze.Decode(row) }
+
+// DecodeSilver reads a full silver.claims row (schema order).
+func DecodeSilver(row pq.Row) SilverRow { return allSilver.Decode(row) }
+
+// DecodeGold reads a full gold.lineage row (schema order).
+func DecodeGold(row pq.Row) GoldRow { return allGold.Decode(row) }
+
+// The conversions are lenient the way every reader was before this
+// package: a value of another type (or null) reads as the zero value;
+// integers read across widths, strings and binary across each other.
+
+func asString(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case []byte:
+		return string(x)
+	}
+	return ""
+}
+
+func asBytes(v any) []byte {
+	switch x := v.(type) {
+	case []byte:
+		return x
+	case string:
+		return []byte(x)
+	}
+	return nil
+}
+
+func asInt64(v any) int64 {
+	switch x := v.(type) {
+	case int64:
+		return x
+	case int32:
+		return int64(x)
+	}
+	return 0
+}
+
+func asInt32(v any) int32 {
+	switch x := v.(type) {
+	case int32:
+		return x
+	case int64:
+		return int32(x)
+	}
+	return 0
+}
+
+func asTime(v any) time.Time {
+	t, _ := v.(time.Time)
+	return t
+}

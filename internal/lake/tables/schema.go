@@ -1,0 +1,99 @@
+package tables
+
+import "github.com/omlhq/oml/internal/lake/delta"
+
+// Column positions are fixed by these schemas, and the schemas are built
+// from the column constants (rows.go): fields[c] is column c, so a
+// column's constant, its name and its position in a row cannot disagree.
+
+func str(name string) delta.StructField { return delta.Field(name, delta.Prim(delta.TypeString), true) }
+func long(name string) delta.StructField {
+	return delta.Field(name, delta.Prim(delta.TypeLong), true)
+}
+func integer(name string) delta.StructField {
+	return delta.Field(name, delta.Prim(delta.TypeInteger), true)
+}
+func binary(name string) delta.StructField {
+	return delta.Field(name, delta.Prim(delta.TypeBinary), true)
+}
+func timestamp(name string) delta.StructField {
+	return delta.Field(name, delta.Prim(delta.TypeTimestamp), true)
+}
+
+var (
+	bronzeFields = [bronzeColumns]delta.StructField{
+		BronzeTenantID:   str("tenant_id"),
+		BronzeSeq:        long("seq"),
+		BronzeEventType:  str("event_type"),
+		BronzeRecordedAt: timestamp("recorded_at"),
+		BronzePrevHash:   binary("prev_hash"),
+		BronzeHash:       binary("hash"),
+		BronzeSignature:  binary("signature"),
+		BronzeKeyID:      str("key_id"),
+		BronzePayload:    str("payload"),
+		BronzeOutboxSeq:  long("outbox_seq"),
+	}
+	silverFields = [silverColumns]delta.StructField{
+		SilverArtifactID:       str("artifact_id"),
+		SilverVersion:          integer("version"),
+		SilverTenantID:         str("tenant_id"),
+		SilverWorkareaID:       str("workarea_id"),
+		SilverWriter:           str("writer"),
+		SilverPrincipal:        str("principal"),
+		SilverProvenance:       str("provenance"),
+		SilverPlaintextDigest:  str("plaintext_digest"),
+		SilverCiphertextDigest: str("ciphertext_digest"),
+		SilverBody:             binary("body"),
+		SilverState:            str("state"),
+		SilverPromotedBy:       str("promoted_by"),
+		SilverSubmittedSeq:     long("submitted_seq"),
+		SilverPromotedSeq:      long("promoted_seq"),
+		SilverJournalSeq:       long("journal_seq"),
+		SilverOutboxSeq:        long("outbox_seq"),
+		SilverUpdatedAt:        timestamp("updated_at"),
+	}
+	goldFields = [goldColumns]delta.StructField{
+		GoldTenantID:   str("tenant_id"),
+		GoldJournalSeq: long("journal_seq"),
+		GoldArtifactID: str("artifact_id"),
+		GoldVersion:    integer("version"),
+		GoldPayload:    str("payload"),
+		GoldOutboxSeq:  long("outbox_seq"),
+	}
+
+	bronzeSchema = &delta.StructType{Fields: bronzeFields[:]}
+	silverSchema = &delta.StructType{Fields: silverFields[:]}
+	goldSchema   = &delta.StructType{Fields: goldFields[:]}
+)
+
+// Schema is the Delta schema oml writes for tables of kind k (nil for an
+// unknown kind). It is shared: do not modify it.
+func (k Kind) Schema() *delta.StructType {
+	switch k {
+	case Bronze:
+		return bronzeSchema
+	case Silver:
+		return silverSchema
+	case Gold:
+		return goldSchema
+	}
+	return nil
+}
+
+// Spec is what the lake writer creates the table with.
+func (k TableKey) Spec() delta.TableSpec {
+	return delta.TableSpec{
+		Schema:      k.Kind.Schema(),
+		Name:        string(k.Kind),
+		Description: "oml " + string(k.Kind) + " of tenant " + k.Tenant.String() + " (written by oml lake drain)",
+	}
+}
+
+// Name is the column's name in bronze.events.
+func (c BronzeCol) Name() string { return bronzeFields[c].Name }
+
+// Name is the column's name in silver.claims.
+func (c SilverCol) Name() string { return silverFields[c].Name }
+
+// Name is the column's name in gold.lineage.
+func (c GoldCol) Name() string { return goldFields[c].Name }

@@ -71,7 +71,7 @@ func CreateTable(ctx context.Context, lake store.Store, key tables.TableKey) (*d
 	if err != nil {
 		return nil, err
 	}
-	w, err := delta.CreateTable(ctx, st, specFor(key), deltaOptions())
+	w, err := delta.CreateTable(ctx, st, key.Spec(), deltaOptions())
 	if err != nil {
 		return nil, fmt.Errorf("create %s: %w", key, err)
 	}

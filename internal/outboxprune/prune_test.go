@@ -70,4 +70,3 @@ func TestPrune_RebuildOfADeletedTableGivesTheExactLake(t *testing.T) {
 		})
 	}
 }
-

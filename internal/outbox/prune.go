@@ -284,3 +284,40 @@ func pruneBatch(ctx context.Context, db Beginner, t TableBound, through int64, n
 	b.Duration = time.Since(start)
 	return b, attempts, oldest, nil
 }
+
+// Prunable is what `oml doctor` reports: how many tables have rows prune
+// would delete with no retention, and the creation time of the oldest of
+// them (nil: none). It walks what a prune would walk to find each table's
+// bound, and reads one row per table; it deletes nothing.
+func Prunable(ctx context.Context, q Querier, tables []TableBound) (oldest *time.Time, n int, err error) {
+	var frontier int64
+	var now time.Time
+	if err := q.QueryRow(ctx, `SELECT frontier, now() FROM oml.lake_frontier`).Scan(&frontier, &now); err != nil {
+		return nil, 0, fmt.Errorf("outbox: read the frontier cache: %w", err)
+	}
+	for _, t := range tables {
+		tp, err := pruneBound(ctx, q, t, frontier, now)
+		if err != nil {
+			return nil, 0, err
+		}
+		if tp.Through <= 0 {
+			continue
+		}
+		var at time.Time
+		err = q.QueryRow(ctx, `SELECT o.created_at FROM oml.outbox o
+WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $3
+  AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq)
+ORDER BY o.seq LIMIT 1`, t.Tenant, t.Target, tp.Through).Scan(&at)
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
+		if err != nil {
+			return nil, 0, fmt.Errorf("outbox: read the oldest prunable row of %s/%s: %w", t.Tenant, t.Target, err)
+		}
+		n++
+		if oldest == nil || at.Before(*oldest) {
+			oldest = &at
+		}
+	}
+	return oldest, n, nil
+}

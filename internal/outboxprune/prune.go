@@ -16,7 +16,7 @@ import (
 type Options struct {
 	DB        *pgxpool.Pool
 	Lake      store.Store
-	OlderThan time.Duration // default outbox.DefaultRetention when Default is set; 0 means "applied is enough"
+	OlderThan time.Duration // only rows created longer ago; 0: every applied row (the command defaults to outbox.DefaultRetention)
 	BatchRows int
 	DryRun    bool
 	OnBatch   func(outbox.PruneBatch)

@@ -101,6 +101,22 @@ func TestOutboxPrune_EndToEnd(t *testing.T) {
 	require.Greater(t, plan["rows"].(float64), 0.0)
 	require.Equal(t, before, rows())
 
+	// lake maintain --prune-outbox --dry-run counts the same rows.
+	code, out, stderr = e.Run(t, nil, "lake", "maintain", "--prune-outbox", "--older-than", "0s", "--dry-run", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var maint struct {
+		OutboxPrune map[string]any `json:"outbox_prune"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &maint))
+	require.Equal(t, plan["rows"], maint.OutboxPrune["rows"])
+	require.Equal(t, before, rows())
+	code, _, stderr = e.Run(t, nil, "lake", "maintain", "--older-than", "0s")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, "pass both")
+	code, _, stderr = e.Run(t, nil, "lake", "maintain", "--prune-outbox", "--tenant", "acme")
+	require.Equal(t, cliutil.ExitUsage, code)
+	require.Contains(t, stderr, "cannot be narrowed")
+
 	code, out, stderr = e.Run(t, nil, "outbox", "prune", "--older-than", "0s", "--yes", "-o", "json")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	var done map[string]any

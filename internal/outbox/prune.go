@@ -146,11 +146,13 @@ WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $3
 				return res, fmt.Errorf("outbox prune: count the rows of %s/%s: %w", t.Tenant, t.Target, err)
 			}
 		} else {
+			var after int64
 			for {
-				b, attempts, oldest, err := pruneBatch(ctx, db, t, tp.Through, opts.BatchRows)
+				b, attempts, oldest, last, err := pruneBatch(ctx, db, t, after, tp.Through, opts.BatchRows)
 				if err != nil {
 					return res, err
 				}
+				after = last
 				if b.Rows == 0 {
 					break
 				}
@@ -242,14 +244,18 @@ ORDER BY seq DESC LIMIT 1`, t.Tenant, t.Target, tp.Through, *belowJ).Scan(&befor
 	return tp, nil
 }
 
-// pruneBatchSQL deletes the next n prunable rows of one table (seq ≤ $3,
-// not dead-lettered) and their attempt counters, and raises the table's
-// prune mark, in one statement.
+// pruneBatchSQL deletes the next n prunable rows of one table (after $5,
+// the previous batch's last seq, and ≤ $3; not dead-lettered) and their
+// attempt counters, and raises the table's prune mark, in one statement.
+// Starting after the previous batch matters: the rows it deleted are dead
+// index entries until vacuum, and an index scan from the table's start
+// would step over all of them again (measured: each batch slower than the
+// last, 224 ms median and 616 ms worst per 5,000 rows over 1M).
 const pruneBatchSQL = `
 WITH gone AS (
   DELETE FROM oml.outbox o
    WHERE o.seq IN (SELECT c.seq FROM oml.outbox c
-                    WHERE c.tenant_id = $1 AND c.target = $2 AND c.seq <= $3
+                    WHERE c.tenant_id = $1 AND c.target = $2 AND c.seq > $5 AND c.seq <= $3
                       AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = c.seq)
                     ORDER BY c.seq LIMIT $4)
   RETURNING o.seq, o.created_at
@@ -263,26 +269,26 @@ WITH gone AS (
          rows_pruned = p.rows_pruned + EXCLUDED.rows_pruned, pruned_at = now()
   RETURNING 1
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM att), (SELECT min(created_at) FROM gone)`
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM att), (SELECT min(created_at) FROM gone), (SELECT coalesce(max(seq), 0) FROM gone)`
 
-func pruneBatch(ctx context.Context, db Beginner, t TableBound, through int64, n int) (PruneBatch, int64, *time.Time, error) {
+func pruneBatch(ctx context.Context, db Beginner, t TableBound, after, through int64, n int) (PruneBatch, int64, *time.Time, int64, error) {
 	b := PruneBatch{Table: t.Tenant.String() + "/" + t.Target}
 	start := time.Now()
 	tx, err := db.Begin(ctx)
 	if err != nil {
-		return b, 0, nil, fmt.Errorf("outbox prune: begin: %w", err)
+		return b, 0, nil, 0, fmt.Errorf("outbox prune: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var attempts int64
+	var attempts, last int64
 	var oldest *time.Time
-	if err := tx.QueryRow(ctx, pruneBatchSQL, t.Tenant, t.Target, through, n).Scan(&b.Rows, &attempts, &oldest); err != nil {
-		return b, 0, nil, fmt.Errorf("outbox prune: delete rows of %s: %w", b.Table, err)
+	if err := tx.QueryRow(ctx, pruneBatchSQL, t.Tenant, t.Target, through, n, after).Scan(&b.Rows, &attempts, &oldest, &last); err != nil {
+		return b, 0, nil, 0, fmt.Errorf("outbox prune: delete rows of %s: %w", b.Table, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return b, 0, nil, fmt.Errorf("outbox prune: commit: %w", err)
+		return b, 0, nil, 0, fmt.Errorf("outbox prune: commit: %w", err)
 	}
 	b.Duration = time.Since(start)
-	return b, attempts, oldest, nil
+	return b, attempts, oldest, last, nil
 }
 
 // Prunable is what `oml doctor` reports: how many tables have rows prune

@@ -141,6 +141,19 @@ func TestPrune_RefusesWhenTheLakeIsUnreadableOrNotThisDatabases(t *testing.T) {
 	var refused *outboxprune.RefusedError
 	require.ErrorAs(t, err, &refused)
 
+	// The database behind the lake (its outbox sequence below the lake's
+	// txn versions, as after a failover that lost a tail).
+	var last int64
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT last_value FROM oml.outbox_seq_seq`).Scan(&last))
+	_, err = b.Pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last-3)
+	require.NoError(t, err)
+	_, err = outboxprune.Run(ctx, outboxprune.Options{DB: b.Pool, Lake: lake})
+	require.ErrorAs(t, err, &refused)
+	require.Equal(t, lakewriter.ContinuityAhead, refused.C.State)
+	require.Contains(t, err.Error(), "ahead of the database")
+	_, err = b.Pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last)
+	require.NoError(t, err)
+
 	// A table whose log is corrupt.
 	key := lakewriter.TableKey{Tenant: b.Tenants[0], Kind: lakewriter.Bronze}
 	objs, err := lake.List(ctx, key.Path()+"/_delta_log/", "")

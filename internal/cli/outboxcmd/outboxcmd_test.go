@@ -128,6 +128,18 @@ func TestOutboxPrune_EndToEnd(t *testing.T) {
 	code, _, stderr = e.Run(t, nil, "reconcile")
 	require.NotEqual(t, cliutil.ExitUsage, code, stderr)
 
+	// The database behind the lake (a lost tail): refused, exit 1.
+	var last int64
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT last_value FROM oml.outbox_seq_seq`).Scan(&last))
+	_, err = e.Pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last-2)
+	require.NoError(t, err)
+	code, _, stderr = e.Run(t, nil, "outbox", "prune", "--older-than", "0s", "--yes")
+	require.Equal(t, cliutil.ExitFindings, code, stderr)
+	require.Contains(t, stderr, "ahead of the database")
+	require.Contains(t, stderr, "nothing was pruned")
+	_, err = e.Pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last)
+	require.NoError(t, err)
+
 	vars := e.Vars()
 	delete(vars, cliutil.EnvLakeURL)
 	code, _, stderr = e.Run(t, vars, "outbox", "prune", "--yes")

@@ -14,13 +14,13 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
-// Dir is the table's directory under a tenant's directory in the lake.
-const Dir = "bronze/events"
-
-// Path is the table's location relative to the lake root.
-func Path(tenant uuid.UUID) string { return tenant.String() + "/" + Dir }
+// Key is tenant's bronze table.
+func Key(tenant uuid.UUID) tables.TableKey {
+	return tables.TableKey{Tenant: tenant, Kind: tables.Bronze}
+}
 
 // Head is the newest event bronze holds for a tenant.
 type Head struct {
@@ -51,7 +51,7 @@ type Event struct {
 
 // open loads the tenant's bronze snapshot; ok=false when there is no table.
 func open(ctx context.Context, lake store.Store, tenant uuid.UUID) (*delta.Snapshot, store.Store, bool, error) {
-	st, err := store.Sub(lake, Path(tenant))
+	st, err := Key(tenant).Store(lake)
 	if err != nil {
 		return nil, nil, false, fmt.Errorf("bronze table of tenant %s: %w", tenant, err)
 	}
@@ -60,7 +60,7 @@ func open(ctx context.Context, lake store.Store, tenant uuid.UUID) (*delta.Snaps
 		return nil, nil, false, nil
 	}
 	if err != nil {
-		return nil, nil, false, fmt.Errorf("read the Delta log of %s: %w", Path(tenant), err)
+		return nil, nil, false, fmt.Errorf("read the Delta log of %s: %w", Key(tenant), err)
 	}
 	return snap, st, true, nil
 }
@@ -141,7 +141,7 @@ func ReadHead(ctx context.Context, lake store.Store, tenant uuid.UUID) (Head, bo
 		return nil
 	})
 	if err != nil {
-		return Head{}, false, fmt.Errorf("read the newest event of %s: %w", Path(tenant), err)
+		return Head{}, false, fmt.Errorf("read the newest event of %s: %w", Key(tenant), err)
 	}
 	if h.Seq < 1 {
 		return Head{}, false, nil
@@ -192,7 +192,7 @@ func Events(ctx context.Context, lake store.Store, tenant uuid.UUID, from int64)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read %s from seq %d: %w", Path(tenant), from, err)
+		return nil, fmt.Errorf("read %s from seq %d: %w", Key(tenant), from, err)
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		if out[i].Seq != out[j].Seq {

@@ -14,6 +14,6 @@
 // then the one or few data files whose seq statistics reach the newest seq;
 // Events reads only the files whose statistics reach above a seq.
 //
-// The table is written by internal/lakewriter, which owns its schema; this
-// package reads columns by name and never writes.
+// The table is written by internal/lakewriter; its location and schema are
+// internal/lake/tables'. This package reads columns by name and never writes.
 package bronze

@@ -32,7 +32,7 @@ func VerifyBronze(ctx context.Context, lake store.Store, tenant uuid.UUID, opts 
 			return nil, err
 		}
 		if len(provider) == 0 {
-			return nil, fmt.Errorf("%w: the lake has no bronze.events table for the provider chain (%s): nothing issued the keys", ErrMalformed, bronze.Path(chainverify.ProviderTenant))
+			return nil, fmt.Errorf("%w: the lake has no bronze.events table for the provider chain (%s): nothing issued the keys", ErrMalformed, bronze.Key(chainverify.ProviderTenant))
 		}
 	}
 	own, err := bronze.Events(ctx, lake, tenant, 1)

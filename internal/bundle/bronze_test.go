@@ -11,7 +11,6 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
-	"github.com/omlhq/oml/internal/lake/store"
 )
 
 func TestBronze_DrainedTenantTable_VerifiesOnItsOwn(t *testing.T) {
@@ -33,7 +32,7 @@ func TestBronze_OneRowEdited_NamesTheRowAndItsFile(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	fx := drained(t)
-	st, err := store.Sub(fx.lake, bronze.Path(fx.tenant))
+	st, err := bronze.Key(fx.tenant).Store(fx.lake)
 	require.NoError(t, err)
 	const target = int64(6)
 	w, err := delta.OpenWriter(ctx, st, delta.Options{})

@@ -10,7 +10,7 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -40,7 +40,7 @@ func registerCompletions(f *cliutil.Factory, c *cobra.Command) {
 			}
 			var out []string
 			for _, t := range completeTenants(cmd.Context(), f) {
-				for _, k := range lakewriter.Kinds {
+				for _, k := range tables.Kinds {
 					out = append(out, t+"/"+k.Dir())
 				}
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/outboxprune"
@@ -591,7 +592,7 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 	// gives the frontier. Without it the tables are found by listing the
 	// lake (one listing of every object: slower on a big lake, and only
 	// while the database is down) and the frontier check is left out.
-	var keys []lakewriter.TableKey
+	var keys []tables.TableKey
 	var err error
 	if r.dbUsable {
 		keys, err = dbTableKeys(ctx, r)
@@ -681,20 +682,20 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 }
 
 // dbTableKeys lists every table of every tenant the database knows.
-func dbTableKeys(ctx context.Context, r *run) ([]lakewriter.TableKey, error) {
+func dbTableKeys(ctx context.Context, r *run) ([]tables.TableKey, error) {
 	rows, err := r.pool.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
 	if err != nil {
 		return nil, fmt.Errorf("cannot list tenants: %w", err)
 	}
 	defer rows.Close()
-	var keys []lakewriter.TableKey
+	var keys []tables.TableKey
 	for rows.Next() {
 		var id uuid.UUID
 		if err := rows.Scan(&id); err != nil {
 			return nil, fmt.Errorf("cannot list tenants: %w", err)
 		}
-		for _, k := range lakewriter.Kinds {
-			keys = append(keys, lakewriter.TableKey{Tenant: id, Kind: k})
+		for _, k := range tables.Kinds {
+			keys = append(keys, tables.TableKey{Tenant: id, Kind: k})
 		}
 	}
 	if err := rows.Err(); err != nil {
@@ -705,13 +706,13 @@ func dbTableKeys(ctx context.Context, r *run) ([]lakewriter.TableKey, error) {
 
 // lakeTableKeys finds the tables the lake holds: every
 // <tenant id>/<table dir>/_delta_log/ with at least one object.
-func lakeTableKeys(ctx context.Context, lake store.Store) ([]lakewriter.TableKey, error) {
+func lakeTableKeys(ctx context.Context, lake store.Store) ([]tables.TableKey, error) {
 	objs, err := lake.List(ctx, "", "")
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return nil, fmt.Errorf("cannot list the lake %s to find its tables: %w", lake, err)
 	}
-	seen := map[lakewriter.TableKey]bool{}
-	var keys []lakewriter.TableKey
+	seen := map[tables.TableKey]bool{}
+	var keys []tables.TableKey
 	for _, o := range objs {
 		ten, rest, ok := strings.Cut(o.Key, "/")
 		if !ok {
@@ -721,8 +722,8 @@ func lakeTableKeys(ctx context.Context, lake store.Store) ([]lakewriter.TableKey
 		if err != nil {
 			continue
 		}
-		for _, k := range lakewriter.Kinds {
-			key := lakewriter.TableKey{Tenant: id, Kind: k}
+		for _, k := range tables.Kinds {
+			key := tables.TableKey{Tenant: id, Kind: k}
 			if strings.HasPrefix(rest, k.Dir()+"/_delta_log/") && !seen[key] {
 				seen[key] = true
 				keys = append(keys, key)
@@ -732,9 +733,9 @@ func lakeTableKeys(ctx context.Context, lake store.Store) ([]lakewriter.TableKey
 	return keys, nil
 }
 
-func (r *run) tableHealth(ctx context.Context, k lakewriter.TableKey) tableHealth {
+func (r *run) tableHealth(ctx context.Context, k tables.TableKey) tableHealth {
 	t := tableHealth{Table: k.Path(), status: StatusOK, Version: -1}
-	st, err := store.Sub(r.lake, k.Path())
+	st, err := k.Store(r.lake)
 	if err != nil {
 		t.Error, t.status, t.why = err.Error(), StatusFail, "cannot address the table: "+err.Error()
 		return t

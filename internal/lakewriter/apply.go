@@ -10,11 +10,12 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // tableResult is what applying one table's part of a batch did.
 type tableResult struct {
-	key       TableKey
+	key       tables.TableKey
 	skipped   bool    // the table already held the batch (txn version ≥ end)
 	committed int64   // the Delta version committed, -1 if none
 	rows      int     // rows appended
@@ -32,7 +33,7 @@ const maxConflictRetries = 5
 // with the txn action. It is idempotent: a table whose txn version is
 // already ≥ to is skipped, and only rows above the table's txn version are
 // applied.
-func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, from, to int64, catchUp bool) (tableResult, error) {
+func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*item, from, to int64, catchUp bool) (tableResult, error) {
 	res := tableResult{key: key, committed: -1}
 	// A table is created only for a row that can enter it: a batch of
 	// nothing but poison (say, rows of a ghost tenant) creates no table.
@@ -53,7 +54,7 @@ func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, f
 			return res, nil
 		}
 		applied := int64(-1)
-		if v, ok := w.Snapshot().TxnVersion(AppID); ok {
+		if v, ok := w.Snapshot().TxnVersion(tables.AppID); ok {
 			applied = v
 		}
 		if applied >= to {
@@ -108,8 +109,8 @@ func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, f
 		if err := d.crash(AfterDataFiles, key); err != nil {
 			return res, err
 		}
-		c.Txn = &delta.Txn{AppID: AppID, Version: to}
-		c.Extra = map[string]any{"omlBatch": d.commitRecord(from, to, catchUp)}
+		c.Txn = &delta.Txn{AppID: tables.AppID, Version: to}
+		c.Extra = d.commitRecord(from, to, catchUp).CommitInfo()
 		start := time.Now()
 		v, err := w.Commit(ctx, c)
 		res.latency = time.Since(start)
@@ -122,7 +123,7 @@ func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, f
 		var ambiguous *delta.AmbiguousCommitError
 		switch {
 		case errors.As(err, &conflict):
-			if conflict.TxnApplied(AppID, to) {
+			if conflict.TxnApplied(tables.AppID, to) {
 				d.log.Warn("another lake writer committed this batch first; skipping the table",
 					"table", key.String(), "batch_end", to)
 				res.skipped = true
@@ -148,7 +149,7 @@ func (d *Drainer) applyTable(ctx context.Context, key TableKey, items []*item, f
 
 // gapRows loads the table's own rows in (applied, from] that are not
 // dead-lettered (one indexed probe first; usually there are none).
-func (d *Drainer) gapRows(ctx context.Context, key TableKey, applied, from int64) ([]*item, error) {
+func (d *Drainer) gapRows(ctx context.Context, key tables.TableKey, applied, from int64) ([]*item, error) {
 	if from <= 0 {
 		return nil, nil // (applied, 0] is empty (a catch-up from 0 already carries every row)
 	}
@@ -173,8 +174,8 @@ type commitStats struct {
 	bytes        int64
 }
 
-func (d *Drainer) buildCommit(ctx context.Context, w *delta.Writer, key TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
-	if key.Kind != Silver {
+func (d *Drainer) buildCommit(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
+	if key.Kind != tables.Silver {
 		rows := make([]pq.Row, 0, len(todo))
 		for _, it := range todo {
 			rows = append(rows, it.row)
@@ -185,7 +186,7 @@ func (d *Drainer) buildCommit(ctx context.Context, w *delta.Writer, key TableKey
 		}
 		return delta.Commit{
 				Operation:           "STREAMING UPDATE",
-				OperationParameters: map[string]any{"outputMode": "Append", "queryId": AppID},
+				OperationParameters: map[string]any{"outputMode": "Append", "queryId": tables.AppID},
 				OperationMetrics:    map[string]any{"numAddedFiles": "1", "numOutputRows": fmt.Sprint(len(rows)), "numOutputBytes": fmt.Sprint(add.Size)},
 				Adds:                []*delta.Add{add},
 			}, commitStats{rows: len(rows), bytes: add.Size},
@@ -205,7 +206,7 @@ type claimKey struct {
 // the table. Rows already in the table are changed copy-on-write: only the
 // files whose stats may hold a retracted key are read, and only the files
 // that do hold one are rewritten (remove + add in the same commit).
-func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
+func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
 	inserts := map[claimKey]pq.Row{}
 	var order []claimKey
 	existing := map[claimKey]*change{}
@@ -320,11 +321,11 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key TableKey
 		stats.bytes += add.Size
 	}
 	commit.Operation = "STREAMING UPDATE"
-	commit.OperationParameters = map[string]any{"outputMode": "Append", "queryId": AppID}
+	commit.OperationParameters = map[string]any{"outputMode": "Append", "queryId": tables.AppID}
 	if len(commit.Removes) > 0 {
 		commit.Operation = "MERGE"
 		pred, _ := json.Marshal(map[string]any{"on": "target.artifact_id = source.artifact_id AND target.version = source.version"})
-		commit.OperationParameters = map[string]any{"predicate": string(pred), "queryId": AppID}
+		commit.OperationParameters = map[string]any{"predicate": string(pred), "queryId": tables.AppID}
 	}
 	commit.OperationMetrics = map[string]any{
 		"numTargetRowsInserted": fmt.Sprint(stats.rows),

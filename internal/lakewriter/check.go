@@ -13,6 +13,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // The row check: every outbox row is checked against the signed journal
@@ -86,11 +87,11 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 			continue
 		}
 		switch {
-		case it.table.Kind == Bronze:
+		case it.table.Kind == tables.Bronze:
 			if it.bronze == nil || it.bronze.EventType != it.ev.eventType {
 				it.poison = poisonf(it.seq, "bronze.events payload does not name the type %s of journal event %d", it.ev.eventType, it.ev.seq)
 			}
-		case it.table.Kind == Gold:
+		case it.table.Kind == tables.Gold:
 			it.poison = poisonf(it.seq, "no journal event implies a gold.lineage row (journal event %d is a %s)", it.ev.seq, it.ev.eventType)
 		case it.mat != nil:
 			mats = append(mats, it)

@@ -17,22 +17,12 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // Continuity: the lake knows which database history it was drained from,
 // and the writer checks that the database still holds it before writing.
 // See doc.go, invariant 7.
-
-// Anchor recognises the last outbox row of a batch: its position and a
-// digest of its content, including the hash of the journal event it cites
-// (which, through prev_hash, stands for the tenant's whole chain up to it).
-type Anchor struct {
-	Seq        int64     `json:"seq"`
-	Tenant     uuid.UUID `json:"tenant"`
-	JournalSeq int64     `json:"journalSeq"`
-	EventHash  string    `json:"eventHash"` // hex of oml.journal.hash
-	Digest     string    `json:"digest"`    // hex sha256, see anchorDigest
-}
 
 // anchorDigest is part of the lake format: changing it makes every recorded
 // anchor unrecognisable. v1 covers every column of the outbox row that
@@ -113,11 +103,11 @@ func (a *anchorCols) dest() []any {
 	return []any{&a.seq, &a.tenant, &a.jseq, &a.target, &a.op, &a.art, &a.version, &a.eventHash}
 }
 
-func (a *anchorCols) anchor() *Anchor {
+func (a *anchorCols) anchor() *tables.Anchor {
 	if a.seq == nil {
 		return nil
 	}
-	return &Anchor{
+	return &tables.Anchor{
 		Seq: *a.seq, Tenant: *a.tenant, JournalSeq: *a.jseq, EventHash: hex.EncodeToString(a.eventHash),
 		Digest: anchorDigest(*a.seq, *a.tenant, *a.jseq, *a.target, *a.op, *a.art, *a.version, a.eventHash),
 	}
@@ -126,8 +116,8 @@ func (a *anchorCols) anchor() *Anchor {
 // readBatchRecord computes what a commit of batch (start, end] records,
 // the database's identity, and the row now at prev's seq (nil when prev is
 // nil or the row is gone).
-func readBatchRecord(ctx context.Context, db rowQuerier, start, end int64, prev *Anchor) (BatchBounds, Identity, *Anchor, error) {
-	b := BatchBounds{Start: start, End: end}
+func readBatchRecord(ctx context.Context, db rowQuerier, start, end int64, prev *tables.Anchor) (tables.BatchBounds, Identity, *tables.Anchor, error) {
+	b := tables.BatchBounds{Start: start, End: end}
 	var id Identity
 	var cur, old anchorCols
 	prevSeq := int64(-1)
@@ -157,7 +147,7 @@ const (
 // that is gone (pruned) is recognised by its journal event instead: the
 // event and the row were committed in one transaction, so the event being
 // there with the same hash means the history is the same.
-func checkAnchor(ctx context.Context, db rowQuerier, a *Anchor) (anchorVerdict, error) {
+func checkAnchor(ctx context.Context, db rowQuerier, a *tables.Anchor) (anchorVerdict, error) {
 	var cols anchorCols
 	err := db.QueryRow(ctx, anchorRowSQL, a.Seq).Scan(cols.dest()...)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -201,7 +191,7 @@ func checkAnchor(ctx context.Context, db rowQuerier, a *Anchor) (anchorVerdict, 
 // transaction committed after the anchor's (seq order is not commit
 // order). Fewer rows are fine only when the outbox was pruned into the
 // batch (its oldest row is above the batch start).
-func checkRows(ctx context.Context, db rowQuerier, b BatchBounds) (anchorVerdict, error) {
+func checkRows(ctx context.Context, db rowQuerier, b tables.BatchBounds) (anchorVerdict, error) {
 	if b.Rows == nil {
 		return anchorAgrees, nil
 	}
@@ -288,7 +278,7 @@ func (e *ContinuityError) Error() string {
 
 // TablePosition is one table's txn version, the input of the check.
 type TablePosition struct {
-	Key        TableKey
+	Key        tables.TableKey
 	TxnVersion int64
 }
 
@@ -351,7 +341,7 @@ type checker struct {
 	agreedEnds []int64 // batch ends known to agree
 }
 
-func (k *checker) verify(a *Anchor) (anchorVerdict, error) {
+func (k *checker) verify(a *tables.Anchor) (anchorVerdict, error) {
 	if v, ok := k.verdicts[a.Seq]; ok {
 		return v, nil
 	}
@@ -412,7 +402,7 @@ func (k *checker) newest(tables []TablePosition) error {
 
 // checkRecord compares one recorded batch with the database: its anchor,
 // then its row count. It reports whether they disagree.
-func (k *checker) checkRecord(rec BatchBounds) (bool, error) {
+func (k *checker) checkRecord(rec tables.BatchBounds) (bool, error) {
 	v, err := k.verify(rec.Anchor)
 	if err != nil {
 		return false, err
@@ -443,7 +433,7 @@ func (k *checker) walkBack() error {
 			return err
 		}
 		for _, h := range hist {
-			b, ok := parseBatchBounds(h.CommitInfo)
+			b, ok := tables.ParseBatchBounds(h.CommitInfo)
 			if !ok || b.Anchor == nil || b.End >= t.TxnVersion {
 				continue // the newest record was checked already
 			}
@@ -501,7 +491,7 @@ func (k *checker) classify() error {
 }
 
 type foundRecord struct {
-	rec BatchBounds
+	rec tables.BatchBounds
 	ok  bool
 }
 
@@ -538,8 +528,8 @@ func newestRecords(ctx context.Context, lake store.Store, tables []TablePosition
 }
 
 // tableHistory reads a table's newest commits (none if the table is gone).
-func tableHistory(ctx context.Context, lake store.Store, key TableKey, limit int) ([]delta.HistoryEntry, error) {
-	st, err := store.Sub(lake, key.Path())
+func tableHistory(ctx context.Context, lake store.Store, key tables.TableKey, limit int) ([]delta.HistoryEntry, error) {
+	st, err := key.Store(lake)
 	if err != nil {
 		return nil, err
 	}
@@ -554,15 +544,15 @@ func tableHistory(ctx context.Context, lake store.Store, key TableKey, limit int
 }
 
 // recordAt finds the record of the commit that set the txn version to v.
-func recordAt(hist []delta.HistoryEntry, v int64) (BatchBounds, bool) {
+func recordAt(hist []delta.HistoryEntry, v int64) (tables.BatchBounds, bool) {
 	for _, h := range hist {
 		for _, t := range h.Txns {
-			if t.AppID == AppID && t.Version == v {
-				return parseBatchBounds(h.CommitInfo)
+			if t.AppID == tables.AppID && t.Version == v {
+				return tables.ParseBatchBounds(h.CommitInfo)
 			}
 		}
 	}
-	return BatchBounds{}, false
+	return tables.BatchBounds{}, false
 }
 
 // CheckLake is the continuity check for the status surfaces (`oml lake
@@ -590,10 +580,10 @@ func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]T
 		return nil, fmt.Errorf("list tenants: %w", err)
 	}
 	reg := newRegistry(lake, deltaOptions(), true)
-	all := make([]TablePosition, 0, len(ids)*len(Kinds))
+	all := make([]TablePosition, 0, len(ids)*len(tables.Kinds))
 	for _, id := range ids {
-		for _, k := range Kinds {
-			all = append(all, TablePosition{Key: TableKey{Tenant: id, Kind: k}})
+		for _, k := range tables.Kinds {
+			all = append(all, TablePosition{Key: tables.TableKey{Tenant: id, Kind: k}})
 		}
 	}
 	g, gctx := errgroup.WithContext(ctx)
@@ -604,7 +594,7 @@ func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]T
 			if err != nil || w == nil {
 				return err
 			}
-			if v, ok := w.Snapshot().TxnVersion(AppID); ok {
+			if v, ok := w.Snapshot().TxnVersion(tables.AppID); ok {
 				all[i].TxnVersion = v
 			}
 			return nil

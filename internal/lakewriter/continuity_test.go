@@ -20,6 +20,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
@@ -75,8 +76,8 @@ func lakeVersions(t *testing.T, lake store.Store, b *bundle) map[string]int64 {
 	t.Helper()
 	out := map[string]int64{}
 	for _, tn := range b.tenants {
-		for _, k := range lakewriter.Kinds {
-			key := lakewriter.TableKey{Tenant: tn, Kind: k}
+		for _, k := range tables.Kinds {
+			key := tables.TableKey{Tenant: tn, Kind: k}
 			st, err := store.Sub(lake, key.Path())
 			require.NoError(t, err)
 			snap, err := delta.Load(context.Background(), st)
@@ -261,12 +262,12 @@ func TestContinuity_CommitRecordAndDeployment_WrongLakeRefused(t *testing.T) {
 	require.NoError(t, err)
 	b.drainAll(t, d)
 
-	st, err := store.Sub(lake, lakewriter.TableKey{Tenant: b.tenants[0], Kind: lakewriter.Bronze}.Path())
+	st, err := store.Sub(lake, tables.TableKey{Tenant: b.tenants[0], Kind: tables.Bronze}.Path())
 	require.NoError(t, err)
 	hist, err := delta.History(ctx, st, delta.HistoryOptions{Limit: 1})
 	require.NoError(t, err)
 	var ci struct {
-		OmlBatch lakewriter.BatchBounds `json:"omlBatch"`
+		OmlBatch tables.BatchBounds `json:"omlBatch"`
 	}
 	require.NoError(t, json.Unmarshal(hist[0].CommitInfo, &ci))
 	rec := ci.OmlBatch

@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // The continuity check inside the writer (see continuity.go).
@@ -13,8 +15,8 @@ import (
 func (d *Drainer) positions(ctx context.Context, tenants []uuid.UUID) ([]TablePosition, error) {
 	var out []TablePosition
 	for _, t := range tenants {
-		for _, k := range Kinds {
-			key := TableKey{Tenant: t, Kind: k}
+		for _, k := range tables.Kinds {
+			key := tables.TableKey{Tenant: t, Kind: k}
 			if d.isHeldTable(key) {
 				continue // not written, so nothing of it to check (faults.go)
 			}
@@ -29,7 +31,7 @@ func (d *Drainer) positions(ctx context.Context, tenants []uuid.UUID) ([]TablePo
 			if w == nil {
 				continue
 			}
-			if v, ok := w.Snapshot().TxnVersion(AppID); ok {
+			if v, ok := w.Snapshot().TxnVersion(tables.AppID); ok {
 				out = append(out, TablePosition{Key: key, TxnVersion: v})
 			}
 		}
@@ -77,7 +79,7 @@ func (d *Drainer) checkContinuity(ctx context.Context, tenants []uuid.UUID) erro
 // the previous batch's anchor. Only when something moved (another system
 // identifier or timeline, the outbox sequence below the frontier, the
 // previous anchor gone or changed) does it run the full check.
-func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (BatchBounds, error) {
+func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (tables.BatchBounds, error) {
 	d.contMu.Lock()
 	prev, verified := d.lastAnchor, d.verified
 	d.contMu.Unlock()
@@ -110,21 +112,21 @@ func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (BatchBounds,
 // first commits recorded).
 func (d *Drainer) setCutRows(from, to int64, rows *int64) {
 	d.contMu.Lock()
-	d.cutRows = &BatchBounds{Start: from, End: to, Rows: rows}
+	d.cutRows = &tables.BatchBounds{Start: from, End: to, Rows: rows}
 	d.contMu.Unlock()
 }
 
-func (d *Drainer) setRecord(rec BatchBounds) {
+func (d *Drainer) setRecord(rec tables.BatchBounds) {
 	d.contMu.Lock()
 	d.current = &rec
 	d.contMu.Unlock()
 }
 
 // commitRecord is the commitInfo.omlBatch of a commit of (from, to].
-func (d *Drainer) commitRecord(from, to int64, catchUp bool) BatchBounds {
+func (d *Drainer) commitRecord(from, to int64, catchUp bool) tables.BatchBounds {
 	d.contMu.Lock()
 	defer d.contMu.Unlock()
-	b := BatchBounds{Start: from, End: to}
+	b := tables.BatchBounds{Start: from, End: to}
 	if d.current != nil && d.current.Start == from && d.current.End == to {
 		b = *d.current
 	}
@@ -132,7 +134,7 @@ func (d *Drainer) commitRecord(from, to int64, catchUp bool) BatchBounds {
 	return b
 }
 
-func (d *Drainer) batchApplied(rec BatchBounds) {
+func (d *Drainer) batchApplied(rec tables.BatchBounds) {
 	if rec.Anchor == nil {
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -42,10 +43,10 @@ func seeds(t *testing.T) []uint64 {
 // process is dead: every later crash point fails too, so no other table of
 // the batch starts writing after the crash (tables already past their data
 // files may still commit, as in a real crash with commits in flight).
-func crashAfter(p lakewriter.CrashPoint, k int) (func(lakewriter.CrashPoint, lakewriter.TableKey) error, func() bool) {
+func crashAfter(p lakewriter.CrashPoint, k int) (func(lakewriter.CrashPoint, tables.TableKey) error, func() bool) {
 	var mu sync.Mutex
 	n, fired := 0, false
-	return func(got lakewriter.CrashPoint, _ lakewriter.TableKey) error {
+	return func(got lakewriter.CrashPoint, _ tables.TableKey) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if fired {

@@ -18,6 +18,7 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 )
@@ -79,7 +80,7 @@ type Options struct {
 	Metrics  *Metrics
 	// Crash, when set, is called at every crash point; a non-nil error stops
 	// the writer on the spot (tests only).
-	Crash func(p CrashPoint, table TableKey) error
+	Crash func(p CrashPoint, table tables.TableKey) error
 	// OnBatch, when set, is called after each completed batch (tests).
 	OnBatch func(BatchResult)
 	// StopAt, when positive, caps DrainOnce's target at this outbox seq
@@ -118,7 +119,7 @@ type BatchResult struct {
 	Held         int // rows of tenants held for a forked chain, not applied
 	Duration     time.Duration
 
-	touched []TableKey
+	touched []tables.TableKey
 }
 
 // Summary is what a DrainOnce run did.
@@ -168,8 +169,8 @@ type Drainer struct {
 
 	heldMu        sync.Mutex
 	held          map[uuid.UUID]chainverify.Finding
-	heldTables    map[TableKey]TableHold // tables held for a fault of their own (faults.go)
-	outageLimit   time.Duration          // DrainOnce: give up on an outage after this (0: never)
+	heldTables    map[tables.TableKey]TableHold // tables held for a fault of their own (faults.go)
+	outageLimit   time.Duration                 // DrainOnce: give up on an outage after this (0: never)
 	lastForkCheck time.Time
 	witnessMu     sync.Mutex
 	witnessedAt   map[uuid.UUID]time.Time
@@ -181,9 +182,9 @@ type Drainer struct {
 	// batch being applied.
 	contMu     sync.Mutex
 	verified   Identity
-	lastAnchor *Anchor
-	current    *BatchBounds
-	cutRows    *BatchBounds // Start, End and Rows of the batch last cut
+	lastAnchor *tables.Anchor
+	current    *tables.BatchBounds
+	cutRows    *tables.BatchBounds // Start, End and Rows of the batch last cut
 
 	durableMu        sync.Mutex
 	lastVerdict      *replication.Verdict
@@ -264,7 +265,7 @@ func New(opts Options) (*Drainer, error) {
 
 func deltaOptions() delta.Options { return delta.Options{} }
 
-func (d *Drainer) crash(p CrashPoint, key TableKey) error {
+func (d *Drainer) crash(p CrashPoint, key tables.TableKey) error {
 	if d.opts.Crash == nil {
 		return nil
 	}
@@ -297,12 +298,12 @@ func (d *Drainer) recover(ctx context.Context) error {
 	}
 	var (
 		maxEnd  int64 = 0
-		maxKey  TableKey
+		maxKey  tables.TableKey
 		haveAny bool
 	)
 	for _, t := range tenants {
-		for _, k := range Kinds {
-			key := TableKey{Tenant: t, Kind: k}
+		for _, k := range tables.Kinds {
+			key := tables.TableKey{Tenant: t, Kind: k}
 			if d.isHeldTable(key) {
 				continue
 			}
@@ -317,7 +318,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 			if w == nil {
 				continue
 			}
-			if v, ok := w.Snapshot().TxnVersion(AppID); ok && v > maxEnd {
+			if v, ok := w.Snapshot().TxnVersion(tables.AppID); ok && v > maxEnd {
 				maxEnd, maxKey, haveAny = v, key, true
 			}
 		}
@@ -377,25 +378,25 @@ func (d *Drainer) recover(ctx context.Context) error {
 // batchStart reads the start bound recorded with the commit that set the
 // table's txn version to end (-1 if it cannot be found, e.g. cleaned up).
 // The record is returned too (its anchor seeds the per-batch check).
-func (d *Drainer) batchStart(ctx context.Context, key TableKey, end int64) (int64, BatchBounds, error) {
-	st, err := store.Sub(d.opts.Lake, key.Path())
+func (d *Drainer) batchStart(ctx context.Context, key tables.TableKey, end int64) (int64, tables.BatchBounds, error) {
+	st, err := key.Store(d.opts.Lake)
 	if err != nil {
-		return -1, BatchBounds{}, err
+		return -1, tables.BatchBounds{}, err
 	}
 	hist, err := delta.History(ctx, st, delta.HistoryOptions{Limit: 20})
 	if err != nil {
-		return -1, BatchBounds{}, fmt.Errorf("read the history of %s: %w", key, err)
+		return -1, tables.BatchBounds{}, fmt.Errorf("read the history of %s: %w", key, err)
 	}
 	for _, h := range hist {
 		for _, t := range h.Txns {
-			if t.AppID == AppID && t.Version == end {
-				if b, ok := parseBatchBounds(h.CommitInfo); ok && b.End == end && !b.CatchUp {
+			if t.AppID == tables.AppID && t.Version == end {
+				if b, ok := tables.ParseBatchBounds(h.CommitInfo); ok && b.End == end && !b.CatchUp {
 					return b.Start, b, nil
 				}
 			}
 		}
 	}
-	return -1, BatchBounds{}, nil
+	return -1, tables.BatchBounds{}, nil
 }
 
 func (d *Drainer) tenants(ctx context.Context) ([]uuid.UUID, error) {
@@ -430,7 +431,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 	if err != nil {
 		return res, err
 	}
-	if err := d.crash(BeforeFrontierUpdate, TableKey{}); err != nil {
+	if err := d.crash(BeforeFrontierUpdate, tables.TableKey{}); err != nil {
 		return res, err
 	}
 	if err := writeFrontier(ctx, d.db, from, to, 0); err != nil {
@@ -438,7 +439,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 	}
 	d.frontier.Store(to)
 	d.batchApplied(rec)
-	if err := d.crash(AfterFrontierUpdate, TableKey{}); err != nil {
+	if err := d.crash(AfterFrontierUpdate, tables.TableKey{}); err != nil {
 		return res, err
 	}
 	d.opts.Metrics.batchDone(res)
@@ -452,7 +453,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 // applyRange applies the rows of (from, to] — every table's, or only
 // scope's (a catch-up) — to the lake, handling poison rows, and leaves the
 // frontier alone. Rows of tenants held for a forked chain are not applied.
-func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *TableKey) (BatchResult, error) {
+func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.TableKey) (BatchResult, error) {
 	started := time.Now()
 	res := BatchResult{Start: from, End: to}
 	if scope != nil {
@@ -502,9 +503,9 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *TableKe
 	return res, nil
 }
 
-func group(items []*item) (map[TableKey][]*item, []TableKey) {
-	groups := map[TableKey][]*item{}
-	var order []TableKey
+func group(items []*item) (map[tables.TableKey][]*item, []tables.TableKey) {
+	groups := map[tables.TableKey][]*item{}
+	var order []tables.TableKey
 	for _, it := range items {
 		if _, ok := groups[it.table]; !ok {
 			order = append(order, it.table)
@@ -518,7 +519,7 @@ func group(items []*item) (map[TableKey][]*item, []TableKey) {
 // time. An infrastructure error from any table fails the batch (after the
 // others finished: what they committed stays committed and is skipped on
 // the retry).
-func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, order []TableKey, from, to int64, catchUp bool) ([]tableResult, error) {
+func (d *Drainer) applyAll(ctx context.Context, groups map[tables.TableKey][]*item, order []tables.TableKey, from, to int64, catchUp bool) ([]tableResult, error) {
 	results := make([]tableResult, len(order))
 	errs := make([]error, len(order))
 	sem := make(chan struct{}, d.opts.Parallel)
@@ -526,7 +527,7 @@ func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, ord
 	for i, key := range order {
 		wg.Add(1)
 		sem <- struct{}{}
-		go func(i int, key TableKey) {
+		go func(i int, key tables.TableKey) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			r, err := d.applyTable(ctx, key, groups[key], from, to, catchUp)
@@ -561,7 +562,7 @@ func (d *Drainer) applyAll(ctx context.Context, groups map[TableKey][]*item, ord
 	return results, nil
 }
 
-func (d *Drainer) maybeCheckpoint(ctx context.Context, w *delta.Writer, key TableKey) {
+func (d *Drainer) maybeCheckpoint(ctx context.Context, w *delta.Writer, key tables.TableKey) {
 	done, res, err := w.MaybeCheckpoint(ctx)
 	if err != nil {
 		// A failed checkpoint costs read speed, never correctness: the next

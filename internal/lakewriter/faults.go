@@ -13,6 +13,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // Whose fault an error is decides what the writer does with it
@@ -78,12 +79,12 @@ func (e *SchemaError) Error() string { return e.msg }
 
 // TableHold is a table the writer holds for a fault of its own.
 type TableHold struct {
-	Table  string    `json:"table"` // <tenant>/<layer>/<name>
-	Tenant uuid.UUID `json:"tenant_id"`
-	Kind   Kind      `json:"kind"`
-	Reason string    `json:"reason"`
-	Since  time.Time `json:"held_at"`
-	Holder string    `json:"holder,omitempty"`
+	Table  string      `json:"table"` // <tenant>/<layer>/<name>
+	Tenant uuid.UUID   `json:"tenant_id"`
+	Kind   tables.Kind `json:"kind"`
+	Reason string      `json:"reason"`
+	Since  time.Time   `json:"held_at"`
+	Holder string      `json:"holder,omitempty"`
 }
 
 // HoldPrefix is where the writer records its table holds under the lake
@@ -92,17 +93,17 @@ type TableHold struct {
 // stay the authority; a hold only says "this table is not being written".
 const HoldPrefix = "_oml_holds/"
 
-func holdKey(k TableKey) string {
+func holdKey(k tables.TableKey) string {
 	return HoldPrefix + k.Tenant.String() + "/" + string(k.Kind) + ".json"
 }
 
 // holdTable holds key for err (a table fault): its rows are left out from
 // now on and the hold is recorded in the lake.
-func (d *Drainer) holdTable(ctx context.Context, key TableKey, err error) {
+func (d *Drainer) holdTable(ctx context.Context, key tables.TableKey, err error) {
 	d.tables.forget(key)
 	d.heldMu.Lock()
 	if d.heldTables == nil {
-		d.heldTables = map[TableKey]TableHold{}
+		d.heldTables = map[tables.TableKey]TableHold{}
 	}
 	h, was := d.heldTables[key]
 	if !was {
@@ -123,7 +124,7 @@ func (d *Drainer) holdTable(ctx context.Context, key TableKey, err error) {
 }
 
 // releaseTable ends a hold (the table reads again) and removes its record.
-func (d *Drainer) releaseTable(ctx context.Context, key TableKey) {
+func (d *Drainer) releaseTable(ctx context.Context, key tables.TableKey) {
 	d.heldMu.Lock()
 	_, was := d.heldTables[key]
 	delete(d.heldTables, key)
@@ -143,7 +144,7 @@ func (d *Drainer) heldTableCount() int {
 	return len(d.heldTables)
 }
 
-func (d *Drainer) isHeldTable(key TableKey) bool {
+func (d *Drainer) isHeldTable(key tables.TableKey) bool {
 	d.heldMu.Lock()
 	defer d.heldMu.Unlock()
 	_, ok := d.heldTables[key]
@@ -170,12 +171,12 @@ func (d *Drainer) recheckHeldTables(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	keys := map[TableKey]bool{}
+	keys := map[tables.TableKey]bool{}
 	for _, h := range recorded {
-		keys[TableKey{Tenant: h.Tenant, Kind: h.Kind}] = true
+		keys[tables.TableKey{Tenant: h.Tenant, Kind: h.Kind}] = true
 	}
 	for _, h := range d.HeldTables() {
-		keys[TableKey{Tenant: h.Tenant, Kind: h.Kind}] = true
+		keys[tables.TableKey{Tenant: h.Tenant, Kind: h.Kind}] = true
 	}
 	for key := range keys {
 		d.tables.forget(key)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/chain"
+	"github.com/omlhq/oml/internal/lake/tables"
 
 	"github.com/omlhq/oml/internal/cli"
 	"github.com/omlhq/oml/internal/cliutil"
@@ -77,7 +78,7 @@ func TestFaults_CorruptCommitInOneTable_HeldOthersDrainDoctorFails(t *testing.T)
 	require.NoError(t, err)
 	b.drainAll(t, d)
 
-	victim := lakewriter.TableKey{Tenant: b.tenants[0], Kind: lakewriter.Bronze}
+	victim := tables.TableKey{Tenant: b.tenants[0], Kind: tables.Bronze}
 	key, good := newestCommit(t, lake, victim.Path())
 	require.NoError(t, lake.Put(ctx, key, strings.NewReader("{this is not a Delta commit"), 27))
 	b.load(t, workload.Config{Claims: 10, Seed: 82})
@@ -219,7 +220,7 @@ func TestFaults_MissingSilverDataFile_TableHeldDoctorNamesIt(t *testing.T) {
 	require.NoError(t, err)
 	b.drainAll(t, d)
 
-	victim := lakewriter.TableKey{Tenant: b.tenants[0], Kind: lakewriter.Silver}
+	victim := tables.TableKey{Tenant: b.tenants[0], Kind: tables.Silver}
 	objs, err := lake.List(ctx, victim.Path()+"/", "")
 	require.NoError(t, err)
 	for _, o := range objs {

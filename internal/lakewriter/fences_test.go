@@ -13,6 +13,7 @@ import (
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -28,7 +29,7 @@ func (b *bundle) finalBatchStart(t *testing.T, n, extra int) int64 {
 	rows, err := b.pool.Query(context.Background(), `SELECT seq, tenant_id, target FROM oml.outbox ORDER BY seq DESC`)
 	require.NoError(t, err)
 	defer rows.Close()
-	seen := map[lakewriter.TableKey]bool{}
+	seen := map[tables.TableKey]bool{}
 	var x int64 = -1
 	for rows.Next() {
 		var seq int64
@@ -48,7 +49,7 @@ func (b *bundle) finalBatchStart(t *testing.T, n, extra int) int64 {
 		if planted {
 			continue
 		}
-		seen[lakewriter.TableKey{Tenant: tn, Kind: lakewriter.Kind(target)}] = true
+		seen[tables.TableKey{Tenant: tn, Kind: tables.Kind(target)}] = true
 		if len(seen) >= n {
 			x = seq - 1
 		}
@@ -60,14 +61,14 @@ func (b *bundle) finalBatchStart(t *testing.T, n, extra int) int64 {
 
 // tablesIn lists the tables the rows in (from, to] go to, leaving out
 // planted poison.
-func (b *bundle) tablesIn(t *testing.T, from, to int64) []lakewriter.TableKey {
+func (b *bundle) tablesIn(t *testing.T, from, to int64) []tables.TableKey {
 	t.Helper()
 	rows, err := b.pool.Query(context.Background(),
 		`SELECT seq, tenant_id, target FROM oml.outbox WHERE seq > $1 AND seq <= $2 ORDER BY seq`, from, to)
 	require.NoError(t, err)
 	defer rows.Close()
-	seen := map[lakewriter.TableKey]bool{}
-	var out []lakewriter.TableKey
+	seen := map[tables.TableKey]bool{}
+	var out []tables.TableKey
 	for rows.Next() {
 		var seq int64
 		var tn uuid.UUID
@@ -76,7 +77,7 @@ func (b *bundle) tablesIn(t *testing.T, from, to int64) []lakewriter.TableKey {
 		b.poisonMu.Lock()
 		planted := b.poison[seq]
 		b.poisonMu.Unlock()
-		k := lakewriter.TableKey{Tenant: tn, Kind: lakewriter.Kind(target)}
+		k := tables.TableKey{Tenant: tn, Kind: tables.Kind(target)}
 		if planted || seen[k] {
 			continue
 		}
@@ -89,7 +90,7 @@ func (b *bundle) tablesIn(t *testing.T, from, to int64) []lakewriter.TableKey {
 
 // txnVersion is a table's lake-writer txn version in the lake (-1: none, or
 // no table).
-func txnVersion(t *testing.T, lake store.Store, key lakewriter.TableKey) int64 {
+func txnVersion(t *testing.T, lake store.Store, key tables.TableKey) int64 {
 	t.Helper()
 	st, err := store.Sub(lake, key.Path())
 	require.NoError(t, err)
@@ -98,16 +99,16 @@ func txnVersion(t *testing.T, lake store.Store, key lakewriter.TableKey) int64 {
 		return -1
 	}
 	require.NoError(t, err)
-	if v, ok := snap.TxnVersion(lakewriter.AppID); ok {
+	if v, ok := snap.TxnVersion(tables.AppID); ok {
 		return v
 	}
 	return -1
 }
 
 // committedThrough returns the tables of keys whose txn version is ≥ end.
-func committedThrough(t *testing.T, lake store.Store, keys []lakewriter.TableKey, end int64) []lakewriter.TableKey {
+func committedThrough(t *testing.T, lake store.Store, keys []tables.TableKey, end int64) []tables.TableKey {
 	t.Helper()
-	var out []lakewriter.TableKey
+	var out []tables.TableKey
 	for _, k := range keys {
 		if txnVersion(t, lake, k) >= end {
 			out = append(out, k)
@@ -313,8 +314,8 @@ func (b *bundle) maxTxn(t *testing.T, lake store.Store) int64 {
 	t.Helper()
 	out := int64(-1)
 	for _, tn := range append([]uuid.UUID{journal.ProviderTenant}, b.tenants...) {
-		for _, k := range lakewriter.Kinds {
-			out = max(out, txnVersion(t, lake, lakewriter.TableKey{Tenant: tn, Kind: k}))
+		for _, k := range tables.Kinds {
+			out = max(out, txnVersion(t, lake, tables.TableKey{Tenant: tn, Kind: k}))
 		}
 	}
 	return out

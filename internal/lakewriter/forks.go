@@ -12,6 +12,7 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/witness"
@@ -105,8 +106,8 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 		if _, ok := held[t]; ok {
 			continue
 		}
-		for _, k := range Kinds {
-			key := TableKey{Tenant: t, Kind: k}
+		for _, k := range tables.Kinds {
+			key := tables.TableKey{Tenant: t, Kind: k}
 			if d.isHeldTable(key) {
 				continue
 			}
@@ -120,7 +121,7 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 			}
 			v := int64(0)
 			if w != nil {
-				if tv, ok := w.Snapshot().TxnVersion(AppID); ok {
+				if tv, ok := w.Snapshot().TxnVersion(tables.AppID); ok {
 					v = tv
 				}
 			}
@@ -175,7 +176,7 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 // every chain head outside PostgreSQL. A witness is best effort for the
 // lake (a failed publish is logged, never fails the batch), but a
 // conflicting witness is fork evidence: the tenant is held at once.
-func (d *Drainer) witnessTouched(ctx context.Context, touched []TableKey) {
+func (d *Drainer) witnessTouched(ctx context.Context, touched []tables.TableKey) {
 	if d.opts.Signer == nil || d.opts.WitnessInterval < 0 || len(touched) == 0 {
 		return
 	}

@@ -2,39 +2,10 @@ package lakewriter
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
-
-// BatchBounds are the (start, end] bounds the lake writer records in every
-// commit's commitInfo as "omlBatch".
-type BatchBounds struct {
-	Start int64 `json:"start"`
-	End   int64 `json:"end"`
-	// CatchUp marks a commit that brought one table of a tenant up to the
-	// frontier after its chain stopped being forked (not a regular batch).
-	CatchUp bool `json:"catchUp,omitempty"`
-	// The database history the batch was read from (see continuity.go):
-	// the cluster's system identifier and timeline, how many outbox rows
-	// (start, end] held, and the last of them (Anchor). Absent in commits
-	// written before oml recorded them.
-	SystemIdentifier string  `json:"systemIdentifier,omitempty"`
-	Timeline         int64   `json:"timeline,omitempty"`
-	Rows             *int64  `json:"rows,omitempty"`
-	Anchor           *Anchor `json:"anchor,omitempty"`
-}
-
-func parseBatchBounds(commitInfo json.RawMessage) (BatchBounds, bool) {
-	var ci struct {
-		OmlBatch *BatchBounds `json:"omlBatch"`
-	}
-	if len(commitInfo) == 0 || json.Unmarshal(commitInfo, &ci) != nil || ci.OmlBatch == nil {
-		return BatchBounds{}, false
-	}
-	return *ci.OmlBatch, true
-}
 
 // readFrontier reads the frontier cache.
 func readFrontier(ctx context.Context, db *pgxpool.Pool) (int64, error) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // ErrNoSigner means a poison row is past its budget but the writer has no
@@ -65,7 +66,7 @@ RETURNING attempts`, it.seq, it.poison.Error()).Scan(&n)
 		ev, err := journal.New(journal.MaterializeSkipped{
 			OutboxSeq: it.seq, JournalSeq: it.journalSeq, Target: it.target, Op: it.op,
 			ArtifactID: it.artifact, Version: int(it.version), Attempts: attempts[it.seq],
-			Error: it.poison.Error(), By: AppID + "@" + d.opts.Holder,
+			Error: it.poison.Error(), By: tables.AppID + "@" + d.opts.Holder,
 		})
 		if err != nil {
 			return dead, fmt.Errorf("dead-letter outbox row %d: %w", it.seq, err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // LakeMissingError says the lake holds none of what the database says was
@@ -35,7 +36,7 @@ func CheckLakeHoldsFrontier(ctx context.Context, lake store.Store, frontier int6
 	if frontier <= 0 {
 		return nil
 	}
-	key := TableKey{Tenant: journal.ProviderTenant, Kind: Bronze}.Path() + "/_delta_log/"
+	key := tables.TableKey{Tenant: journal.ProviderTenant, Kind: tables.Bronze}.Path() + "/_delta_log/"
 	objs, err := lake.List(ctx, key, "")
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("list %s under %s: %w", key, lake, err)

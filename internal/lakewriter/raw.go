@@ -7,6 +7,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // RawRows are one table's rows of a batch with their Parquet schema.
@@ -44,7 +45,7 @@ func RawBatch(ctx context.Context, db *pgxpool.Pool, from, to int64) (map[string
 	return out, nil
 }
 
-func pqSchema(k Kind) (*pq.Schema, error) {
+func pqSchema(k tables.Kind) (*pq.Schema, error) {
 	var fields []pq.Field
 	for _, f := range schemaFor(k).Fields {
 		t, err := delta.PQType(f.Type)

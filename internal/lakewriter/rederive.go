@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // Rebuilding a table after `oml outbox prune` (internal/outboxprune).
@@ -52,7 +53,7 @@ ORDER BY u.ord`
 // between the reads: every implied row is either pruned before the
 // snapshot or read from the outbox), the table's pruned rows re-derived
 // from the journal, then its rows still in the outbox.
-func loadRebuild(ctx context.Context, db txBeginner, chk *rowChecker, to int64, key TableKey) ([]*item, error) {
+func loadRebuild(ctx context.Context, db txBeginner, chk *rowChecker, to int64, key tables.TableKey) ([]*item, error) {
 	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
 		return nil, fmt.Errorf("rebuild %s: begin: %w", key, err)
@@ -97,7 +98,7 @@ func loadRebuild(ctx context.Context, db txBeginner, chk *rowChecker, to int64, 
 // the rows the tenant's chain implies for the table (journal.DeriveOutbox),
 // less those the outbox still holds (matched by event, op and claim;
 // re-enqueued copies are not derived and not matched).
-func prunedItems(ctx context.Context, tx pgx.Tx, key TableKey) ([]*item, error) {
+func prunedItems(ctx context.Context, tx pgx.Tx, key tables.TableKey) ([]*item, error) {
 	evs, err := journal.ReadChain(ctx, tx, key.Tenant)
 	if err != nil {
 		return nil, fmt.Errorf("rebuild %s: %w", key, err)
@@ -189,11 +190,11 @@ func nullEmpty(ss []string) []*string {
 }
 
 // outboxSeqColumn is the position of outbox_seq in a table's rows.
-func outboxSeqColumn(k Kind) int {
+func outboxSeqColumn(k tables.Kind) int {
 	switch k {
-	case Bronze:
+	case tables.Bronze:
 		return 9
-	case Silver:
+	case tables.Silver:
 		return silOutboxSeq
 	}
 	return 5

@@ -8,6 +8,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // registry keeps one open Delta writer per table, so each table's snapshot
@@ -23,29 +24,29 @@ type registry struct {
 	lean bool
 
 	mu      sync.Mutex
-	writers map[TableKey]*delta.Writer
+	writers map[tables.TableKey]*delta.Writer
 }
 
 func newRegistry(lake store.Store, opts delta.Options, lean bool) *registry {
-	return &registry{lake: lake, opts: opts, lean: lean, writers: map[TableKey]*delta.Writer{}}
+	return &registry{lake: lake, opts: opts, lean: lean, writers: map[tables.TableKey]*delta.Writer{}}
 }
 
 // writer returns the table's writer, opening it (and creating the table
 // when create is set and it does not exist yet). With create unset, a
 // missing table returns (nil, nil).
-func (r *registry) writer(ctx context.Context, key TableKey, create bool) (*delta.Writer, error) {
+func (r *registry) writer(ctx context.Context, key tables.TableKey, create bool) (*delta.Writer, error) {
 	r.mu.Lock()
 	w, ok := r.writers[key]
 	r.mu.Unlock()
 	if ok {
 		return w, nil
 	}
-	st, err := store.Sub(r.lake, key.Path())
+	st, err := key.Store(r.lake)
 	if err != nil {
 		return nil, err
 	}
 	opts := r.opts
-	opts.Lean = r.lean && key.Kind != Silver
+	opts.Lean = r.lean && key.Kind != tables.Silver
 	w, err = delta.OpenWriter(ctx, st, opts)
 	if errors.Is(err, delta.ErrTableNotFound) {
 		if !create {
@@ -75,7 +76,7 @@ func (r *registry) writer(ctx context.Context, key TableKey, create bool) (*delt
 // checkSchema refuses a table whose columns are not the ones oml writes (a
 // table someone else created at our path): writing positional rows into it
 // would put values in the wrong columns.
-func checkSchema(key TableKey, snap *delta.Snapshot) error {
+func checkSchema(key tables.TableKey, snap *delta.Snapshot) error {
 	want := schemaFor(key.Kind).Fields
 	got := snap.Schema().Fields
 	if len(got) != len(want) {
@@ -92,7 +93,7 @@ func checkSchema(key TableKey, snap *delta.Snapshot) error {
 
 // forget drops a writer whose in-memory state can no longer be trusted; the
 // next use reopens the table from its log.
-func (r *registry) forget(key TableKey) {
+func (r *registry) forget(key tables.TableKey) {
 	r.mu.Lock()
 	delete(r.writers, key)
 	r.mu.Unlock()

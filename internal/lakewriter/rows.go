@@ -15,6 +15,7 @@ import (
 
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // item is one outbox row of a batch, decoded for its table. Exactly one of
@@ -22,7 +23,7 @@ import (
 type item struct {
 	seq        int64
 	journalSeq int64
-	table      TableKey
+	table      tables.TableKey
 	target     string // as stored (the table kind, unless it is unknown)
 	op         string
 	artifact   string
@@ -89,7 +90,7 @@ type querier interface {
 //
 // scope, when set, limits the read to one table's rows (a tenant's catch-up).
 // Every row goes through the row check (check.go) before it is returned.
-func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, scope *TableKey) ([]*item, error) {
+func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, scope *tables.TableKey) ([]*item, error) {
 	var tenant, target any
 	if scope != nil {
 		tenant, target = scope.Tenant, string(scope.Kind)
@@ -142,8 +143,8 @@ func scanItems(rows pgx.Rows, from, to int64) ([]*item, error) {
 		it := &item{seq: seq, journalSeq: journalSeq, target: target, op: op, artifact: artifact.String, version: version.Int32,
 			size: len(payload) + len(evPayload) + len(body) + 128}
 		tid := uuid.UUID(tenant.Bytes)
-		kind, kerr := parseKind(target)
-		it.table = TableKey{Tenant: tid, Kind: kind}
+		kind, kerr := tables.ParseTarget(target)
+		it.table = tables.TableKey{Tenant: tid, Kind: kind}
 		switch {
 		case kerr != nil:
 			it.poison = poisonf(seq, "%v", kerr)
@@ -176,10 +177,10 @@ type event struct {
 	payload    []byte
 }
 
-func decodeItem(it *item, kind Kind, payload string, ev event, body []byte) error {
+func decodeItem(it *item, kind tables.Kind, payload string, ev event, body []byte) error {
 	seq := it.seq
 	switch kind {
-	case Bronze:
+	case tables.Bronze:
 		if it.op != journal.OpAppend {
 			return poisonf(seq, "bronze.events rows must be appends, not %q", it.op)
 		}
@@ -195,7 +196,7 @@ func decodeItem(it *item, kind Kind, payload string, ev event, body []byte) erro
 			ev.keyID, string(ev.payload), seq}
 		return nil
 
-	case Gold:
+	case tables.Gold:
 		if it.op != journal.OpAppend {
 			return poisonf(seq, "gold.lineage rows must be appends, not %q", it.op)
 		}

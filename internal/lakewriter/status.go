@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 )
@@ -155,8 +156,8 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 		}
 		reg := newRegistry(lake, deltaOptions(), false)
 		for _, id := range ids {
-			for _, k := range Kinds {
-				key := TableKey{Tenant: id, Kind: k}
+			for _, k := range tables.Kinds {
+				key := tables.TableKey{Tenant: id, Kind: k}
 				ts := TableStatus{Table: key.Path(), Tenant: id.String(), Kind: string(k), TxnVersion: -1, Version: -1}
 				w, err := reg.writer(ctx, key, false)
 				switch {
@@ -166,7 +167,7 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 					snap := w.Snapshot()
 					ts.Exists, ts.Version, ts.Files = true, snap.Version(), snap.NumFiles()
 					ts.SinceCheckpoint = w.CommitsSinceCheckpoint()
-					if v, ok := snap.TxnVersion(AppID); ok {
+					if v, ok := snap.TxnVersion(tables.AppID); ok {
 						ts.TxnVersion = v
 					}
 				}

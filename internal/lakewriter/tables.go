@@ -1,62 +1,9 @@
 package lakewriter
 
 import (
-	"fmt"
-
-	"github.com/google/uuid"
-
-	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
-
-// AppID is the Delta txn appId of every lake-writer commit.
-const AppID = "oml-lakewriter"
-
-// Kind is one of the three per-tenant tables.
-type Kind string
-
-// The tables, named as outbox targets.
-const (
-	Bronze Kind = journal.TargetBronzeEvents
-	Silver Kind = journal.TargetSilverClaims
-	Gold   Kind = journal.TargetGoldLineage
-)
-
-// Kinds lists the tables in a fixed order.
-var Kinds = []Kind{Bronze, Silver, Gold}
-
-// Dir is the table's directory under a tenant: bronze/events, ...
-func (k Kind) Dir() string {
-	switch k {
-	case Bronze:
-		return "bronze/events"
-	case Silver:
-		return "silver/claims"
-	case Gold:
-		return "gold/lineage"
-	}
-	return ""
-}
-
-// TableKey names one Delta table: a tenant's table of a kind.
-type TableKey struct {
-	Tenant uuid.UUID
-	Kind   Kind
-}
-
-// Path is the table's location relative to the lake root:
-// <tenant_id>/bronze/events and so on.
-func (k TableKey) Path() string { return k.Tenant.String() + "/" + k.Kind.Dir() }
-
-func (k TableKey) String() string { return k.Path() }
-
-func parseKind(target string) (Kind, error) {
-	switch Kind(target) {
-	case Bronze, Silver, Gold:
-		return Kind(target), nil
-	}
-	return "", fmt.Errorf("unknown outbox target %q", target)
-}
 
 func str(name string) delta.StructField { return delta.Field(name, delta.Prim(delta.TypeString), true) }
 func long(name string) delta.StructField {
@@ -119,18 +66,18 @@ const (
 	silUpdatedAt  = 16
 )
 
-func schemaFor(k Kind) *delta.StructType {
+func schemaFor(k tables.Kind) *delta.StructType {
 	switch k {
-	case Bronze:
+	case tables.Bronze:
 		return bronzeSchema
-	case Silver:
+	case tables.Silver:
 		return silverSchema
 	default:
 		return goldSchema
 	}
 }
 
-func specFor(k TableKey) delta.TableSpec {
+func specFor(k tables.TableKey) delta.TableSpec {
 	return delta.TableSpec{
 		Schema:      schemaFor(k.Kind),
 		Name:        string(k.Kind),

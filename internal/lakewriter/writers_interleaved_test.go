@@ -10,6 +10,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -21,14 +22,14 @@ type pauseAtFirstDataFiles struct {
 	once   sync.Once
 	paused chan struct{}
 	resume chan struct{}
-	key    lakewriter.TableKey
+	key    tables.TableKey
 }
 
 func newPause() *pauseAtFirstDataFiles {
 	return &pauseAtFirstDataFiles{paused: make(chan struct{}), resume: make(chan struct{})}
 }
 
-func (p *pauseAtFirstDataFiles) hook(point lakewriter.CrashPoint, key lakewriter.TableKey) error {
+func (p *pauseAtFirstDataFiles) hook(point lakewriter.CrashPoint, key tables.TableKey) error {
 	if point != lakewriter.AfterDataFiles {
 		return nil
 	}
@@ -129,7 +130,7 @@ func TestTwoWriters_Interleaved_DeltaFenceKeepsExactlyOnce(t *testing.T) {
 			var txns []int64
 			for i := len(hist) - 1; i >= 0; i-- {
 				for _, tx := range hist[i].Txns {
-					if tx.AppID == lakewriter.AppID {
+					if tx.AppID == tables.AppID {
 						txns = append(txns, tx.Version)
 					}
 				}

@@ -14,7 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
 )
 
@@ -55,7 +55,7 @@ func buildBronzeLike(b *testing.B, st store.Store, n, rows int) {
 		add, err := w.WriteFile(ctx, map[string]*string{}, batch)
 		require.NoError(b, err)
 		_, err = w.Commit(ctx, delta.Commit{Operation: "STREAMING UPDATE", Adds: []*delta.Add{add},
-			Txn: &delta.Txn{AppID: lakewriter.AppID, Version: seq}})
+			Txn: &delta.Txn{AppID: tables.AppID, Version: seq}})
 		require.NoError(b, err)
 		_, _, err = w.MaybeCheckpoint(ctx)
 		require.NoError(b, err)
@@ -100,7 +100,7 @@ func BenchmarkOptimize(b *testing.B) {
 		require.NoError(b, err)
 		buildBronzeLike(b, st, *benchCommits, *benchRows)
 		before, rows := bestRead(b, st)
-		tab := maintain.Table{Key: lakewriter.TableKey{Kind: lakewriter.Bronze}, Store: st}
+		tab := maintain.Table{Key: tables.TableKey{Kind: tables.Bronze}, Store: st}
 		b.StartTimer()
 		start := time.Now()
 		r, err := maintain.Compact(context.Background(), tab, maintain.CompactOptions{})

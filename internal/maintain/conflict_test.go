@@ -11,7 +11,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
 )
 
@@ -62,7 +62,7 @@ func TestEraseBodies_AppendWinsTheRace_RebasedOver(t *testing.T) {
 	// Not parallel: the hook is package-global.
 	ctx := context.Background()
 	st, other := miniSilver(t)
-	tab := maintain.Table{Key: lakewriter.TableKey{Tenant: uuid.New(), Kind: lakewriter.Silver}, Store: st}
+	tab := maintain.Table{Key: tables.TableKey{Tenant: uuid.New(), Kind: tables.Silver}, Store: st}
 	defer maintain.SetBeforeEraseCommit(func() {
 		add, err := other.WriteFile(ctx, map[string]*string{}, []pq.Row{{"c", int32(1), []byte("new"), "promoted"}})
 		require.NoError(t, err)
@@ -85,7 +85,7 @@ func TestEraseBodies_AppendWinsTheRace_RebasedOver(t *testing.T) {
 func TestEraseBodies_MergeWinsTheRace_RedoneFromNewSnapshot(t *testing.T) {
 	ctx := context.Background()
 	st, other := miniSilver(t)
-	tab := maintain.Table{Key: lakewriter.TableKey{Tenant: uuid.New(), Kind: lakewriter.Silver}, Store: st}
+	tab := maintain.Table{Key: tables.TableKey{Tenant: uuid.New(), Kind: tables.Silver}, Store: st}
 	fired := false
 	defer maintain.SetBeforeEraseCommit(func() {
 		if fired {

@@ -15,7 +15,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // Erasure stages, in the order a claim passes through them.
@@ -146,8 +146,8 @@ ORDER BY c.tenant_id, max(c.last_seq), c.artifact_id`, tenant)
 // its silver table's directory that still holds one of their bodies, and
 // sets Merged, Files, Stage and GoneBy.
 func locateCiphertext(ctx context.Context, lake store.Store, tenant uuid.UUID, claims []*ErasedClaim, now time.Time) error {
-	key := lakewriter.TableKey{Tenant: tenant, Kind: lakewriter.Silver}
-	st, err := store.Sub(lake, key.Path())
+	key := tables.TableKey{Tenant: tenant, Kind: tables.Silver}
+	st, err := key.Store(lake)
 	if err != nil {
 		return err
 	}
@@ -173,7 +173,7 @@ func locateCiphertext(ctx context.Context, lake store.Store, tenant uuid.UUID, c
 		if retention, err = snap.DeletedFileRetention(); err != nil {
 			return err
 		}
-		if v, ok := snap.TxnVersion(lakewriter.AppID); ok {
+		if v, ok := snap.TxnVersion(tables.AppID); ok {
 			txn = v
 		}
 		if err := scanForBodies(ctx, st, snap, ids, want, retention); err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/delta"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/workload"
@@ -102,7 +102,7 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 	}
 
 	// maintain decides the erase-bodies rewrite from measurements alone.
-	tabs, err := maintain.Tables(b.lake, b.tenants, []lakewriter.Kind{lakewriter.Silver})
+	tabs, err := maintain.Tables(b.lake, b.tenants, []tables.Kind{tables.Silver})
 	require.NoError(t, err)
 	reps, err := maintain.Run(ctx, tabs, maintain.RunOptions{})
 	require.NoError(t, err)

@@ -21,6 +21,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/outbox"
@@ -104,7 +105,7 @@ func (b *bundle) drainAll(t *testing.T, d *lakewriter.Drainer) {
 	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", d.Frontier(), b.lastSeq(t))
 }
 
-func (b *bundle) tables(t *testing.T, kinds ...lakewriter.Kind) []maintain.Table {
+func (b *bundle) tables(t *testing.T, kinds ...tables.Kind) []maintain.Table {
 	t.Helper()
 	if len(kinds) == 0 {
 		kinds = nil

@@ -10,7 +10,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // Measurements are what the policy decides from, for one table. All of
@@ -90,7 +90,7 @@ func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, e
 			m.SmallFiles++
 			m.SmallBytes += a.Size
 		}
-		if mayHoldErasedBody(a.Stats) && t.Key.Kind == lakewriter.Silver {
+		if mayHoldErasedBody(a.Stats) && t.Key.Kind == tables.Silver {
 			m.ErasedBodyFiles++
 		}
 	}
@@ -116,7 +116,7 @@ func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, e
 				m.NextExpiry = at
 			}
 		}
-		if t.Key.Kind == lakewriter.Silver && mayHoldErasedBody(r.Stats) {
+		if t.Key.Kind == tables.Silver && mayHoldErasedBody(r.Stats) {
 			m.ErasedTombstones++
 			if expired {
 				m.ErasedTombstonesExpired++

@@ -8,7 +8,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // ErrGaveUp is returned (wrapped) when a rewrite kept losing commit races
@@ -105,7 +105,7 @@ type EraseOptions struct {
 // rewrite starts again from the new snapshot.
 func EraseBodies(ctx context.Context, t Table, opts EraseOptions) (EraseResult, error) {
 	res := EraseResult{Version: -1}
-	if t.Key.Kind != lakewriter.Silver {
+	if t.Key.Kind != tables.Silver {
 		return res, nil
 	}
 	if opts.Restarts <= 0 {

@@ -11,7 +11,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
 )
 
@@ -33,10 +33,10 @@ func TestRun_DoesWhatIsDueThenNothing(t *testing.T) {
 	for i := int64(1); i <= 120; i++ {
 		add, err := w.WriteFile(ctx, map[string]*string{}, []pq.Row{{i, "event"}})
 		require.NoError(t, err)
-		_, err = w.Commit(ctx, delta.Commit{Operation: "STREAMING UPDATE", Adds: []*delta.Add{add}, Txn: &delta.Txn{AppID: lakewriter.AppID, Version: i}})
+		_, err = w.Commit(ctx, delta.Commit{Operation: "STREAMING UPDATE", Adds: []*delta.Add{add}, Txn: &delta.Txn{AppID: tables.AppID, Version: i}})
 		require.NoError(t, err)
 	}
-	tab := maintain.Table{Key: lakewriter.TableKey{Tenant: uuid.New(), Kind: lakewriter.Bronze}, Store: st}
+	tab := maintain.Table{Key: tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, Store: st}
 
 	reps, err := maintain.Run(ctx, []maintain.Table{tab}, maintain.RunOptions{DryRun: true})
 	require.NoError(t, err)
@@ -52,11 +52,11 @@ func TestRun_DoesWhatIsDueThenNothing(t *testing.T) {
 	require.Empty(t, reps[0].Error)
 	require.Equal(t, 120, reps[0].Compacted.FilesRemoved)
 	require.EqualValues(t, 121, reps[0].Checkpoint.Version)
-	v, ok := snap.TxnVersion(lakewriter.AppID)
+	v, ok := snap.TxnVersion(tables.AppID)
 	require.True(t, ok)
 	after, err := delta.Load(ctx, st)
 	require.NoError(t, err)
-	got, _ := after.TxnVersion(lakewriter.AppID)
+	got, _ := after.TxnVersion(tables.AppID)
 	require.Equal(t, v, got, "maintenance never moves the lake writer's txn version")
 	require.Len(t, readRows(t, st), 120)
 

@@ -10,12 +10,12 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // Table is one tenant table and its store (rooted at the table).
 type Table struct {
-	Key   lakewriter.TableKey
+	Key   tables.TableKey
 	Store store.Store
 }
 
@@ -41,15 +41,15 @@ func Tenants(ctx context.Context, db *pgxpool.Pool) ([]uuid.UUID, error) {
 // Tables names the tables of tenants of the given kinds (nil: all kinds)
 // under the lake root, in tenant then kind order. It does not check that
 // they exist (see Exists).
-func Tables(lake store.Store, tenants []uuid.UUID, kinds []lakewriter.Kind) ([]Table, error) {
+func Tables(lake store.Store, tenants []uuid.UUID, kinds []tables.Kind) ([]Table, error) {
 	if kinds == nil {
-		kinds = lakewriter.Kinds
+		kinds = tables.Kinds
 	}
 	var out []Table
 	for _, tn := range tenants {
 		for _, k := range kinds {
-			key := lakewriter.TableKey{Tenant: tn, Kind: k}
-			st, err := store.Sub(lake, key.Path())
+			key := tables.TableKey{Tenant: tn, Kind: k}
+			st, err := key.Store(lake)
 			if err != nil {
 				return nil, err
 			}
@@ -60,14 +60,14 @@ func Tables(lake store.Store, tenants []uuid.UUID, kinds []lakewriter.Kind) ([]T
 }
 
 // ParseKind accepts bronze, silver or gold (or the outbox target names).
-func ParseKind(s string) (lakewriter.Kind, error) {
+func ParseKind(s string) (tables.Kind, error) {
 	switch s {
-	case "bronze", string(lakewriter.Bronze):
-		return lakewriter.Bronze, nil
-	case "silver", string(lakewriter.Silver):
-		return lakewriter.Silver, nil
-	case "gold", string(lakewriter.Gold):
-		return lakewriter.Gold, nil
+	case "bronze", string(tables.Bronze):
+		return tables.Bronze, nil
+	case "silver", string(tables.Silver):
+		return tables.Silver, nil
+	case "gold", string(tables.Gold):
+		return tables.Gold, nil
 	}
 	return "", fmt.Errorf("unknown table %q: use bronze, silver or gold", s)
 }
@@ -76,13 +76,13 @@ func ParseKind(s string) (lakewriter.Kind, error) {
 // rewrites them: silver by (artifact_id, version), so the lake writer's
 // MERGE, which prunes files by artifact_id min/max, reads fewer files;
 // bronze by seq and gold by journal_seq, the order readers scan them in.
-func SortKey(k lakewriter.Kind) []string {
+func SortKey(k tables.Kind) []string {
 	switch k {
-	case lakewriter.Silver:
+	case tables.Silver:
 		return []string{"artifact_id", "version"}
-	case lakewriter.Bronze:
+	case tables.Bronze:
 		return []string{"seq"}
-	case lakewriter.Gold:
+	case tables.Gold:
 		return []string{"journal_seq"}
 	}
 	return nil

@@ -9,7 +9,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -26,7 +26,7 @@ func TestVacuum_KeepsWhatTheRetentionWindowReferences_DeletesTheRest(t *testing.
 	b.load(t, workload.Config{Claims: 30, PromoteRatio: 0.8, RetractRatio: 0.3, Seed: 3, Concurrency: 1})
 	b.drainAll(t, b.drainer(t, 8))
 
-	tabs, err := maintain.Tables(b.lake, b.tenants, []lakewriter.Kind{lakewriter.Bronze, lakewriter.Silver})
+	tabs, err := maintain.Tables(b.lake, b.tenants, []tables.Kind{tables.Bronze, tables.Silver})
 	require.NoError(t, err)
 	type pinned struct {
 		version int64

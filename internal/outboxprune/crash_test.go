@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -16,10 +17,10 @@ import (
 // crashAt fails the first time the writer reaches p once `after` batches
 // have completed, and every crash point after it (the process is dead).
 // batchDone is the writer's OnBatch.
-func crashAt(p lakewriter.CrashPoint, after int) (hook func(lakewriter.CrashPoint, lakewriter.TableKey) error, batchDone func(lakewriter.BatchResult), fired func() bool) {
+func crashAt(p lakewriter.CrashPoint, after int) (hook func(lakewriter.CrashPoint, tables.TableKey) error, batchDone func(lakewriter.BatchResult), fired func() bool) {
 	var mu sync.Mutex
 	batches, done := 0, false
-	return func(got lakewriter.CrashPoint, _ lakewriter.TableKey) error {
+	return func(got lakewriter.CrashPoint, _ tables.TableKey) error {
 			mu.Lock()
 			defer mu.Unlock()
 			if done {
@@ -80,8 +81,8 @@ func TestPrune_CrashMidBatchThenPruneThenRecoverGivesTheExactLake(t *testing.T) 
 
 			b.DrainAll(t, b.drainer(t, lake, nil))
 			for _, tn := range b.Tenants {
-				for _, k := range []lakewriter.Kind{lakewriter.Bronze, lakewriter.Silver} {
-					key := lakewriter.TableKey{Tenant: tn, Kind: k}
+				for _, k := range []tables.Kind{tables.Bronze, tables.Silver} {
+					key := tables.TableKey{Tenant: tn, Kind: k}
 					require.Equal(t, tableRows(t, ref, key, false), tableRows(t, lake, key, false), "%s", key)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/outboxprune"
@@ -60,7 +61,7 @@ func TestPrune_NeverAboveATablesTxnVersionNorTheFrontier(t *testing.T) {
 	behind := -1
 	var mid int64
 	for i, bd := range bounds {
-		if bd.Tenant == b.Tenants[0] && bd.Target == string(lakewriter.Bronze) {
+		if bd.Tenant == b.Tenants[0] && bd.Target == string(tables.Bronze) {
 			behind = i
 			require.NoError(t, b.Pool.QueryRow(ctx, `SELECT seq FROM oml.outbox WHERE tenant_id = $1 AND target = $2 ORDER BY seq OFFSET 30 LIMIT 1`,
 				bd.Tenant, bd.Target).Scan(&mid))
@@ -155,7 +156,7 @@ func TestPrune_RefusesWhenTheLakeIsUnreadableOrNotThisDatabases(t *testing.T) {
 	require.NoError(t, err)
 
 	// A table whose log is corrupt.
-	key := lakewriter.TableKey{Tenant: b.Tenants[0], Kind: lakewriter.Bronze}
+	key := tables.TableKey{Tenant: b.Tenants[0], Kind: tables.Bronze}
 	objs, err := lake.List(ctx, key.Path()+"/_delta_log/", "")
 	require.NoError(t, err)
 	for _, o := range objs {
@@ -218,7 +219,7 @@ func TestPrune_RacingARunningDrainAndTheWorkloadLosesNothing(t *testing.T) {
 	b.reconcileClean(t, lake)
 	require.Zero(t, b.outboxRows(t), "everything applied, nothing dead-lettered: the outbox is empty")
 
-	key := lakewriter.TableKey{Tenant: b.Tenants[1], Kind: lakewriter.Silver}
+	key := tables.TableKey{Tenant: b.Tenants[1], Kind: tables.Silver}
 	want := tableRows(t, lake, key, true)
 	deleteTable(t, lake, key)
 	b.DrainAll(t, b.drainer(t, lake, nil))

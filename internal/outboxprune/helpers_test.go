@@ -14,6 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/outboxprune"
@@ -101,7 +102,7 @@ func newLake(t *testing.T, kind string) store.Store {
 
 // deleteTable removes every object of a table (log and data): the table
 // is gone, as if its prefix had been deleted from the store.
-func deleteTable(t *testing.T, lake store.Store, key lakewriter.TableKey) {
+func deleteTable(t *testing.T, lake store.Store, key tables.TableKey) {
 	t.Helper()
 	ctx := context.Background()
 	objs, err := lake.List(ctx, key.Path()+"/", "")
@@ -115,7 +116,7 @@ func deleteTable(t *testing.T, lake store.Store, key lakewriter.TableKey) {
 // tableRows reads every row of a table, rendered as sorted strings with the
 // outbox_seq column left out when skipSeq (a rebuilt table's re-derived
 // rows have no outbox seq). nil when the table does not exist.
-func tableRows(t *testing.T, lake store.Store, key lakewriter.TableKey, skipSeq bool) []string {
+func tableRows(t *testing.T, lake store.Store, key tables.TableKey, skipSeq bool) []string {
 	t.Helper()
 	st, err := store.Sub(lake, key.Path())
 	require.NoError(t, err)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -45,9 +45,9 @@ func TestPrune_RebuildOfADeletedTableGivesTheExactLake(t *testing.T) {
 			b.reconcileClean(t, lake)
 
 			// Delete two tables of tenant 0 and rebuild them.
-			var want = map[lakewriter.TableKey][]string{}
-			for _, k := range []lakewriter.Kind{lakewriter.Bronze, lakewriter.Silver} {
-				key := lakewriter.TableKey{Tenant: b.Tenants[0], Kind: k}
+			var want = map[tables.TableKey][]string{}
+			for _, k := range []tables.Kind{tables.Bronze, tables.Silver} {
+				key := tables.TableKey{Tenant: b.Tenants[0], Kind: k}
 				want[key] = tableRows(t, lake, key, true)
 				require.NotEmpty(t, want[key])
 				deleteTable(t, lake, key)

@@ -27,6 +27,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/tenant"
@@ -238,8 +239,8 @@ SELECT $1::uuid, s, t.target, t.op, t.artifact, t.version, '{}'::jsonb
 	require.NoError(b, err)
 
 	perFile := *benchPerFile
-	write := func(kind lakewriter.Kind, fill func(emit func(pq.Row)) error) {
-		st, err := store.Sub(lake, lakewriter.TableKey{Tenant: tn.ID, Kind: kind}.Path())
+	write := func(kind tables.Kind, fill func(emit func(pq.Row)) error) {
+		st, err := tables.TableKey{Tenant: tn.ID, Kind: kind}.Store(lake)
 		require.NoError(b, err)
 		w, err := delta.OpenWriter(ctx, st, delta.Options{})
 		require.NoError(b, err)
@@ -261,10 +262,10 @@ SELECT $1::uuid, s, t.target, t.op, t.artifact, t.version, '{}'::jsonb
 			}
 		}))
 		flush()
-		_, err = w.Commit(ctx, delta.Commit{Operation: "STREAMING UPDATE", Adds: adds, Txn: &delta.Txn{AppID: lakewriter.AppID, Version: frontier}})
+		_, err = w.Commit(ctx, delta.Commit{Operation: "STREAMING UPDATE", Adds: adds, Txn: &delta.Txn{AppID: tables.AppID, Version: frontier}})
 		require.NoError(b, err)
 	}
-	write(lakewriter.Silver, func(emit func(pq.Row)) error {
+	write(tables.Silver, func(emit func(pq.Row)) error {
 		for i := 0; i < n; i++ {
 			a, pd, cd, body, promoted := claim(i)
 			if !promoted {
@@ -276,7 +277,7 @@ SELECT $1::uuid, s, t.target, t.op, t.artifact, t.version, '{}'::jsonb
 		}
 		return nil
 	})
-	write(lakewriter.Bronze, func(emit func(pq.Row)) error {
+	write(tables.Bronze, func(emit func(pq.Row)) error {
 		rows, err := pool.Query(ctx, `SELECT seq, event_type, recorded_at, prev_hash, hash, signature, key_id, payload
 FROM oml.journal WHERE tenant_id = $1 AND seq >= $2 ORDER BY seq`, tn.ID, base)
 		if err != nil {

@@ -16,7 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/witness"
 	"github.com/omlhq/oml/internal/workload"
@@ -33,9 +33,9 @@ const (
 	silverColumns = 17
 )
 
-func tableStore(t *testing.T, b *bundle, tn uuid.UUID, k lakewriter.Kind) store.Store {
+func tableStore(t *testing.T, b *bundle, tn uuid.UUID, k tables.Kind) store.Store {
 	t.Helper()
-	st, err := store.Sub(b.lake, lakewriter.TableKey{Tenant: tn, Kind: k}.Path())
+	st, err := tables.TableKey{Tenant: tn, Kind: k}.Store(b.lake)
 	require.NoError(t, err)
 	return st
 }
@@ -141,7 +141,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 	require.NoError(t, err)
 	require.Len(t, heldRow, silverColumns)
 
-	rewriteTable(t, tableStore(t, b, t0, lakewriter.Silver), func(rs []pq.Row) []pq.Row {
+	rewriteTable(t, tableStore(t, b, t0, tables.Silver), func(rs []pq.Row) []pq.Row {
 		var promoted []int
 		for i, r := range rs {
 			if r[colState] == "promoted" {
@@ -168,7 +168,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 	b.exec(t, `INSERT INTO oml.claim_keys (tenant_id, artifact_id, dek, created_at) VALUES ($1, $2, $3, now())`, t0, erased, make([]byte, 32))
 
 	// Tenant 1's bronze data files vanish from the store.
-	bst := tableStore(t, b, t1, lakewriter.Bronze)
+	bst := tableStore(t, b, t1, tables.Bronze)
 	bsnap, _ := readAll(t, bst)
 	for _, f := range bsnap.Files() {
 		p, err := delta.DecodePath(f.Path)
@@ -190,7 +190,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 	rep = b.reconcile(t, reconcile.Options{StaleAfter: time.Nanosecond})
 	got := byClass(rep)
 	for _, f := range rep.Findings {
-		if f.Table == string(lakewriter.Bronze) {
+		if f.Table == string(tables.Bronze) {
 			continue
 		}
 		t.Logf("%s %s %s %s v%d seq %d: %s", f.Class, f.TenantName, f.Table, f.ArtifactID, f.Version, f.Seq, f.Detail)
@@ -203,7 +203,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 		require.Equal(t, t0, f.Tenant)
 		require.Equal(t, want.artifact, f.ArtifactID)
 		require.Equal(t, want.version, f.Version)
-		require.Equal(t, string(lakewriter.Silver), f.Table)
+		require.Equal(t, string(tables.Silver), f.Table)
 		return f
 	}
 	f := one(reconcile.DigestMismatch, digest)
@@ -223,7 +223,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 	var silverMissing, fileMissing, eventMissing int
 	for _, f := range got[reconcile.MissingInLake] {
 		switch {
-		case f.Tenant == t0 && f.Table == string(lakewriter.Silver):
+		case f.Tenant == t0 && f.Table == string(tables.Silver):
 			require.Equal(t, missing, claimRef{f.ArtifactID, f.Version})
 			silverMissing++
 		case f.Tenant == t1 && f.Evidence["file"] != "":

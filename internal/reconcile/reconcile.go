@@ -21,6 +21,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 )
 
@@ -310,7 +311,7 @@ func (r *runner) staleFrontier(ctx context.Context) error {
 
 // table is one tenant table as loaded for the run.
 type table struct {
-	kind lakewriter.Kind
+	kind tables.Kind
 	path string
 	st   store.Store
 	snap *delta.Snapshot // nil: no table yet
@@ -320,10 +321,10 @@ type table struct {
 	corrupt bool
 }
 
-func (r *runner) loadTable(ctx context.Context, tenant uuid.UUID, kind lakewriter.Kind, frontier int64) (*table, error) {
-	key := lakewriter.TableKey{Tenant: tenant, Kind: kind}
+func (r *runner) loadTable(ctx context.Context, tenant uuid.UUID, kind tables.Kind, frontier int64) (*table, error) {
+	key := tables.TableKey{Tenant: tenant, Kind: kind}
 	t := &table{kind: kind, path: key.Path(), sum: TableSummary{Table: key.Path(), Version: -1, TxnVersion: -1}}
-	st, err := store.Sub(r.lake, key.Path())
+	st, err := key.Store(r.lake)
 	if err != nil {
 		return nil, fmt.Errorf("reconcile: %s: %w", key.Path(), err)
 	}
@@ -341,7 +342,7 @@ func (r *runner) loadTable(ctx context.Context, tenant uuid.UUID, kind lakewrite
 	default:
 		t.snap = snap
 		t.sum.Exists, t.sum.Version, t.sum.Files = true, snap.Version(), snap.NumFiles()
-		if v, ok := snap.TxnVersion(lakewriter.AppID); ok {
+		if v, ok := snap.TxnVersion(tables.AppID); ok {
 			t.sum.TxnVersion = v
 		}
 	}
@@ -420,11 +421,11 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	if err := r.pool.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&frontier); err != nil {
 		return fmt.Errorf("reconcile: read the frontier: %w", err)
 	}
-	bronze, err := r.loadTable(ctx, id, lakewriter.Bronze, frontier)
+	bronze, err := r.loadTable(ctx, id, tables.Bronze, frontier)
 	if err != nil {
 		return err
 	}
-	silver, err := r.loadTable(ctx, id, lakewriter.Silver, frontier)
+	silver, err := r.loadTable(ctx, id, tables.Silver, frontier)
 	if err != nil {
 		return err
 	}
@@ -725,7 +726,7 @@ WHERE tenant_id = $1 AND seq <= $2 ORDER BY seq`, tenant, t.sum.JournalSeen)
 	if err != nil {
 		return err
 	}
-	table := string(lakewriter.Bronze)
+	table := string(tables.Bronze)
 	wantTenant := tenant.String()
 	lakeOnly := func(lg *group) error {
 		b, err := decodeBronze(lg.value)
@@ -915,7 +916,7 @@ SELECT artifact_id, version, state, workarea_id, writer, principal, provenance, 
 	if err != nil {
 		return err
 	}
-	tbl := string(lakewriter.Silver)
+	tbl := string(tables.Silver)
 	lakeOnly := func(lg *group) error {
 		s, err := decodeSilver(lg.value)
 		if err != nil {
@@ -972,7 +973,7 @@ SELECT artifact_id, version, state, workarea_id, writer, principal, provenance, 
 }
 
 func (r *runner) compareClaim(tenant uuid.UUID, t *table, c foldClaim, s silverLake, lake *group, suppressed bool) {
-	tbl := string(lakewriter.Silver)
+	tbl := string(tables.Silver)
 	base := Finding{Tenant: tenant, Table: tbl, ArtifactID: c.artifact, Version: c.version, OutboxSeq: s.outboxSeq}
 	with := func(cl Class, detail string, ev map[string]string) {
 		f := base

@@ -14,7 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/pq"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -193,7 +193,7 @@ func TestRepairStory_DeadLetteredPromotionThenItsRetract(t *testing.T) {
 	require.Empty(t, b.drain(t))
 	requireClean(t, b.reconcile(t, reconcile.Options{}))
 
-	_, rows := readAll(t, tableStore(t, b, tn, lakewriter.Silver))
+	_, rows := readAll(t, tableStore(t, b, tn, tables.Silver))
 	require.Len(t, rows, 1)
 	require.Equal(t, "demoted", rows[0][colState])
 }
@@ -207,7 +207,7 @@ func TestReconcile_BronzeRowsChangedOrDuplicated(t *testing.T) {
 	require.Empty(t, b.drain(t))
 	requireClean(t, b.reconcile(t, reconcile.Options{}))
 
-	rewriteTable(t, tableStore(t, b, journal.ProviderTenant, lakewriter.Bronze), func(rs []pq.Row) []pq.Row {
+	rewriteTable(t, tableStore(t, b, journal.ProviderTenant, tables.Bronze), func(rs []pq.Row) []pq.Row {
 		require.GreaterOrEqual(t, len(rs), 2)
 		h := append([]byte(nil), rs[0][5].([]byte)...)
 		h[0] ^= 0xff
@@ -222,5 +222,5 @@ func TestReconcile_BronzeRowsChangedOrDuplicated(t *testing.T) {
 	require.Contains(t, got[reconcile.DigestMismatch][0].Detail, "hash: lake")
 	require.Len(t, got[reconcile.DuplicateInLake], 1)
 	require.EqualValues(t, 2, got[reconcile.DuplicateInLake][0].Seq)
-	require.Equal(t, string(lakewriter.Bronze), got[reconcile.DuplicateInLake][0].Table)
+	require.Equal(t, string(tables.Bronze), got[reconcile.DuplicateInLake][0].Table)
 }

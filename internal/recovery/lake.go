@@ -11,12 +11,12 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // loadTable loads one of a tenant's tables; nil when it does not exist.
-func loadTable(ctx context.Context, lake store.Store, key lakewriter.TableKey) (*delta.Snapshot, store.Store, error) {
-	st, err := store.Sub(lake, key.Path())
+func loadTable(ctx context.Context, lake store.Store, key tables.TableKey) (*delta.Snapshot, store.Store, error) {
+	st, err := key.Store(lake)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", key.Path(), err)
 	}
@@ -45,15 +45,15 @@ func (tv *txnVersions) maxOver(ctx context.Context, tenants ...uuid.UUID) (int64
 		if tv.seen[t] {
 			continue
 		}
-		for _, k := range lakewriter.Kinds {
-			snap, _, err := loadTable(ctx, tv.lake, lakewriter.TableKey{Tenant: t, Kind: k})
+		for _, k := range tables.Kinds {
+			snap, _, err := loadTable(ctx, tv.lake, tables.TableKey{Tenant: t, Kind: k})
 			if err != nil {
 				return 0, err
 			}
 			if snap == nil {
 				continue
 			}
-			if v, ok := snap.TxnVersion(lakewriter.AppID); ok && v > tv.max {
+			if v, ok := snap.TxnVersion(tables.AppID); ok && v > tv.max {
 				tv.max = v
 			}
 		}
@@ -71,7 +71,7 @@ type silverRow struct {
 // silver.claims table (four small columns).
 func silverIndex(ctx context.Context, lake store.Store, tenant uuid.UUID) (map[journal.ClaimRef]silverRow, error) {
 	out := map[journal.ClaimRef]silverRow{}
-	key := lakewriter.TableKey{Tenant: tenant, Kind: lakewriter.Silver}
+	key := tables.TableKey{Tenant: tenant, Kind: tables.Silver}
 	snap, st, err := loadTable(ctx, lake, key)
 	if err != nil || snap == nil {
 		return out, err

@@ -14,7 +14,6 @@ import (
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/recovery"
 )
 
@@ -217,7 +216,7 @@ func TestRestoreTail_CrashInTheMiddle_ReRunGivesTheSameEndState(t *testing.T) {
 func rewriteBronze(t *testing.T, f *failover, tn uuid.UUID, edit func([]pq.Row) []pq.Row) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Sub(f.lake, bronze.Path(tn))
+	st, err := bronze.Key(tn).Store(f.lake)
 	require.NoError(t, err)
 	w, err := delta.OpenWriter(ctx, st, delta.Options{})
 	require.NoError(t, err)

@@ -12,7 +12,7 @@ import (
 	"github.com/omlhq/oml/internal/cli/outboxcmd"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/schema"
@@ -46,13 +46,13 @@ func (s *tableSelection) validate() error {
 // tenant given by id needs no database; otherwise the tenants come from
 // oml.tenants.
 func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (store.Store, []maintain.Table, error) {
-	var kinds []lakewriter.Kind
+	var kinds []tables.Kind
 	if s.Table != "" {
 		k, err := maintain.ParseKind(s.Table)
 		if err != nil {
 			return nil, nil, cliutil.FlagErrorf("--table: %v", err)
 		}
-		kinds = []lakewriter.Kind{k}
+		kinds = []tables.Kind{k}
 	}
 	lake, err := openLake(ctx, f)
 	if err != nil {

@@ -1,0 +1,27 @@
+// Package tables owns the layout of oml's lake: which Delta tables there
+// are and where they live, how the lake writer marks its commits, and
+// (rows.go) what a row of each table holds.
+//
+// It is the one home of these shapes. The lake writer (internal/lakewriter)
+// writes them; reconcile, maintain, doctor, recovery, bronze and the CLI
+// read them. None of those import the lake writer for the layout, so the
+// lake writer is only the drain engine, and a change to the layout is made
+// here, once.
+//
+// What it owns, all part of the lake format (changing any of it makes
+// existing lakes unreadable or misread):
+//
+//   - Kind and TableKey: the three per-tenant tables, named as outbox
+//     targets (bronze.events, silver.claims, gold.lineage), each at
+//     <lake>/<tenant_id>/<kind dir> (TableKey.Path, TableKey.Store).
+//   - AppID: the Delta txn appId of every lake-writer commit. A table's txn
+//     version under it means "every outbox row for this table with seq ≤ v
+//     is in it" (lakewriter invariant 3).
+//   - BatchBounds and Anchor: the record the lake writer puts in every
+//     commit's commitInfo under "omlBatch" (CommitInfoKey): the batch's
+//     (start, end], and the database history it was read from (lakewriter
+//     invariant 7). How the record is computed and checked is the lake
+//     writer's; its shape is here.
+//
+// It holds no drain logic and reads no database.
+package tables

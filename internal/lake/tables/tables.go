@@ -1,0 +1,64 @@
+package tables
+
+import (
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// AppID is the Delta txn appId of every lake-writer commit.
+const AppID = "oml-lakewriter"
+
+// Kind is one of the three per-tenant tables.
+type Kind string
+
+// The tables, named as outbox targets.
+const (
+	Bronze Kind = journal.TargetBronzeEvents
+	Silver Kind = journal.TargetSilverClaims
+	Gold   Kind = journal.TargetGoldLineage
+)
+
+// Kinds lists the tables in a fixed order.
+var Kinds = []Kind{Bronze, Silver, Gold}
+
+// Dir is the table's directory under a tenant: bronze/events, ...
+func (k Kind) Dir() string {
+	switch k {
+	case Bronze:
+		return "bronze/events"
+	case Silver:
+		return "silver/claims"
+	case Gold:
+		return "gold/lineage"
+	}
+	return ""
+}
+
+// ParseTarget reads an outbox row's target as a Kind; any other target is
+// an error (for the lake writer, the row's own fault).
+func ParseTarget(target string) (Kind, error) {
+	switch Kind(target) {
+	case Bronze, Silver, Gold:
+		return Kind(target), nil
+	}
+	return "", fmt.Errorf("unknown outbox target %q", target)
+}
+
+// TableKey names one Delta table: a tenant's table of a kind.
+type TableKey struct {
+	Tenant uuid.UUID
+	Kind   Kind
+}
+
+// Path is the table's location relative to the lake root:
+// <tenant_id>/bronze/events and so on.
+func (k TableKey) Path() string { return k.Tenant.String() + "/" + k.Kind.Dir() }
+
+func (k TableKey) String() string { return k.Path() }
+
+// Store is the table's store: lake rooted at the table's Path.
+func (k TableKey) Store(lake store.Store) (store.Store, error) { return store.Sub(lake, k.Path()) }

@@ -116,7 +116,7 @@ func TestPrune_BoundIsTheTxnVersionTheFrontierAndWholeEvents(t *testing.T) {
 func BenchmarkPrune(b *testing.B) {
 	ctx := context.Background()
 	pool := testdb.New(b).Pool(b)
-	for _, batch := range []int{outbox.DefaultPruneBatch, 20000} {
+	for _, batch := range []int{outbox.DefaultPruneBatch, 5000} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
 			var total time.Duration
 			var rows int64

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
@@ -120,6 +121,14 @@ WHERE NOT EXISTS (SELECT 1 FROM oml.outbox o WHERE o.seq = d.outbox_seq)
 ON o.tenant_id = p.tenant_id AND o.target = p.target AND o.seq <= p.through_seq
 WHERE NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq)`).Scan(&holes))
 	require.Zero(t, holes, "below a table's prune mark only dead-lettered rows are left")
+
+	// journal.CheckFold accepts the pruned prefix, and still notices a row
+	// missing above a table's mark (deleted behind prune's back).
+	require.NoError(t, journal.CheckFold(ctx, b.Pool, b.Tenants[0]))
+	_, err = b.Pool.Exec(ctx, `DELETE FROM oml.outbox WHERE seq = (SELECT max(seq) FROM oml.outbox
+WHERE tenant_id = $1 AND target = 'bronze.events' AND seq > $2)`, b.Tenants[0], mid)
+	require.NoError(t, err)
+	require.ErrorContains(t, journal.CheckFold(ctx, b.Pool, b.Tenants[0]), "lacks above its prune mark")
 }
 
 // Prune refuses, and deletes nothing, when the lake cannot be read or

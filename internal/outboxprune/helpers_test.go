@@ -8,8 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/s3test"
@@ -87,6 +89,10 @@ func (b *bundle) reconcileClean(t *testing.T, lake store.Store) {
 			continue
 		}
 		t.Errorf("reconcile finding: %s %s %s seq %d %s v%d: %s", f.Class, f.Tenant, f.Table, f.Seq, f.ArtifactID, f.Version, f.Detail)
+	}
+	// And the outbox is the fold's rows less a pruned prefix per table.
+	for _, tn := range append([]uuid.UUID{journal.ProviderTenant}, b.Tenants...) {
+		require.NoError(t, journal.CheckFold(context.Background(), b.Pool, tn))
 	}
 }
 

@@ -597,6 +597,72 @@ func checkAnchorQ(ctx context.Context, q Querier, tenant uuid.UUID, kind string,
 	return f, err
 }
 
+// anchorCheck is one head known from outside the journal, to compare with
+// it (checkAnchors).
+type anchorCheck struct {
+	tenant uuid.UUID
+	kind   string
+	head   Head
+}
+
+// anchorChunk is how many anchors one round trip of checkAnchors compares.
+const anchorChunk = 5000
+
+// checkAnchors is checkAnchor for many anchors at once: one round trip per
+// anchorChunk anchors instead of one per anchor, so a fork check over
+// thousands of tenants costs a few queries, not thousands (the same two
+// index lookups per anchor, done by the server). The findings are in the
+// order of as (nil where the journal holds the anchor).
+func checkAnchors(ctx context.Context, q Querier, as []anchorCheck) ([]*Finding, error) {
+	out := make([]*Finding, len(as))
+	for lo := 0; lo < len(as); lo += anchorChunk {
+		hi := min(lo+anchorChunk, len(as))
+		tenants := make([]uuid.UUID, 0, hi-lo)
+		seqs := make([]int64, 0, hi-lo)
+		for _, a := range as[lo:hi] {
+			tenants = append(tenants, a.tenant)
+			seqs = append(seqs, a.head.Seq)
+		}
+		rows, err := q.Query(ctx, `
+SELECT a.i,
+       (SELECT hash FROM oml.journal j WHERE j.tenant_id = a.t AND j.seq = a.s),
+       m.seq,
+       (SELECT hash FROM oml.journal j WHERE j.tenant_id = a.t AND j.seq = m.seq)
+FROM unnest($1::uuid[], $2::bigint[]) WITH ORDINALITY AS a(t, s, i)
+CROSS JOIN LATERAL (SELECT max(seq) AS seq FROM oml.journal j WHERE j.tenant_id = a.t) m`, tenants, seqs)
+		if err != nil {
+			return nil, fmt.Errorf("compare %d heads seen outside the journal with it: %w", hi-lo, err)
+		}
+		seen := 0
+		for rows.Next() {
+			var (
+				i              int64
+				stored, dbHash []byte
+				maxSeq         *int64
+			)
+			if err := rows.Scan(&i, &stored, &maxSeq, &dbHash); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			a := as[lo+int(i)-1]
+			var dbSeq int64
+			if maxSeq != nil {
+				dbSeq = *maxSeq
+			}
+			out[lo+int(i)-1] = anchorFinding(a.tenant, a.kind, a.head, stored, dbSeq, dbHash)
+			seen++
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("compare %d heads seen outside the journal with it: %w", hi-lo, err)
+		}
+		if seen != hi-lo {
+			return nil, fmt.Errorf("compare heads seen outside the journal with it: %d answers for %d heads", seen, hi-lo)
+		}
+	}
+	return out, nil
+}
+
 func anchorFinding(tenant uuid.UUID, kind string, a Head, stored []byte, dbSeq int64, dbHash []byte) *Finding {
 	ev := map[string]string{
 		"anchor":       kind,

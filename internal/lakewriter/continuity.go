@@ -579,7 +579,7 @@ func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]T
 	if err != nil {
 		return nil, fmt.Errorf("list tenants: %w", err)
 	}
-	reg := newRegistry(lake, deltaOptions(), true)
+	reg := newRegistry(lake, deltaOptions(), true, oneShotOpenTables)
 	all := make([]TablePosition, 0, len(ids)*len(tables.Kinds))
 	for _, id := range ids {
 		for _, k := range tables.Kinds {

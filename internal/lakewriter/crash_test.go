@@ -106,6 +106,9 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 					o := b.opts(lake)
 					o.Limits = lakewriterLimits(5 + rng.IntN(60))
 					o.CheckpointInterval = 2 + rng.IntN(4)
+					// Few open tables: writers are evicted and reopened from
+					// their logs between and inside batches (registry.go).
+					o.MaxOpenTables = 1 + rng.IntN(3)
 					o.Crash = hook
 					o.StopAt = x
 					d, err := lakewriter.New(o)

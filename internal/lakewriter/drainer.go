@@ -59,6 +59,10 @@ type Options struct {
 	PoisonBudget int
 	// Parallel bounds the tables committed at once (default 4).
 	Parallel int
+	// MaxOpenTables bounds the Delta table writers kept open between
+	// batches (default DefaultMaxOpenTables; registry.go says why and what
+	// a reopen costs). Negative: no bound.
+	MaxOpenTables int
 	// BackoffMin/Max bound the wait between retries after an outage or a
 	// poison row (defaults 200ms / 30s).
 	BackoffMin, BackoffMax time.Duration
@@ -213,6 +217,9 @@ func New(opts Options) (*Drainer, error) {
 	if opts.PoisonBudget <= 0 {
 		opts.PoisonBudget = 5
 	}
+	if opts.MaxOpenTables == 0 {
+		opts.MaxOpenTables = DefaultMaxOpenTables
+	}
 	if opts.Parallel <= 0 {
 		opts.Parallel = 4
 	}
@@ -254,7 +261,7 @@ func New(opts Options) (*Drainer, error) {
 		opts:   opts,
 		db:     opts.DB,
 		log:    opts.Log,
-		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}, true),
+		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}, true, opts.MaxOpenTables),
 		chk:    newRowChecker(),
 	}
 	if !opts.NoLease {

@@ -11,3 +11,7 @@ func (d *Drainer) BeforeBatch(ctx context.Context, from, to int64) error {
 	}
 	return err
 }
+
+// OpenTables reports the table writers the drainer keeps open and how many
+// it closed to stay within Options.MaxOpenTables.
+func (d *Drainer) OpenTables() (open int, evictions int64) { return d.tables.stats() }

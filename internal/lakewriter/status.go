@@ -154,7 +154,7 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 		if err := rows.Err(); err != nil {
 			return s, err
 		}
-		reg := newRegistry(lake, deltaOptions(), false)
+		reg := newRegistry(lake, deltaOptions(), false, oneShotOpenTables)
 		for _, id := range ids {
 			for _, k := range tables.Kinds {
 				key := tables.TableKey{Tenant: id, Kind: k}

@@ -40,6 +40,7 @@ type DrainOptions struct {
 	FailOnDeadLetter bool
 	MetricsAddr      string
 	Parallel         int
+	MaxOpenTables    int
 	LeaseTTL         time.Duration
 	HorizonTimeout   time.Duration
 	MaxOutage        time.Duration
@@ -111,6 +112,9 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 			if opts.Parallel < 1 {
 				return cliutil.FlagErrorf("--parallel must be 1 or more")
 			}
+			if opts.MaxOpenTables < 1 {
+				return cliutil.FlagErrorf("--max-open-tables must be 1 or more")
+			}
 			if opts.MaxOutage <= 0 {
 				return cliutil.FlagErrorf("--max-outage must be positive (e.g. 5m)")
 			}
@@ -143,6 +147,7 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.BoolVar(&opts.FailOnDeadLetter, "fail-on-dead-letter", false, "with --once: exit 1 if any row was dead-lettered")
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	fl.IntVar(&opts.Parallel, "parallel", 4, "tables committed at once")
+	fl.IntVar(&opts.MaxOpenTables, "max-open-tables", lakewriter.DefaultMaxOpenTables, "Delta table writers kept open between batches; beyond it the least recently used table is reopened from its log when next touched (bounds memory with many tenants)")
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", 30*time.Second, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", time.Minute, "with --once: how long to wait for open transactions to end")
 	fl.DurationVar(&opts.MaxOutage, "max-outage", lakewriter.DefaultMaxOutage, "with --once: how long to wait out an outage of the database or the store before exiting 1")
@@ -231,7 +236,8 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 		DB: pool, Lake: lake, Signer: signer,
 		Limits:  outbox.Limits{Rows: opts.BatchRows, Bytes: int(opts.batchBytes)},
 		MaxWait: opts.MaxWait, PoisonBudget: opts.PoisonBudget, Parallel: opts.Parallel,
-		LeaseTTL: opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout, MaxOutage: opts.MaxOutage,
+		MaxOpenTables: opts.MaxOpenTables,
+		LeaseTTL:      opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout, MaxOutage: opts.MaxOutage,
 		CheckpointInterval: opts.CheckpointEvery, Log: log, Metrics: metrics,
 		Durable: opts.durable, DurableTimeout: opts.DurableTimeout,
 	})

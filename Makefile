@@ -32,6 +32,10 @@ LDFLAGS := -X github.com/omlhq/oml/internal/buildinfo.BuildTime=$(shell date -u 
 build: ## build bin/oml (with its commit and build time for oml version)
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/oml
 
+.PHONY: docs
+docs: ## regenerate the command reference docs/reference/ from the command tree
+	$(GO) run ./internal/docstest/gendocs
+
 .PHONY: lint
 lint: ## gofmt must leave no diff, go vet must pass
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -41,13 +42,18 @@ func BenchmarkAppend(b *testing.B) {
 }
 
 // BenchmarkAppendEnforcement puts the append path with the database's
-// chain-shape enforcement (migration 004: oml.append_journal's checks, the
-// journal_extends_chain and outbox_names_journal_event triggers) next to
-// the path as it was before: the triggers dropped and append_journal
-// replaced by a plain insert plus the head update the Go code used to send.
-// The two run on two databases of one cluster in alternating rounds of
-// about 200 events (the order flipped every round), so both see the same
-// load on a shared machine; each side appends b.N events.
+// enforcement (migration 004: oml.append_journal's checks, the
+// journal_extends_chain and outbox_names_journal_event triggers; the
+// trust_copies_and_event_rights migration: append_journal's event types by
+// role, the outbox_implied_once index and the copy trigger) next to the
+// path as it was before: the triggers and the index dropped and
+// append_journal replaced by a plain insert plus the head update the Go code
+// used to send. Both sides append as the application (the pool's sessions
+// SET ROLE oml_app, so row-level security and the role checks run as in
+// production; the before side gets back the INSERT/UPDATE grants 004
+// revoked). The two run on two databases of one cluster in alternating
+// rounds of about 200 events (the order flipped every round), so both see
+// the same load on a shared machine; each side appends b.N events.
 //
 //	go test -run '^$' -bench BenchmarkAppendEnforcement -benchtime 6000x ./internal/chain/
 func BenchmarkAppendEnforcement(b *testing.B) {
@@ -103,24 +109,28 @@ type benchEnv struct {
 func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *benchEnv {
 	ctx := context.Background()
 	db := testdb.New(b)
-	pool, err := pgconn.Open(ctx, db.URL, pgconn.Options{MaxConns: int32(writers + 2)})
+	owner, err := pgconn.Open(ctx, db.URL, pgconn.Options{MaxConns: 2})
 	require.NoError(b, err)
-	b.Cleanup(pool.Close)
+	b.Cleanup(owner.Close)
 	k, err := keys.Generate()
 	require.NoError(b, err)
-	_, err = tenant.Init(ctx, pool, k)
+	_, err = tenant.Init(ctx, owner, k)
 	require.NoError(b, err)
 	ids := make([]uuid.UUID, tenants)
 	for i := range ids {
-		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("bench-%d", i))
+		tn, _, err := tenant.Create(ctx, owner, k, fmt.Sprintf("bench-%d", i))
 		require.NoError(b, err)
 		ids[i] = tn.ID
 	}
 	if unenforced {
 		// Today's path before migration 004: insert the rows and update the
 		// head, nothing checked.
-		_, err := pool.Exec(ctx, `DROP TRIGGER journal_extends_chain ON oml.journal;
+		_, err := owner.Exec(ctx, `DROP TRIGGER journal_extends_chain ON oml.journal;
 		                          DROP TRIGGER outbox_names_journal_event ON oml.outbox;
+		                          DROP TRIGGER outbox_copy_names_dead_letter ON oml.outbox;
+		                          DROP INDEX oml.outbox_implied_once;
+		                          GRANT INSERT ON oml.journal, oml.outbox TO oml_app;
+		                          GRANT INSERT, UPDATE ON oml.chain_heads TO oml_app;
 		                          CREATE OR REPLACE FUNCTION oml.append_journal(
 		                              p_tenant uuid, p_key_id text, p_seq bigint[], p_prev_hash bytea[], p_hash bytea[],
 		                              p_signature bytea[], p_event_type text[], p_payload bytea[], p_recorded_at timestamptz[])
@@ -137,6 +147,15 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 		                          END $$`)
 		require.NoError(b, err)
 	}
+	cfg, err := pgconn.ParseConfig(db.URL, pgconn.Options{MaxConns: int32(writers + 2)})
+	require.NoError(b, err)
+	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		_, err := c.Exec(ctx, "SET ROLE oml_app")
+		return err
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(b, err)
+	b.Cleanup(pool.Close)
 	return &benchEnv{pool: pool, key: k, ids: ids, writers: writers, batch: batch}
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/pgconn"
 )
 
@@ -64,6 +65,23 @@ func (f *Factory) LakeURL() string { return f.resolve(f.Flags.Lake, EnvLakeURL) 
 
 // SigningKeyPath is --signing-key, else $OML_SIGNING_KEY_FILE.
 func (f *Factory) SigningKeyPath() string { return f.resolve(f.Flags.SigningKey, EnvSigningKeyFile) }
+
+// SigningKey loads the deployment key from --signing-key or
+// OML_SIGNING_KEY_FILE: the one place commands that sign or journal load
+// it. missing is the sentence to fail with when no key is configured (it
+// names what the key is needed for); empty keeps keys.LoadFile's own. Every
+// failure is a ConfigError (exit 2).
+func (f *Factory) SigningKey(missing string) (*keys.Key, error) {
+	p := f.SigningKeyPath()
+	if p == "" && missing != "" {
+		return nil, ConfigErrorf("%s", missing)
+	}
+	k, err := keys.LoadFile(p)
+	if err != nil {
+		return nil, AsConfigError(err)
+	}
+	return k, nil
+}
 
 // Format is the validated -o value; when -o is not given it is "table".
 func (f *Factory) Format() (Format, error) { return ParseFormat(f.Flags.Output) }

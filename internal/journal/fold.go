@@ -623,11 +623,13 @@ func (f *folder) apply(a Applied, ev Event) error {
 		}
 		d.Reenqueued = true
 		// The copy keeps the original row's journal_seq, target, op and
-		// payload: it is the same work, at a new outbox position.
+		// payload: it is the same work, at a new outbox position. copy_of
+		// names the dead-lettered row: the one copy of an implied row the
+		// database allows (outbox_implied_once, docs/security.md).
 		plan.addStmt(stmt{
 			sql: `WITH o AS (
-			          INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
-			          SELECT tenant_id, journal_seq, target, op, artifact_id, version, payload
+			          INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of)
+			          SELECT tenant_id, journal_seq, target, op, artifact_id, version, payload, outbox_seq
 			            FROM oml.dead_letter WHERE id = $1 AND reenqueued_at IS NULL
 			          RETURNING seq)
 			      UPDATE oml.dead_letter d

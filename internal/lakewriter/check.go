@@ -38,6 +38,16 @@ import (
 //   - silver.claims retract: the event retracts that claim, and the payload
 //     is exactly what the event implies.
 //   - gold.lineage: no journal event implies a gold row yet; any is poison.
+//   - Once: a row is poison when an earlier outbox row of the same implied
+//     identity (tenant, journal_seq, target, op, artifact, version) is not
+//     dead-lettered, because that row is in the lake or goes there first
+//     (in this batch, at a smaller seq). The database refuses such a copy
+//     from the job roles (outbox_implied_once); this catches one planted
+//     behind it. A re-enqueued dead letter's copy passes: its original is
+//     dead-lettered and so never in the lake. The answer depends only on
+//     the outbox and the dead letters, which a replayed batch sees alike
+//     (dead letters only grow, and a table with a poison row commits only
+//     once that row is dead-lettered), so a replay stays idempotent.
 //
 // Anything else is poison (the row's own fault): retried within its budget,
 // then journalled and dead-lettered; never an outage and never a lake row.
@@ -99,7 +109,56 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 			it.poison = checkRetract(it)
 		}
 	}
-	return checkMaterializations(ctx, q, mats)
+	if err := checkMaterializations(ctx, q, mats); err != nil {
+		return err
+	}
+	return checkOnce(ctx, q, items)
+}
+
+// checkOnce marks the rows that copy an earlier outbox row of the same
+// implied identity which is not dead-lettered (one query per batch; the
+// probe is outbox_implied_once's leading columns).
+func checkOnce(ctx context.Context, q querier, items []*item) error {
+	var seqs []int64
+	bySeq := map[int64]*item{}
+	for _, it := range items {
+		if it.poison == nil {
+			seqs = append(seqs, it.seq)
+			bySeq[it.seq] = it
+		}
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, `
+SELECT r.seq, min(e.seq)
+FROM unnest($1::bigint[]) AS w(seq)
+JOIN oml.outbox r ON r.seq = w.seq
+JOIN oml.outbox e ON e.tenant_id = r.tenant_id AND e.journal_seq = r.journal_seq
+                 AND e.target = r.target AND e.op = r.op
+                 AND e.artifact_id IS NOT DISTINCT FROM r.artifact_id
+                 AND e.version IS NOT DISTINCT FROM r.version
+                 AND e.seq < r.seq
+WHERE NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = e.seq)
+GROUP BY r.seq`, seqs)
+	if err != nil {
+		return fmt.Errorf("look for earlier copies of the batch's outbox rows: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq, first int64
+		if err := rows.Scan(&seq, &first); err != nil {
+			return fmt.Errorf("look for earlier copies of the batch's outbox rows: %w", err)
+		}
+		if it := bySeq[seq]; it != nil {
+			it.poison = poisonf(seq, "outbox row %d copies row %d (same tenant, journal event %d, target, op and claim), which is not dead-lettered: the journal implies the row once",
+				seq, first, it.journalSeq)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("look for earlier copies of the batch's outbox rows: %w", err)
+	}
+	return nil
 }
 
 // checkTenants marks the rows of tenants the provider chain did not create.

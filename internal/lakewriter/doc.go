@@ -34,8 +34,11 @@
 //     its bounds and applied to the tables still behind it.
 //  5. Poison rows. Every row is checked against the signed journal event it
 //     cites before it can enter the lake (check.go): its tenant created by
-//     the provider chain, the event's hash, and a payload equal to what the
-//     journal implies. A row that fails that, or for another reason of its
+//     the provider chain, the event's hash, a payload equal to what the
+//     journal implies, and no earlier live (not dead-lettered) outbox row
+//     of the same implied identity (one lake row per implied row, even for a
+//     copy planted behind the database's outbox_implied_once). A row that
+//     fails that, or for another reason of its
 //     own (undecodable payload, missing held body, ciphertext digest
 //     mismatch, unknown target), costs the batch one attempt, counted in
 //     PostgreSQL so restarts do not reset it. After the budget, one

@@ -170,6 +170,10 @@ type Drainer struct {
 
 	frontier  atomic.Int64 // the position the Delta logs say is applied
 	recovered bool
+	// finalXid is the xid of the newest fence the snapshot horizon was seen
+	// to pass: every outbox row at or below that fence's seq is final. The
+	// frontier cache records it as horizon_xid (0: none yet, keep the old).
+	finalXid atomic.Uint64
 
 	heldMu        sync.Mutex
 	held          map[uuid.UUID]chainverify.Finding
@@ -375,7 +379,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 		}
 	}
 	d.frontier.Store(maxEnd)
-	if err := writeFrontier(ctx, d.db, start, maxEnd, 0); err != nil {
+	if err := writeFrontier(ctx, d.db, start, maxEnd, d.finalXid.Load()); err != nil {
 		return err
 	}
 	d.recovered = true
@@ -441,7 +445,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 	if err := d.crash(BeforeFrontierUpdate, tables.TableKey{}); err != nil {
 		return res, err
 	}
-	if err := writeFrontier(ctx, d.db, from, to, 0); err != nil {
+	if err := writeFrontier(ctx, d.db, from, to, d.finalXid.Load()); err != nil {
 		return res, err
 	}
 	d.frontier.Store(to)

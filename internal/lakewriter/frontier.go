@@ -20,8 +20,11 @@ func readFrontier(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 // end] is in every table it touched. The cache never moves backwards, and
 // never past the database's own outbox sequence (a lake ahead of the
 // database must not drag the cache with it); it records the database's
-// system identifier and timeline. It is for status and lag metrics; the
-// Delta logs are the recovery authority.
+// system identifier and timeline, and fenceXid as horizon_xid: the xid of
+// the newest fence the snapshot horizon had passed (every outbox row at or
+// below its seq was final when the batch was cut; 0 keeps the recorded
+// one). It is for status and lag metrics; the Delta logs are the recovery
+// authority.
 func writeFrontier(ctx context.Context, db *pgxpool.Pool, start, end int64, fenceXid uint64) error {
 	_, err := db.Exec(ctx, `
 WITH i AS (`+identitySQL+`)

@@ -35,8 +35,11 @@ func TestHorizon_OpenTransactionIsLagNotLoss(t *testing.T) {
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
 	var held int64
+	// (A gold row: the event's own bronze row is in the outbox already, and
+	// the outbox refuses a second copy, outbox_implied_once. It is rolled
+	// back before anything reads it.)
 	require.NoError(t, tx.QueryRow(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload)
-SELECT tenant_id, seq, 'bronze.events', 'append', '{}' FROM oml.journal WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1
+SELECT tenant_id, seq, 'gold.lineage', 'materialize', '{}' FROM oml.journal WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1
 RETURNING seq`, b.tenants[0]).Scan(&held))
 	// Meanwhile tenant 1 keeps committing.
 	b.load(t, workload.Config{Tenants: b.tenants[1:], Claims: 5, Seed: 42})

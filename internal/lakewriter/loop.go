@@ -64,6 +64,9 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	if err != nil {
 		return sum, err
 	}
+	if final {
+		d.finalXid.Store(fence.Xid)
+	}
 	if !final {
 		sum.HorizonHeld = true
 		sum.Blockers, _ = outbox.Blockers(ctx, d.db, fence.Xid, 5)
@@ -230,6 +233,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 		}
 		blocked := false
 		if fence.Final(h) {
+			d.finalXid.Store(fence.Xid)
 			if fence.LastSeq > max(stable, waiting.newest()) {
 				if !d.opts.Durable.Waits() {
 					stable = fence.LastSeq

@@ -36,7 +36,8 @@ type forgedRow struct {
 // row matches the setting). If the database refuses that (a later schema
 // may check outbox rows against the journal: defence in depth means the
 // writer must still refuse what slips past), the row is planted as the
-// superuser with triggers off, stamping the xid as the trigger would, so the
+// superuser with triggers off, stamping the xid as the trigger would (and
+// marking it as a copy, which gets it past outbox_implied_once), so the
 // writer's own check is what is tested either way.
 func (b *bundle) plant(t *testing.T, r forgedRow) int64 {
 	t.Helper()
@@ -63,8 +64,11 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING seq`
 		if _, err := tx.Exec(ctx, `SET LOCAL session_replication_role = replica; SELECT pg_current_xact_id()`); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `INSERT INTO oml.outbox (xid, tenant_id, journal_seq, target, op, artifact_id, version, payload)
-VALUES (pg_current_xact_id(), $1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING seq`,
+		// A copy_of of no row gets past outbox_implied_once too (the index
+		// allows one row per copy_of; its trigger is off), as a forger with
+		// the triggers off could.
+		return tx.QueryRow(ctx, `INSERT INTO oml.outbox (xid, tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of)
+VALUES (pg_current_xact_id(), $1, $2, $3, $4, $5, $6, $7::jsonb, -(random() * 1e15)::bigint) RETURNING seq`,
 			r.tenant, r.journalSeq, r.target, r.op, r.artifact, r.version, r.payload).Scan(&seq)
 	})
 	require.NoError(t, err)

@@ -34,8 +34,10 @@ VALUES ('00000000-0000-0000-0000-000000000000', 1, decode(repeat('00', 32), 'hex
 	return err
 }
 
-const insertRow = `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op)
-VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append') RETURNING seq`
+// Each row names a fresh artifact: the outbox holds one row per implied
+// identity (outbox_implied_once), and these rows all cite the one event.
+const insertRow = `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id)
+VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append', gen_random_uuid()::text) RETURNING seq`
 
 func insert(t *testing.T, ctx context.Context, q interface {
 	QueryRow(context.Context, string, ...any) pgx.Row

@@ -17,8 +17,13 @@
 // The tables, roles, row-level security and the outbox xid rule are
 // described column by column in docs/schema.md. Migration 004 adds the job
 // roles (oml_lakewriter, oml_auditor) and the database's own checks of the
-// chain's shape; docs/security.md is the threat model, and
-// security_test.go proves each of its rows logged in as the role named.
+// chain's shape; trust_copies_and_event_rights keeps each journal-implied
+// outbox row in the outbox once (outbox_implied_once; a re-enqueue's copy
+// names its dead letter in copy_of) and limits each job role to its own
+// event types in oml.append_journal. docs/security.md is the threat model,
+// and security_test.go and security_rights_test.go prove each of its rows
+// logged in as the role named. grants_test.go holds every object's grants
+// to one explicit matrix, so a migration cannot grant or forget silently.
 // Every check that guards the chain is a trigger or a privilege in SQL, so
 // it holds whoever inserts, not only oml's Go code.
 package schema

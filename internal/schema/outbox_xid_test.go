@@ -2,7 +2,9 @@ package schema_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -69,8 +71,11 @@ func raceOutboxInserts(t *testing.T, pool *pgxpool.Pool) (x1, x2 uint64, s1, s2 
 	// the first call and then once every 32 values (or first after a
 	// checkpoint). Draw one value first so T1's nextval is one that does not
 	// log, as most are.
-	_, err := pool.Exec(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op)
-	                          VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append')`)
+	// (Each row names another artifact, fresh on every call: the outbox
+	// holds one row per implied identity, outbox_implied_once.)
+	tag := fmt.Sprintf("race-%d-", time.Now().UnixNano())
+	_, err := pool.Exec(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id)
+	                          VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append', $1)`, tag+"warm-up")
 	require.NoError(t, err)
 	var logCnt int64
 	require.NoError(t, pool.QueryRow(ctx, "SELECT log_cnt FROM oml.outbox_seq_seq").Scan(&logCnt))
@@ -99,10 +104,10 @@ func raceOutboxInserts(t *testing.T, pool *pgxpool.Pool) (x1, x2 uint64, s1, s2 
 		r.err = pgx.BeginFunc(ctx, c1, func(tx pgx.Tx) error {
 			// Column order: seq (identity) is evaluated before payload.
 			return tx.QueryRow(ctx, `
-				INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload)
-				VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append',
+				INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, payload)
+				VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append', $2,
 				        jsonb_build_object('wait', pg_advisory_xact_lock_shared($1)::text))
-				RETURNING seq, xid::text::bigint`, lockKey).Scan(&r.seq, &r.xid)
+				RETURNING seq, xid::text::bigint`, lockKey, tag+"t1").Scan(&r.seq, &r.xid)
 		})
 		done <- r
 	}()
@@ -116,9 +121,9 @@ func raceOutboxInserts(t *testing.T, pool *pgxpool.Pool) (x1, x2 uint64, s1, s2 
 
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		return tx.QueryRow(ctx, `
-			INSERT INTO oml.outbox (tenant_id, journal_seq, target, op)
-			VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append')
-			RETURNING seq, xid::text::bigint`).Scan(&s2, &x2)
+			INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id)
+			VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append', $1)
+			RETURNING seq, xid::text::bigint`, tag+"t2").Scan(&s2, &x2)
 	}))
 	_, err = holder.Exec(ctx, "SELECT pg_advisory_unlock($1)", lockKey)
 	require.NoError(t, err)

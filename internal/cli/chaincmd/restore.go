@@ -120,12 +120,9 @@ func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
 	}
 	var signer *keys.Key
 	if !opts.DryRun {
-		if f.SigningKeyPath() == "" {
-			return cliutil.ConfigErrorf("restore-tail journals chain.tail_restored and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE (or use --dry-run)")
-		}
-		k, err := keys.LoadFile(f.SigningKeyPath())
+		k, err := f.SigningKey("restore-tail journals chain.tail_restored and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE (or use --dry-run)")
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return err
 		}
 		signer = k
 	}
@@ -287,12 +284,9 @@ func acceptForkRun(ctx context.Context, opts *AcceptForkOptions) error {
 	if f.LakeURL() == "" {
 		return cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to the lake whose witnesses and bronze.events saw the lost history")
 	}
-	if f.SigningKeyPath() == "" {
-		return cliutil.ConfigErrorf("accept-fork journals chain.fork_accepted and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")
-	}
-	k, err := keys.LoadFile(f.SigningKeyPath())
+	k, err := f.SigningKey("accept-fork journals chain.fork_accepted and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return err
 	}
 	pool, err := f.DB(ctx)
 	if err != nil {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/witness"
@@ -95,12 +94,9 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 	if f.LakeURL() == "" {
 		return cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to where witnesses are kept")
 	}
-	if f.SigningKeyPath() == "" {
-		return cliutil.ConfigErrorf("no signing key: set --signing-key or OML_SIGNING_KEY_FILE to the deployment key that signs witnessed heads")
-	}
-	k, err := keys.LoadFile(f.SigningKeyPath())
+	k, err := f.SigningKey("no signing key: set --signing-key or OML_SIGNING_KEY_FILE to the deployment key that signs witnessed heads")
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return err
 	}
 	pool, err := f.DB(ctx)
 	if err != nil {

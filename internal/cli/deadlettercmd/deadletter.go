@@ -57,13 +57,9 @@ func openDB(ctx context.Context, f *cliutil.Factory) (*pgxpool.Pool, error) {
 // openForAppend loads the deployment key and opens the database, for the
 // verbs that journal a repair (doing names the verb in the error).
 func openForAppend(ctx context.Context, f *cliutil.Factory, doing string) (*keys.Key, *pgxpool.Pool, error) {
-	path := f.SigningKeyPath()
-	if path == "" {
-		return nil, nil, cliutil.ConfigErrorf("%s appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE", doing)
-	}
-	k, err := keys.LoadFile(path)
+	k, err := f.SigningKey(fmt.Sprintf("%s appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE", doing))
 	if err != nil {
-		return nil, nil, cliutil.AsConfigError(err)
+		return nil, nil, err
 	}
 	pool, err := openDB(ctx, f)
 	if err != nil {

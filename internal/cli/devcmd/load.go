@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/workload"
@@ -108,9 +107,9 @@ same workload.`,
 func loadRun(ctx context.Context, opts *LoadOptions) error {
 	f := opts.Factory
 	format, _ := f.Format()
-	k, err := keys.LoadFile(f.SigningKeyPath())
+	k, err := f.SigningKey("")
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return err
 	}
 	pool, err := f.DB(ctx)
 	if err != nil {

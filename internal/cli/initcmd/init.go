@@ -11,7 +11,6 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/migratecmd"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -50,9 +49,9 @@ func run(ctx context.Context, opts *Options) error {
 	f := opts.F
 	format, _ := f.Format()
 	// Load the key first: a missing key should fail before anything changes.
-	k, err := keys.LoadFile(f.SigningKeyPath())
+	k, err := f.SigningKey("")
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return err
 	}
 	applied, err := migratecmd.Apply(ctx, f)
 	if err != nil {

@@ -61,9 +61,9 @@ the provider chain.`,
 func showRun(opts *ShowOptions) error {
 	f := opts.F
 	format, _ := f.Format()
-	k, err := keys.LoadFile(f.SigningKeyPath())
+	k, err := f.SigningKey("")
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return err
 	}
 	pub := base64.StdEncoding.EncodeToString(k.Public())
 	vkey := witness.VerifierKey(k.KeyID(), k.Public())

@@ -61,15 +61,7 @@ Exit status: 0 issued; 1 refused by the journal; 2 usage, configuration or conne
 }
 
 func currentKey(f *cliutil.Factory, what string) (*keys.Key, error) {
-	p := f.SigningKeyPath()
-	if p == "" {
-		return nil, cliutil.ConfigErrorf("%s is signed by a valid deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE", what)
-	}
-	k, err := keys.LoadFile(p)
-	if err != nil {
-		return nil, cliutil.AsConfigError(err)
-	}
-	return k, nil
+	return f.SigningKey(fmt.Sprintf("%s is signed by a valid deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE", what))
 }
 
 func rotateRun(ctx context.Context, opts *RotateOptions) error {

@@ -26,7 +26,7 @@
 // The owner (the role that runs migrations). The lake writer role may only
 // INSERT outbox rows: giving it DELETE would let a compromised or buggy
 // writer remove rows it never drained, the one loss the outbox exists to
-// prevent. The owner can do that anyway. No grant is needed; migration 009
+// prevent. The owner can do that anyway. No grant is needed; the migration outbox_pruned
 // (oml.outbox_pruned) grants only SELECT on its mark to the writer and the
 // auditor.
 package outboxprune

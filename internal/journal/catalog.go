@@ -32,6 +32,7 @@ const (
 	TypeKeyRevoked           Type = "key.revoked"
 	TypeChainTailRestored    Type = "chain.tail_restored"
 	TypeChainForkAccepted    Type = "chain.fork_accepted"
+	TypeLakeRepaired         Type = "lake.repaired"
 )
 
 // Types lists every event type in catalog order.
@@ -40,7 +41,7 @@ var Types = []Type{
 	TypeClaimPromoted, TypeClaimDemoted, TypeClaimErased, TypeClaimReassigned,
 	TypeSimulationEnded, TypeMaterializeSkipped, TypeDeadletterReenqueued,
 	TypeDeadletterAbandoned, TypeKeyRevoked,
-	TypeChainTailRestored, TypeChainForkAccepted,
+	TypeChainTailRestored, TypeChainForkAccepted, TypeLakeRepaired,
 }
 
 // ProviderOnly reports whether t may only appear on the provider chain.
@@ -49,8 +50,11 @@ func (t Type) ProviderOnly() bool {
 }
 
 // OnProvider reports whether t may appear on the provider chain: the
-// provider-only types, and chain.tail_restored (any chain can lose a tail).
-func (t Type) OnProvider() bool { return t.ProviderOnly() || t == TypeChainTailRestored }
+// provider-only types, chain.tail_restored (any chain can lose a tail) and
+// lake.repaired (the provider tenant has a bronze table too).
+func (t Type) OnProvider() bool {
+	return t.ProviderOnly() || t == TypeChainTailRestored || t == TypeLakeRepaired
+}
 
 // Payload is one event type's payload struct. Every field is a digest, an
 // id or attribution: never body plaintext or ciphertext.
@@ -207,6 +211,36 @@ type DeadletterAbandoned struct {
 }
 
 func (DeadletterAbandoned) EventType() Type { return TypeDeadletterAbandoned }
+
+// LakeRepaired, on the chain of the tenant whose Delta tables `oml lake
+// repair` changed (the provider chain for the provider's bronze table),
+// records one repair run: the digest of the plan it computed, and for
+// every table commit it made, what it did and why. Every commit a repair
+// makes is named by exactly one lake.repaired event (a re-run after a
+// crash journals the commits an earlier run left unjournalled, with that
+// run's plan digest per table). The rows a repair removed are in the
+// archive under the lake root that Archive names.
+type LakeRepaired struct {
+	PlanDigest string           `json:"plan_digest"`
+	Tables     []RepairedTable  `json:"tables"`
+	Counts     map[string]int64 `json:"counts"`
+	By         string           `json:"by"`
+}
+
+// RepairedTable is one repair commit of one table.
+type RepairedTable struct {
+	Table        string           `json:"table"`         // bronze.events | silver.claims | gold.lineage
+	Action       string           `json:"action"`        // rewind | rebuild | rewrite
+	DeltaVersion int64            `json:"delta_version"` // the repair's Delta commit
+	TxnVersion   int64            `json:"txn_version"`   // the table's lake-writer txn version after it
+	PlanDigest   string           `json:"plan_digest"`   // the plan that made this commit
+	Classes      map[string]int64 `json:"classes"`       // findings repaired, by class
+	RowsRemoved  int64            `json:"rows_removed"`
+	RowsAdded    int64            `json:"rows_added"`
+	Archive      string           `json:"archive"` // the archive manifest's key under the lake root
+}
+
+func (LakeRepaired) EventType() Type { return TypeLakeRepaired }
 
 // ChainTailRestored, on the chain it restores, records that the events
 // FromSeq..ToSeq (ToHash the last one's hash), lost by a failover or a
@@ -454,6 +488,43 @@ func (p DeadletterAbandoned) Validate() error {
 	return need("reason", p.Reason)
 }
 
+func (p LakeRepaired) Validate() error {
+	if !digestRE.MatchString(p.PlanDigest) {
+		return errors.New("plan_digest must be 64 lowercase hex characters")
+	}
+	if len(p.Tables) == 0 {
+		return errors.New("tables must name at least one repaired table")
+	}
+	seen := map[string]bool{}
+	for _, t := range p.Tables {
+		switch t.Table {
+		case TargetBronzeEvents, TargetSilverClaims, TargetGoldLineage:
+		default:
+			return fmt.Errorf("table %q is not bronze.events, silver.claims or gold.lineage", t.Table)
+		}
+		switch t.Action {
+		case "rewind", "rebuild", "rewrite":
+		default:
+			return fmt.Errorf("action %q is not rewind, rebuild or rewrite", t.Action)
+		}
+		if t.DeltaVersion < 1 || t.TxnVersion < 0 || t.RowsRemoved < 0 || t.RowsAdded < 0 {
+			return fmt.Errorf("%s: delta_version must be 1 or more, txn_version and row counts not negative", t.Table)
+		}
+		if !digestRE.MatchString(t.PlanDigest) {
+			return fmt.Errorf("%s: plan_digest must be 64 lowercase hex characters", t.Table)
+		}
+		key := fmt.Sprintf("%s@%d", t.Table, t.DeltaVersion)
+		if seen[key] {
+			return fmt.Errorf("%s version %d is listed twice", t.Table, t.DeltaVersion)
+		}
+		seen[key] = true
+		if err := need("archive", t.Archive); err != nil {
+			return fmt.Errorf("%s: %w", t.Table, err)
+		}
+	}
+	return need("by", p.By)
+}
+
 func (p ChainTailRestored) Validate() error {
 	if p.FromSeq < 1 || p.ToSeq < p.FromSeq {
 		return fmt.Errorf("from_seq %d and to_seq %d must be 1 or more and in order", p.FromSeq, p.ToSeq)
@@ -615,6 +686,8 @@ func Decode(t Type, payload []byte) (Payload, error) {
 		p = &ChainTailRestored{}
 	case TypeChainForkAccepted:
 		p = &ChainForkAccepted{}
+	case TypeLakeRepaired:
+		p = &LakeRepaired{}
 	default:
 		return nil, fmt.Errorf("unknown event type %q", t)
 	}
@@ -665,6 +738,8 @@ func deref(p Payload) Payload {
 	case *ChainTailRestored:
 		return *v
 	case *ChainForkAccepted:
+		return *v
+	case *LakeRepaired:
 		return *v
 	}
 	return p

@@ -26,6 +26,9 @@ func TestDecode_RoundTripsEveryTypeAndIsStrict(t *testing.T) {
 		journal.KeyRevoked{KeyID: "0123456789abcdef0123456789abcdef", By: "ops", Reason: "rotated", Heads: []journal.RevokedHead{{TenantID: "3f2504e0-4f89-11d3-9a0c-0305e82c3301", Seq: 4, Hash: h}}},
 		journal.ChainTailRestored{FromSeq: 4, ToSeq: 9, ToHash: h, Source: "bronze", OutboxRows: 7, BodyLost: []journal.ClaimRef{{ArtifactID: "a", Version: 1}}, By: "ops"},
 		journal.ChainForkAccepted{TenantID: "3f2504e0-4f89-11d3-9a0c-0305e82c3301", Lost: []journal.LostHead{{Source: "witness", Seq: 9, Hash: h}}, SharedSeq: 3, NewSeq: 5, NewHash: h, Reason: "failover", By: "ops"},
+		journal.LakeRepaired{PlanDigest: h, By: "ops", Counts: map[string]int64{"diverged": 1},
+			Tables: []journal.RepairedTable{{Table: "bronze.events", Action: "rewind", DeltaVersion: 7, TxnVersion: 40, PlanDigest: h,
+				Classes: map[string]int64{"diverged": 1}, RowsRemoved: 12, Archive: "_oml_repair/x/manifest.json"}}},
 	}
 	for _, p := range payloads {
 		ev, err := journal.New(p)

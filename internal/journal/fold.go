@@ -326,7 +326,7 @@ func (f *folder) apply(a Applied, ev Event) error {
 	// Chain shape rules.
 	switch {
 	case f.isProvider() && !t.OnProvider() && t != TypeMaterializeSkipped:
-		return reject("%s cannot be appended to the provider chain (it holds key.issued, tenant.created, chain.fork_accepted, chain.tail_restored and the lake writer's materialize.skipped for rows of no tenant only)", t)
+		return reject("%s cannot be appended to the provider chain (it holds key.issued, tenant.created, chain.fork_accepted, chain.tail_restored, lake.repaired and the lake writer's materialize.skipped for rows of no tenant only)", t)
 	case !f.isProvider() && t.ProviderOnly():
 		return reject("%s belongs on the provider chain, not on tenant %s", t, st.Tenant)
 	case f.isProvider() && a.Seq == 1 && t != TypeKeyIssued:
@@ -682,6 +682,10 @@ func (f *folder) apply(a Applied, ev Event) error {
 
 	case ChainForkAccepted:
 		// Recorded on the provider chain; read by the fork check.
+
+	case LakeRepaired:
+		// The audit record of a lake repair: the lake is derived, so no
+		// fold state changes (its bronze row is implied like any event's).
 
 	default:
 		return reject("no fold for event type %s", t)

@@ -26,6 +26,13 @@
 //     with seq ≤ a table's txn version is ever applied to it again. This holds
 //     because E is inside the stable prefix: a table at version v has
 //     received every row for it with seq ≤ v.
+//     The one commit that sets a txn version back is `oml lake repair`'s
+//     rewind (internal/lakerepair, delta.Commit.RewindTxn): after a
+//     failover it restores a table's files and txn version to a version at
+//     or below the last seq the lake shares with the database, with that
+//     version's batch record, so the invariant holds again and the drain
+//     re-applies the new timeline. The repair holds the lease (HoldLease)
+//     and lowers the frontier cache with it (RewindFrontier).
 //  4. The Delta log is the recovery authority. oml.lake_frontier is a cache
 //     for status and cheap restarts; it advances only after every table a
 //     batch touched has committed. On start the writer reads the newest

@@ -39,3 +39,15 @@ FROM i`, start, end, int64(fenceXid))
 	}
 	return nil
 }
+
+// RewindFrontier lowers the frontier cache to at most to: after `oml lake
+// repair` rewound tables to the last seq the lake shares with the
+// database, the cache must not claim more than the tables hold (reconcile
+// compares at it). It is the one write that moves the cache backwards;
+// the lake writer's own writes only ever raise it (writeFrontier).
+func RewindFrontier(ctx context.Context, db *pgxpool.Pool, to int64) error {
+	if _, err := db.Exec(ctx, `UPDATE oml.lake_frontier SET frontier = LEAST(frontier, $1), updated_at = now()`, max(to, 0)); err != nil {
+		return fmt.Errorf("lower the frontier cache to %d: %w", to, err)
+	}
+	return nil
+}

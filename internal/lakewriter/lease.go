@@ -78,6 +78,77 @@ RETURNING holder`, LeaseName, l.holder, l.host, l.pid, l.ttl.Milliseconds()).Sca
 	return nil
 }
 
+// keep renews the lease every ttl/3 in the background until stop is
+// called. The returned context is cancelled (cause errLeaseLost) when
+// another holder took the lease; lost is called then. A renewal that
+// fails for another reason is passed to warn and retried.
+func (l *lease) keep(ctx context.Context, ttl time.Duration, lost func(), warn func(error)) (context.Context, func()) {
+	lctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(ttl / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-lctx.Done():
+				return
+			case <-t.C:
+				err := l.acquire(lctx)
+				var nl *NotLeaderError
+				if errors.As(err, &nl) {
+					lost()
+					cancel(errLeaseLost)
+					return
+				}
+				if err != nil && lctx.Err() == nil {
+					warn(err)
+				}
+			}
+		}
+	}()
+	return lctx, func() {
+		cancel(nil)
+		<-done
+	}
+}
+
+// HoldLease takes the lake writer lease for a process that writes to the
+// lake without being a Drainer (`oml lake repair`), so it never runs
+// beside a drain. It waits up to wait for a live holder to let go (a
+// drain stops between batches and releases it), then gives up with the
+// *NotLeaderError naming the holder. The lease is renewed in the
+// background; the returned context is cancelled if it is lost. release
+// gives it up.
+func HoldLease(ctx context.Context, db *pgxpool.Pool, holder string, ttl, wait time.Duration) (release func(), lctx context.Context, err error) {
+	if ttl <= 0 {
+		ttl = 30 * time.Second
+	}
+	l := newLease(db, holder, ttl)
+	deadline := time.Now().Add(wait)
+	for {
+		err = l.acquire(ctx)
+		var nl *NotLeaderError
+		if err == nil {
+			break
+		}
+		if !errors.As(err, &nl) || !time.Now().Before(deadline) {
+			return nil, ctx, err
+		}
+		pause := min(ttl/10, time.Until(deadline))
+		select {
+		case <-ctx.Done():
+			return nil, ctx, ctx.Err()
+		case <-time.After(max(pause, 10*time.Millisecond)):
+		}
+	}
+	lctx, stop := l.keep(ctx, ttl, func() {}, func(error) {})
+	return func() {
+		stop()
+		l.release(context.WithoutCancel(ctx))
+	}, lctx, nil
+}
+
 // release gives the lease up (on a clean stop).
 func (l *lease) release(ctx context.Context) {
 	_, _ = l.db.Exec(ctx, `DELETE FROM oml.lake_lease WHERE name = $1 AND holder = $2`, LeaseName, l.holder)

@@ -436,33 +436,10 @@ func (d *Drainer) hold(ctx context.Context) (release func(), _ context.Context, 
 		return nil, ctx, err
 	}
 	d.opts.Metrics.leaseHeld(true)
-	lctx, cancel := context.WithCancelCause(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(d.opts.LeaseTTL / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-lctx.Done():
-				return
-			case <-t.C:
-				err := d.lease.acquire(lctx)
-				var nl *NotLeaderError
-				if errors.As(err, &nl) {
-					d.opts.Metrics.leaseHeld(false)
-					cancel(errLeaseLost)
-					return
-				}
-				if err != nil {
-					d.log.Warn("could not renew the lake writer lease; will retry", "error", err)
-				}
-			}
-		}
-	}()
+	lctx, stop := d.lease.keep(ctx, d.opts.LeaseTTL, func() { d.opts.Metrics.leaseHeld(false) },
+		func(err error) { d.log.Warn("could not renew the lake writer lease; will retry", "error", err) })
 	return func() {
-		cancel(nil)
-		<-done
+		stop()
 		d.lease.release(context.WithoutCancel(ctx))
 		d.opts.Metrics.leaseHeld(false)
 	}, lctx, nil

@@ -88,6 +88,10 @@ type Options struct {
 	TempDir string
 	// Progress, when set, is updated as rows are compared.
 	Progress *Progress
+	// OnFinding, when set, is called with every finding, including those
+	// beyond MaxFindings (`oml lake repair` needs the complete set, one
+	// finding at a time, without the report holding them all).
+	OnFinding func(Finding)
 }
 
 // Progress counts the journal events and claims compared so far, out of
@@ -181,6 +185,13 @@ type runner struct {
 
 func (r *runner) add(f Finding) {
 	r.rep.Counts[f.Class]++
+	if r.opts.OnFinding != nil {
+		g := f
+		if g.TenantName == "" {
+			g.TenantName = r.names[g.Tenant]
+		}
+		r.opts.OnFinding(g)
+	}
 	if r.kept[f.Class] >= r.opts.MaxFindings {
 		r.rep.Truncated = true
 		return

@@ -117,9 +117,14 @@ func hiveEscape(s string) string {
 	return b.String()
 }
 
-// putStream streams what produce writes to the store under key (memory
+// PutStream streams what produce writes to the store under key (memory
 // stays bounded by the producer's buffering, not by the file size). The
-// object becomes visible only if produce succeeds.
+// object becomes visible only if produce succeeds. Data files use it, and
+// so does the repair archive (internal/lakerepair).
+func PutStream(ctx context.Context, st store.Store, key string, produce func(io.Writer) error) error {
+	return putStream(ctx, st, key, produce)
+}
+
 func putStream(ctx context.Context, st store.Store, key string, produce func(io.Writer) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

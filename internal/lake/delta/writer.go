@@ -275,6 +275,12 @@ type Commit struct {
 	Removes []*Remove
 	// Txn, when set, records (AppID, Version); LastUpdated defaults to now.
 	Txn *Txn
+	// RewindTxn allows Txn to carry a version at or below the table's: a
+	// restore-style commit (`oml lake repair` rewinding a table to the
+	// last seq it shares with a database that lost its tail) sets the txn
+	// version back with the files. Every other commit must move it
+	// forward (ErrTxnNotNewer), which is what makes a replay harmless.
+	RewindTxn bool
 }
 
 // Remove builds the remove action for a live file (by decoded path), with
@@ -381,7 +387,7 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 		if t.AppID == "" {
 			return -1, errors.New("delta: a txn needs an appId")
 		}
-		if cur, ok := s.txns[t.AppID]; ok && cur.Version >= t.Version {
+		if cur, ok := s.txns[t.AppID]; ok && cur.Version >= t.Version && !c.RewindTxn {
 			return -1, fmt.Errorf("%w: table %s already holds txn %q version %d, this commit carries %d", ErrTxnNotNewer, w.table, t.AppID, cur.Version, t.Version)
 		}
 		if t.LastUpdated == nil {

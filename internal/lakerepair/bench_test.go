@@ -1,0 +1,81 @@
+package lakerepair_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/lakerepair"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/testkit"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+// benchUnexpected is how many forged rows BenchmarkRepairUnexpected plants.
+const benchUnexpected = 100_000
+
+// BenchmarkRepairUnexpected measures `oml lake repair` removing 100,000
+// unexpected rows (bronze rows of journal events that do not exist) from
+// one table: the reconcile audit that finds them, the scan for the files
+// holding them, the archive of every one, the copy-on-write commit, the
+// confirming audit and the journal event. Reported as rows/s.
+//
+//	go test -run '^$' -bench BenchmarkRepairUnexpected -benchtime 1x ./internal/lakerepair/
+func BenchmarkRepairUnexpected(b *testing.B) {
+	ctx := context.Background()
+	d := testkit.NewDeployment(b, 1)
+	lake, err := store.NewFile(b.TempDir())
+	require.NoError(b, err)
+	_, err = workload.Run(ctx, d.Pool, d.Key, workload.Config{Tenants: d.Tenants, Claims: 20, Seed: 7, PromoteRatio: 0.7})
+	require.NoError(b, err)
+	e := &env{pool: d.Pool, key: d.Key, lake: lake}
+	w, err := lakewriter.New(e.drainOpts())
+	require.NoError(b, err)
+	d.DrainAll(b, w)
+	st, err := store.Sub(lake, tables.TableKey{Tenant: d.Tenants[0], Kind: tables.Bronze}.Path())
+	require.NoError(b, err)
+	var elapsed time.Duration
+	for i := 0; i < b.N; i++ {
+		plantForged(b, st, benchUnexpected, int64(1_000_000*(i+1)))
+		start := time.Now()
+		res, err := lakerepair.Run(ctx, lakerepair.Options{Pool: d.Pool, Lake: lake, Signer: d.Key, By: "bench", NoLease: true})
+		elapsed += time.Since(start)
+		require.NoError(b, err)
+		require.Zero(b, res.Remaining)
+		require.Len(b, res.Repaired, 1)
+		require.EqualValues(b, benchUnexpected, res.Repaired[0].RowsArchived)
+	}
+	b.ReportMetric(float64(benchUnexpected)*float64(b.N)/elapsed.Seconds(), "rows/s")
+}
+
+// plantForged appends one file of n bronze rows for journal seqs from
+// base on, copies of a real row: unexpected-in-lake, every one.
+func plantForged(b *testing.B, st store.Store, n int, base int64) {
+	b.Helper()
+	ctx := context.Background()
+	w, err := delta.OpenWriter(ctx, st, delta.Options{})
+	require.NoError(b, err)
+	var model pq.Row
+	require.NoError(b, w.Snapshot().Scan(ctx, st, delta.ScanOptions{BatchRows: 1}, func(_ *delta.Add, rs []pq.Row) error {
+		if model == nil {
+			model = append(pq.Row(nil), rs[0]...)
+		}
+		return nil
+	}))
+	rows := make([]pq.Row, n)
+	for i := range rows {
+		r := append(pq.Row(nil), model...)
+		r[1] = base + int64(i)
+		rows[i] = r
+	}
+	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+	require.NoError(b, err)
+	_, err = w.Commit(ctx, delta.Commit{Operation: "WRITE", Adds: []*delta.Add{add}})
+	require.NoError(b, err)
+}

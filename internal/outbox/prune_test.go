@@ -31,14 +31,16 @@ SELECT '00000000-0000-0000-0000-000000000000', $1::bigint, (SELECT hash FROM oml
 }
 
 // rowsOf inserts one outbox row per journal seq given, in order, and
-// returns their seqs.
+// returns their seqs. They are silver.claims retracts of distinct claims
+// (a simulation ending several claims has several rows for one event; an
+// identity may appear once: outbox_implied_once).
 func rowsOf(t testing.TB, pool *pgxpool.Pool, jseqs ...int64) []int64 {
 	t.Helper()
 	var out []int64
-	for _, j := range jseqs {
+	for i, j := range jseqs {
 		var s int64
-		require.NoError(t, pool.QueryRow(context.Background(), `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload)
-VALUES ($1, $2, 'bronze.events', 'append', '{}') RETURNING seq`, provider, j).Scan(&s))
+		require.NoError(t, pool.QueryRow(context.Background(), `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
+VALUES ($1, $2, 'silver.claims', 'retract', $3, 1, '{}') RETURNING seq`, provider, j, fmt.Sprintf("a%d", i)).Scan(&s))
 		out = append(out, s)
 	}
 	return out
@@ -74,7 +76,7 @@ func TestPrune_BoundIsTheTxnVersionTheFrontierAndWholeEvents(t *testing.T) {
 	s := rowsOf(t, pool, 1, 2, 3, 3, 3, 4)
 	setFrontier(t, pool, s[5])
 	tables := func(v int64) []outbox.TableBound {
-		return []outbox.TableBound{{Tenant: provider, Target: "bronze.events", TxnVersion: v}}
+		return []outbox.TableBound{{Tenant: provider, Target: "silver.claims", TxnVersion: v}}
 	}
 
 	// Not listed: nothing.
@@ -91,7 +93,7 @@ func TestPrune_BoundIsTheTxnVersionTheFrontierAndWholeEvents(t *testing.T) {
 	require.Equal(t, outbox.StopEvent, res.Tables[0].StoppedBy)
 	require.Equal(t, s[2:], left(t, pool))
 	var mark int64
-	require.NoError(t, pool.QueryRow(ctx, `SELECT through_seq FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = 'bronze.events'`, provider).Scan(&mark))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT through_seq FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = 'silver.claims'`, provider).Scan(&mark))
 	require.Equal(t, s[1], mark)
 
 	// The frontier below the txn version bounds it.
@@ -107,7 +109,8 @@ func TestPrune_BoundIsTheTxnVersionTheFrontierAndWholeEvents(t *testing.T) {
 }
 
 // BenchmarkPrune measures oml outbox prune over 1,000,000 applied outbox
-// rows of about 340 bytes (-rows to change it): rows/s, and the longest a
+// rows of about 340 bytes (silver retracts of distinct claims: an outbox
+// identity may appear once) (-rows to change it): rows/s, and the longest a
 // batch transaction held its row locks (BEGIN to COMMIT of the batch that
 // took longest; nothing else waits on those locks except a writer touching
 // the same rows, which nothing does).
@@ -126,18 +129,18 @@ func BenchmarkPrune(b *testing.B) {
 				var last int64
 				require.NoError(b, pool.QueryRow(ctx, `
 WITH ins AS (
-  INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload)
-  SELECT '00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append',
-         jsonb_build_object('event_type', 'tenant.created', 'pad', repeat('x', 280))
-  FROM generate_series(1, $1) RETURNING seq)
-SELECT max(seq) FROM ins`, *benchRows).Scan(&last))
+  INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
+  SELECT '00000000-0000-0000-0000-000000000000', 1, 'silver.claims', 'retract', 'art-' || $2::text || '-' || g, 1,
+         jsonb_build_object('state', 'demoted', 'by', 'bench', 'reason', repeat('x', 260))
+  FROM generate_series(1, $1) g RETURNING seq)
+SELECT max(seq) FROM ins`, *benchRows, fmt.Sprintf("%d-%d", batch, i)).Scan(&last))
 				setFrontier(b, pool, last)
 				_, err := pool.Exec(ctx, `VACUUM ANALYZE oml.outbox`)
 				require.NoError(b, err)
 				b.StartTimer()
 				start := time.Now()
 				res, err := outbox.Prune(ctx, pool, pool, outbox.PruneOptions{
-					Tables:    []outbox.TableBound{{Tenant: provider, Target: "bronze.events", TxnVersion: last}},
+					Tables:    []outbox.TableBound{{Tenant: provider, Target: "silver.claims", TxnVersion: last}},
 					BatchRows: batch,
 					OnBatch:   func(pb outbox.PruneBatch) { durs = append(durs, pb.Duration) },
 				})

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
@@ -247,7 +248,7 @@ func checkLag(ctx context.Context, r *run, res *Result) {
 	}
 	// Rows waiting and a standby behind: that is what a lake writer with
 	// the default --durable-on waits for (see the replication check).
-	if st.BacklogRows > 0 && !st.HorizonHeld {
+	if st.BacklogRows > 0 {
 		s := st.Status // a copy: the reading is shared with the other checks
 		if err := s.ReadDurability(ctx, r.pool, replication.DefaultPolicy); err == nil && s.Durability != nil && !s.Durability.Durable {
 			res.detail("a lake writer with --durable-on %s is %s", s.Durability.Policy, s.Durability.Reason)
@@ -428,6 +429,7 @@ func checkContinuity(ctx context.Context, r *run, res *Result) {
 	res.Data["anchors_checked"] = c.Anchors
 	res.Data["unrecorded_tables"] = c.Unrecorded
 	if !c.OK() {
+		bodyLost(ctx, r, res)
 		res.fail("%s", (&lakewriter.ContinuityError{C: c}).Error())
 		if c.Detail != "" {
 			res.detail("%s", c.Detail)
@@ -443,8 +445,24 @@ func checkContinuity(ctx context.Context, r *run, res *Result) {
 	}
 	res.Summary = fmt.Sprintf("the database holds what the lake drained: lake at seq %d, database outbox at seq %d (timeline %d); %d recorded batch(es) compared",
 		c.LakePosition, c.DB.LastSeq, c.DB.Timeline, c.Anchors)
+	bodyLost(ctx, r, res)
 	if c.Unrecorded > 0 {
 		res.detail("%d table(s) were last written before oml recorded continuity in commits: only their positions were compared", c.Unrecorded)
+	}
+}
+
+// bodyLost counts the claims a restore-tail brought back without their
+// held body (body_lost): a permanent record after a failover, shown, not
+// graded.
+func bodyLost(ctx context.Context, r *run, res *Result) {
+	n, err := journal.CountBodyLost(ctx, r.pool)
+	if err != nil {
+		res.detail("cannot count the body_lost claims: %v", err)
+		return
+	}
+	res.Data["body_lost_claims"] = n
+	if n > 0 {
+		res.detail("%d claim(s) are body_lost: their held body was lost in a failover (chain.tail_restored names them); they cannot be promoted: see docs/runbooks/failover.md", n)
 	}
 }
 

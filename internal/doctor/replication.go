@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/omlhq/oml/internal/replication"
+	"github.com/omlhq/oml/internal/schema"
 )
 
 // ---- replication ----
@@ -22,7 +23,8 @@ import (
 //     asynchronous standbys, synchronous_standby_names set but
 //     synchronous_commit not waiting for it, an inactive physical slot (a
 //     standby that has gone away: --durable-on auto no longer waits for it),
-//     or walsenders this role may not see (grant pg_monitor);
+//     walsenders this role may not see (grant pg_monitor), or a lake
+//     writer role (oml_lakewriter) that may not see them;
 //   - fail: commits wait for more synchronous standbys than are connected,
 //     so every commit hangs.
 func checkReplication(ctx context.Context, r *run, res *Result) {
@@ -88,6 +90,18 @@ func checkReplication(ctx context.Context, r *run, res *Result) {
 	if p.Hidden > 0 {
 		res.raise(StatusWarn)
 		warns = append(warns, fmt.Sprintf("%d replication connection(s) are hidden from role %s: GRANT pg_monitor TO %s so their positions can be read", p.Hidden, p.Role, p.Role))
+	}
+	// The lake writer's own role, whoever runs doctor: a superuser running
+	// doctor sees every standby while the writer would see NULLs.
+	if reads, err := schema.LakeWriterReadsStandbys(ctx, r.pool); err != nil {
+		res.detail("cannot tell whether %s can read the standbys' positions: %v", schema.LakeWriterRole, err)
+	} else {
+		res.Data["lakewriter_reads_standbys"] = reads
+		if !reads {
+			res.raise(StatusWarn)
+			warns = append(warns, fmt.Sprintf("the lake writer role %s cannot read the standbys' positions (pg_stat_replication shows them as NULL without pg_monitor), so a lake writer logged in through it cannot judge --durable-on once a standby streams; an administrator must run: %s",
+				schema.LakeWriterRole, schema.MonitorGrantSQL))
+		}
 	}
 	if len(inactive) > 0 {
 		res.raise(StatusWarn)

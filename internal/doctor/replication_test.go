@@ -70,6 +70,21 @@ func TestDoctor_Replication_AsyncWarns_SyncQuorumOK_MissingSyncStandbyFails(t *t
 	require.Contains(t, strings.Join(lag.Details, "\n"), standbys[0]["name"].(string))
 	resume()
 
+	// Migrated without oml init: oml_lakewriter cannot read the standbys'
+	// positions, and the check says what an administrator must run
+	// (whoever runs doctor: here a superuser, who sees them all).
+	require.Equal(t, false, c.Data["lakewriter_reads_standbys"])
+	require.Contains(t, strings.Join(c.Details, "\n"), "an administrator must run: GRANT pg_monitor TO oml_lakewriter;")
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	g, err := schema.GrantMonitor(ctx, conn)
+	require.NoError(t, err)
+	require.Equal(t, schema.MonitorGranted, g)
+	require.NoError(t, conn.Close(ctx))
+	c = replicationCheck()
+	require.Equal(t, true, c.Data["lakewriter_reads_standbys"])
+	require.NotContains(t, strings.Join(c.Details, "\n"), "pg_monitor")
+
 	setSystem(t, primary, `ALTER SYSTEM SET synchronous_standby_names = 'ANY 1 (*)'`, `ALTER SYSTEM SET synchronous_commit = 'remote_apply'`)
 	waitUntil(t, "the standby to acknowledge commits", func() bool { return replicationCheck().Status == doctor.StatusOK })
 	c = replicationCheck()

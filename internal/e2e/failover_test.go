@@ -23,6 +23,16 @@ type failoverEnv struct {
 
 func newFailoverEnv(t *testing.T) *failoverEnv {
 	t.Helper()
+	e, primary := privateDeployment(t)
+	return &failoverEnv{env: e, primary: primary, standby: testdb.StartStandby(t, primary)}
+}
+
+// privateDeployment is deployment on a cluster of its own (a replication
+// primary with no standby yet): nothing another test does — an open
+// transaction holding the snapshot horizon, a standby — can change what
+// this one sees.
+func privateDeployment(t *testing.T) (env, *testdb.Node) {
+	t.Helper()
 	primary := testdb.NewPrimary(t)
 	url := primary.CreateDatabase(t, "oml", schema.Migrate)
 	dir := t.TempDir()
@@ -33,7 +43,7 @@ func newFailoverEnv(t *testing.T) *failoverEnv {
 	}
 	e.ok(t, "key", "generate", "--out", e[cliutil.EnvSigningKeyFile])
 	e.ok(t, "init")
-	return &failoverEnv{env: e, primary: primary, standby: testdb.StartStandby(t, primary)}
+	return e, primary
 }
 
 // doctorCheck runs `oml doctor -o json` (never --deep) and returns its exit

@@ -1,6 +1,7 @@
 package journal
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -289,4 +290,20 @@ func queueClaimUpdate(b *pgx.Batch, tenant uuid.UUID, c *Claim) {
 			}
 			return nil
 		})
+}
+
+// CountBodyLost counts the claims in state body_lost (held claims whose
+// body a failover lost: chain.tail_restored named them), over every tenant
+// the querier may see. Status surfaces show it; it is a permanent record,
+// not a fault.
+func CountBodyLost(ctx context.Context, q Querier) (int64, error) {
+	rows, err := q.Query(ctx, `SELECT count(*) FROM oml.claims WHERE state = $1`, StateBodyLost)
+	if err != nil {
+		return 0, fmt.Errorf("count the body_lost claims: %w", err)
+	}
+	n, err := pgx.CollectExactlyOneRow(rows, pgx.RowTo[int64])
+	if err != nil {
+		return 0, fmt.Errorf("count the body_lost claims: %w", err)
+	}
+	return n, nil
 }

@@ -20,6 +20,12 @@ const (
 	StateErased          = "erased"
 	StateSimulationEnded = "simulation_ended"
 	StateReassigned      = "reassigned"
+	// StateBodyLost: a claim that was held when a failover lost its body
+	// (held bodies never reach the lake), brought back by `oml chain
+	// restore-tail` and named in its chain.tail_restored. It can be
+	// demoted, reassigned, erased or ended like a held claim, never
+	// promoted: there is no body to materialize.
+	StateBodyLost = "body_lost"
 )
 
 // Outbox targets and ops (the CHECK constraints of oml.outbox).
@@ -482,6 +488,9 @@ func (f *folder) apply(a Applied, ev Event) error {
 		if err != nil {
 			return err
 		}
+		if c.State == StateBodyLost {
+			return reject("claim %s v%d is body_lost: its held body was lost in a failover (chain.tail_restored at journal seq %d) and never reached the lake, so it cannot be promoted; submit its content again as a new version", p.ArtifactID, p.Version, c.LastSeq)
+		}
 		if c.State != StateHeld {
 			return reject("claim %s v%d is %s; only a held claim can be promoted", p.ArtifactID, p.Version, c.State)
 		}
@@ -500,8 +509,8 @@ func (f *folder) apply(a Applied, ev Event) error {
 		if err != nil {
 			return err
 		}
-		if c.State != StateHeld && c.State != StatePromoted {
-			return reject("claim %s v%d is %s; only a held or promoted claim can be demoted", p.ArtifactID, p.Version, c.State)
+		if !heldLike(c.State) && c.State != StatePromoted {
+			return reject("claim %s v%d is %s; only a held (or body_lost) or promoted claim can be demoted", p.ArtifactID, p.Version, c.State)
 		}
 		f.retire(c, a, StateDemoted, p.By, p.Reason)
 
@@ -510,8 +519,8 @@ func (f *folder) apply(a Applied, ev Event) error {
 		if err != nil {
 			return err
 		}
-		if c.State != StateHeld && c.State != StatePromoted && c.State != StateDemoted {
-			return reject("claim %s v%d is %s; only a held, promoted or demoted claim can be reassigned", p.ArtifactID, p.Version, c.State)
+		if !heldLike(c.State) && c.State != StatePromoted && c.State != StateDemoted {
+			return reject("claim %s v%d is %s; only a held (or body_lost), promoted or demoted claim can be reassigned", p.ArtifactID, p.Version, c.State)
 		}
 		if p.ToWorkareaID == c.WorkareaID {
 			return reject("claim %s v%d is already in workarea %s", p.ArtifactID, p.Version, p.ToWorkareaID)
@@ -555,7 +564,7 @@ func (f *folder) apply(a Applied, ev Event) error {
 			if c.Provenance != ProvenanceSimulation {
 				return reject("simulation.ended lists claim %s v%d whose provenance is %q, not %q", r.ArtifactID, r.Version, c.Provenance, ProvenanceSimulation)
 			}
-			if c.State != StateHeld && c.State != StatePromoted && c.State != StateDemoted {
+			if !heldLike(c.State) && c.State != StatePromoted && c.State != StateDemoted {
 				return reject("simulation.ended lists claim %s v%d which is already %s", r.ArtifactID, r.Version, c.State)
 			}
 			f.retire(c, a, StateSimulationEnded, p.By, p.SimulationID)
@@ -606,7 +615,9 @@ func (f *folder) apply(a Applied, ev Event) error {
 		if f.restore {
 			// The copy would draw a new outbox seq, not the one the lost
 			// primary gave it (which the lake may have applied).
-			return reject("deadletter.reenqueued at seq %d cannot be restored from the lake yet: accept the fork instead (oml chain accept-fork)", seq)
+			// recovery refuses such a tail at plan time with the full
+			// sentence; this is the fold's own guard.
+			return reject("deadletter.reenqueued at seq %d cannot be restored from the lake: accept the fork instead (oml chain accept-fork) and repair the lake (oml lake repair)", seq)
 		}
 		d, ok := st.DeadLetters[p.DeadLetterID]
 		if !ok {
@@ -667,9 +678,9 @@ func (f *folder) apply(a Applied, ev Event) error {
 			wantRows: 1, what: "abandon the dead letter",
 		})
 	case ChainTailRestored:
-		// The claims it lists stay held (oml.claims.state has no other
-		// value for them yet); the event is their named record: held, body
-		// lost. It must not name a claim that is not held.
+		// The claims it lists were held and lost their body with the tail:
+		// they become body_lost (migration 007), their named state. It must
+		// not name a claim that is not held.
 		for _, r := range p.BodyLost {
 			c, err := f.claim(t, r.ArtifactID, r.Version)
 			if err != nil {
@@ -678,6 +689,8 @@ func (f *folder) apply(a Applied, ev Event) error {
 			if c.State != StateHeld {
 				return reject("chain.tail_restored lists claim %s v%d as body_lost, but it is %s, not held", r.ArtifactID, r.Version, c.State)
 			}
+			c.State = StateBodyLost
+			f.changed(c, a)
 		}
 
 	case ChainForkAccepted:
@@ -752,6 +765,10 @@ func (f *folder) claim(t Type, artifact string, version int) (*Claim, error) {
 	}
 	return c, nil
 }
+
+// heldLike: held, or body_lost (held whose body a failover lost): the
+// states a retirement may start from without a silver row.
+func heldLike(state string) bool { return state == StateHeld || state == StateBodyLost }
 
 func (f *folder) changed(c *Claim, a Applied) {
 	c.UpdatedAt, c.LastSeq = a.RecordedAt, int64(a.Seq)

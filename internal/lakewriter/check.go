@@ -34,7 +34,9 @@ import (
 //     payload (attribution, digests, state, seqs) is exactly what those two
 //     events imply. The held body must then hash to the journalled
 //     ciphertext digest (decodeItem), so no held body reaches silver
-//     without a promotion in the journal.
+//     without a promotion in the journal. A body_lost claim (its body lost
+//     with a failover's tail) has no claim.promoted — the fold refuses one —
+//     so a materialize row naming it fails here as poison.
 //   - silver.claims retract: the event retracts that claim, and the payload
 //     is exactly what the event implies.
 //   - gold.lineage: no journal event implies a gold row yet; any is poison.

@@ -243,6 +243,10 @@ type Continuity struct {
 	// LastAgreedSeq is the newest batch end whose recorded rows the database
 	// holds with the same content, below every disagreement (-1: none found;
 	// then nothing recorded in the lake is known to be in the database).
+	// Only batch ends are recorded (one anchor per commit), so the histories
+	// part somewhere in (LastAgreedSeq, next recorded end]; the exact last
+	// shared journal seq per tenant is recovery's sharedSeq (accept-fork's
+	// shared_seq), which compares every bronze event.
 	LastAgreedSeq int64 `json:"last_agreed_seq"`
 	// Tables are the tables holding rows past LastAgreedSeq.
 	Tables []string `json:"tables,omitempty"`

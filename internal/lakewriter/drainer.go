@@ -149,6 +149,8 @@ type Summary struct {
 	Blockers        []outbox.Blocker `json:"blockers,omitempty"`
 	// DurabilityHeld: the required standbys did not flush the stable prefix
 	// within DurableTimeout; Durability says which standby, how far behind.
+	// With HorizonHeld too, the standbys were read once (no wait) at the WAL
+	// position covering every commit so far: both facts are reported.
 	DurabilityHeld bool                 `json:"durability_held"`
 	Durability     *replication.Verdict `json:"durability,omitempty"`
 	// Refused lists tenants not materialized because their chain is forked

@@ -178,3 +178,26 @@ func (d *Drainer) reportDurability(v replication.Verdict) {
 	d.durableMu.Unlock()
 	d.opts.Metrics.durability(v)
 }
+
+// durabilityWhileHeld: the horizon held the pass back, but whether the
+// standbys are behind is a second, independent fact the operator needs
+// (the pass would wait for them next), so it is read once, without
+// waiting, at the WAL position covering every commit so far. A reading
+// that fails or cannot see the standbys leaves the summary without it: the
+// horizon is what held this pass.
+func (d *Drainer) durabilityWhileHeld(ctx context.Context, fence outbox.Fence, sum *Summary) {
+	if !d.opts.Durable.Waits() || fence.LastSeq <= d.frontier.Load() {
+		return
+	}
+	lsn, err := outbox.CoverLSN(ctx, d.db)
+	if err != nil {
+		return
+	}
+	v, _, err := d.verdict(ctx, lsn)
+	if err != nil {
+		return
+	}
+	d.reportDurability(v)
+	sum.Durability = &v
+	sum.DurabilityHeld = !v.Durable
+}

@@ -73,6 +73,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.Target = d.frontier.Load()
 		sum.Refused = d.Refused()
 		sum.HeldTables = d.HeldTables()
+		d.durabilityWhileHeld(ctx, fence, &sum)
 		sum.Duration = time.Since(started)
 		d.log.Warn("a transaction holds the snapshot horizon; nothing past the frontier is final yet (lag, not loss)",
 			"frontier", d.frontier.Load(), "fence_seq", fence.LastSeq, "blockers", len(sum.Blockers))

@@ -44,6 +44,9 @@ type Status struct {
 	// StableLSN is the WAL position covering the stable prefix (read after
 	// the fence was seen final; 0 when the horizon is held).
 	StableLSN replication.LSN `json:"stable_lsn"`
+	// DurabilityAtCurrentWAL: the horizon was held, so Durability judges
+	// the WAL position covering every commit so far, not a stable prefix.
+	DurabilityAtCurrentWAL bool `json:"durability_at_current_wal,omitempty"`
 	// Durability is the stable prefix against the streaming standbys under
 	// a --durable-on policy (filled by ReadDurability; nil otherwise).
 	Durability *replication.Verdict `json:"durability,omitempty"`
@@ -180,18 +183,30 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 
 // ReadDurability fills s.Durability: whether the standbys p requires have
 // flushed the stable prefix s read (what a lake writer running with p would
-// be waiting for). With the horizon held there is no new prefix to judge and
-// Durability stays nil. When the role cannot see the standbys' positions
-// (*replication.HiddenError) it says so in DurabilityError instead.
+// be waiting for). With the horizon held there is no new stable prefix, but
+// the standbys' positions are still a fact the operator needs (a writer
+// waits for them next): they are judged at the WAL position covering every
+// commit so far, which covers the frontier and whatever becomes final next,
+// and DurabilityAtCurrentWAL says so. When the role cannot see the
+// standbys' positions (*replication.HiddenError) it says so in
+// DurabilityError instead.
 func (s *Status) ReadDurability(ctx context.Context, db *pgxpool.Pool, p replication.Policy) error {
-	if !p.Waits() || s.HorizonHeld {
+	if !p.Waits() {
 		return nil
+	}
+	lsn := s.StableLSN
+	if s.HorizonHeld {
+		var err error
+		if lsn, err = outbox.CoverLSN(ctx, db); err != nil {
+			return err
+		}
+		s.DurabilityAtCurrentWAL = true
 	}
 	r, err := replication.Read(ctx, db)
 	if err != nil {
 		return err
 	}
-	v, err := replication.Evaluate(p, s.StableLSN, r)
+	v, err := replication.Evaluate(p, lsn, r)
 	var hidden *replication.HiddenError
 	if errors.As(err, &hidden) {
 		s.DurabilityError = err.Error()
@@ -202,4 +217,37 @@ func (s *Status) ReadDurability(ctx context.Context, db *pgxpool.Pool, p replica
 	}
 	s.Durability = &v
 	return nil
+}
+
+// DurabilityLines is the one wording of the durability verdict on a status
+// screen (`oml lake status`, `oml status`): one "durability" line, then one
+// line per standby. Empty when nothing was judged (--durable-on none).
+func (s *Status) DurabilityLines() [][2]string {
+	if s.DurabilityError != "" {
+		return [][2]string{{"durability", "cannot tell: " + s.DurabilityError}}
+	}
+	v := s.Durability
+	if v == nil {
+		return nil
+	}
+	what := "stable prefix"
+	if s.DurabilityAtCurrentWAL {
+		what = "WAL so far (the horizon is held, so judged at the current WAL position)"
+	}
+	var out [][2]string
+	switch {
+	case !v.Durable:
+		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: %s (a writer waits: lag, not loss)", v.Policy, v.Reason)})
+	case len(v.Flushed) == 0:
+		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: no standby is streaming; the %s is on this node only (see oml doctor, replication)", v.Policy, what)})
+	default:
+		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: %s (WAL %s) flushed by %d streaming standby(s)", v.Policy, what, v.LSN, len(v.Flushed))})
+	}
+	for _, p := range v.Flushed {
+		out = append(out, [2]string{"  standby", fmt.Sprintf("%s flushed %s", p.Name, p.Flush)})
+	}
+	for _, p := range v.Waiting {
+		out = append(out, [2]string{"  standby", fmt.Sprintf("%s flushed %s, %d bytes BEHIND", p.Name, p.Flush, p.BehindBytes)})
+	}
+	return out
 }

@@ -29,6 +29,14 @@
 //     seq order, the way the append path writes them; the database checks
 //     each extends the chain and moves oml.chain_heads (migration 004).
 //
+// A tail holding a deadletter.reenqueued is refused at plan time, naming
+// the event (reenqueuedIn): the re-enqueued copy's outbox seq is not
+// recorded as a copy anywhere in the lake, so the copy, the original row
+// and the dead letter's new_outbox_seq cannot be put back as they were;
+// the way forward is accept-fork and repair. A claim still held at the end
+// of the tail comes back body_lost (journal.StateBodyLost), named in the
+// chain.tail_restored.
+//
 // Rows the lake no longer records exactly: a silver.claims row keeps only
 // the outbox seq of a claim's last change, so an earlier change's outbox
 // row is put back at the smallest free seq between its neighbours (never

@@ -232,6 +232,9 @@ func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UU
 	if err := verifyTail(tenant, head, tail, keys); err != nil {
 		return refuse(r, err.Error(), true), nil
 	}
+	if problem := reenqueuedIn(tail); problem != "" {
+		return refuse(r, problem, false), nil
+	}
 	r.Status = StatusRestorable
 	r.FromSeq, r.ToSeq, r.Events = tail[0].Seq, last.Seq, len(tail)
 	r.plan = &tenantPlan{head: head, hasHead: hasHead, events: tail, outboxOf: map[int64]int64{}}
@@ -239,6 +242,31 @@ func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UU
 		r.plan.outboxOf[e.Seq] = e.OutboxSeq
 	}
 	return r, nil
+}
+
+// reenqueuedIn refuses a tail holding a deadletter.reenqueued, naming the
+// first. The re-enqueue inserted a copy of the dead row at an outbox seq the
+// identity drew, and the lake may have applied that copy — but the lake does
+// not record which of its rows is the copy and which is a row the original
+// events imply (a bronze row records one outbox seq per journal event, a
+// silver row only its claim's last change), so the copy's seq, the original
+// row's seq and the dead letter's new_outbox_seq cannot be put back as the
+// lost primary had them. Guessing would leave an outbox the lake disagrees
+// with; the way forward is the journal-wins path.
+func reenqueuedIn(tail []bronze.Event) string {
+	for _, e := range tail {
+		if e.EventType != string(journal.TypeDeadletterReenqueued) {
+			continue
+		}
+		what := ""
+		if p, err := journal.Decode(journal.TypeDeadletterReenqueued, e.Payload); err == nil {
+			d := p.(journal.DeadletterReenqueued)
+			what = fmt.Sprintf(" of dead letter %d (outbox row %d)", d.DeadLetterID, d.OutboxSeq)
+		}
+		return fmt.Sprintf("the lost tail holds deadletter.reenqueued at seq %d%s: restore-tail cannot put back the re-enqueued outbox copy and the dead letter as the lost primary had them (the lake does not record which outbox seq the copy had); accept the fork (oml chain accept-fork --tenant %s --reason R), repair the lake (oml lake repair --tenant %s), then re-enqueue the dead letter again if it is still open (docs/runbooks/failover.md)",
+			e.Seq, what, e.Tenant, e.Tenant)
+	}
+	return ""
 }
 
 func refuse(r *TenantResult, problem string, tampered bool) *TenantResult {

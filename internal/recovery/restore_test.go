@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/bronze"
@@ -15,6 +17,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/recovery"
+	"github.com/omlhq/oml/internal/schema"
 )
 
 func restore(t *testing.T, f *failover, opts recovery.RestoreOptions) *recovery.RestoreResult {
@@ -120,7 +123,7 @@ func TestRestoreTail_PromotedCopyLostTail_JournalEqualsOldPrimary(t *testing.T) 
 	}
 	requireJournalEqualsOld(t, f, nil)
 	requireFoldsAgree(t, f.promoted, f.tenants...)
-	// Claims submitted in the lost tail and still held came back held,
+	// Claims submitted in the lost tail and still held came back body_lost,
 	// without their body (never in the lake), and are listed.
 	bodyLost := 0
 	for _, r := range res.Tenants {
@@ -131,7 +134,7 @@ func TestRestoreTail_PromotedCopyLostTail_JournalEqualsOldPrimary(t *testing.T) 
 			require.NoError(t, f.promoted.QueryRow(ctx, `SELECT state, EXISTS (SELECT 1 FROM oml.claim_bodies b
 WHERE b.tenant_id = c.tenant_id AND b.artifact_id = c.artifact_id AND b.version = c.version)
 FROM oml.claims c WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`, r.Tenant, c.ArtifactID, c.Version).Scan(&state, &hasBody))
-			require.Equal(t, journal.StateHeld, state)
+			require.Equal(t, journal.StateBodyLost, state)
 			require.False(t, hasBody)
 		}
 		var payload []byte
@@ -143,6 +146,7 @@ FROM oml.claims c WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`, r
 		require.Len(t, p.(journal.ChainTailRestored).BodyLost, len(r.BodyLost))
 	}
 	require.Positive(t, bodyLost, "the workload left held claims in the lost tail")
+	requireMigration007Upgrades(t, f.promoted, f.tenants)
 	fc, err := chainverify.ForkCheck(ctx, f.promoted, f.lake, nil)
 	require.NoError(t, err)
 	require.Empty(t, fc.Findings)
@@ -273,4 +277,53 @@ func TestRestoreTail_TamperedBronzeRow_IsRefusedAndNamed(t *testing.T) {
 	require.NoError(t, f.promoted.QueryRow(ctx, `SELECT max(seq) FROM oml.journal WHERE tenant_id = $1`, victim).Scan(&now))
 	require.Equal(t, head, now, "nothing of the refused tenant was inserted")
 	require.Equal(t, recovery.StatusRestored, byTenant(res)[f.tenants[1]].Status)
+}
+
+// requireMigration007Upgrades: a restore journalled before migration 007
+// left the claims its chain.tail_restored names held. Put back in that
+// state, migration 007's UPDATE moves them to body_lost exactly as the
+// fold now does (CheckFold agrees again).
+func requireMigration007Upgrades(t *testing.T, pool *pgxpool.Pool, tenants []uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	var sql string
+	for _, m := range schema.All() {
+		if m.Version == 7 {
+			sql = m.SQL[strings.Index(m.SQL, "UPDATE oml.claims"):]
+		}
+	}
+	require.NotEmpty(t, sql)
+	want := map[string]string{}
+	rows, err := pool.Query(ctx, `SELECT tenant_id::text || '/' || artifact_id || '/' || version, state || ' ' || last_seq || ' ' || updated_at FROM oml.claims WHERE state = 'body_lost'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var k, v string
+		require.NoError(t, rows.Scan(&k, &v))
+		want[k] = v
+	}
+	require.NoError(t, rows.Err())
+	require.NotEmpty(t, want)
+	// As a pre-007 restore left them: held, last changed at submission.
+	_, err = pool.Exec(ctx, `UPDATE oml.claims SET state = 'held', last_seq = submitted_seq, updated_at = submitted_at WHERE state = 'body_lost'`)
+	require.NoError(t, err)
+	differs := 0
+	for _, tn := range tenants {
+		if journal.CheckFold(ctx, pool, tn) != nil {
+			differs++
+		}
+	}
+	require.Positive(t, differs, "the fold says body_lost where the stored state says held")
+	_, err = pool.Exec(ctx, sql)
+	require.NoError(t, err)
+	got := map[string]string{}
+	rows, err = pool.Query(ctx, `SELECT tenant_id::text || '/' || artifact_id || '/' || version, state || ' ' || last_seq || ' ' || updated_at FROM oml.claims WHERE state = 'body_lost'`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var k, v string
+		require.NoError(t, rows.Scan(&k, &v))
+		got[k] = v
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, want, got)
+	requireFoldsAgree(t, pool, tenants...)
 }

@@ -32,6 +32,10 @@ var DefaultPolicy = Policy{Mode: ModeAuto}
 // FlagUsage is --durable-on's help text.
 const FlagUsage = "cover only WAL flushed by: auto (every streaming standby), none (no wait), or N (at least N streaming standbys)"
 
+// StatusFlagUsage is --durable-on's help text on the status commands, which
+// judge rather than wait.
+const StatusFlagUsage = "judge the stable prefix as a lake writer with this --durable-on would: auto, none or N"
+
 // ParsePolicy reads auto, none or a positive count.
 func ParsePolicy(s string) (Policy, error) {
 	switch strings.ToLower(strings.TrimSpace(s)) {

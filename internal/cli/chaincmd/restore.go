@@ -202,7 +202,7 @@ func printRestore(f *cliutil.Factory, res *recovery.RestoreResult) error {
 			fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): %s\n", t.Tenant, t.Name, t.Problem)
 		}
 		for _, c := range t.BodyLost {
-			fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): claim %s v%d came back held without its body (never in the lake)\n", t.Tenant, t.Name, c.ArtifactID, c.Version)
+			fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): claim %s v%d is body_lost: it was held and its body was lost with the tail (held bodies never reach the lake); it cannot be promoted: demote or erase it and have its writer submit again\n", t.Tenant, t.Name, c.ArtifactID, c.Version)
 		}
 		if t.Status == recovery.StatusRestored {
 			fmt.Fprintf(f.IO.ErrOut, "restored tenant %s (%s): events %d..%d, %d outbox rows (%d reseated, %d pending), journalled at seq %d\n",

@@ -11,6 +11,7 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/migratecmd"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -31,7 +32,14 @@ key.issued for the deployment key (--signing-key / OML_SIGNING_KEY_FILE),
 signed by that key.
 
 Running it again with the same key changes nothing and says so. Running it
-with a different key is refused: a deployment has one root key.`,
+with a different key is refused: a deployment has one root key.
+
+It also lets the lake writer role read the standbys' positions (their
+flush_lsn in pg_stat_replication, which --durable-on needs): it grants
+pg_monitor to oml_lakewriter when the connecting role may (a superuser, or a
+role with ADMIN OPTION on pg_monitor), and otherwise prints the one statement
+an administrator must run. A migration cannot do this: the grant is
+cluster-wide and needs those privileges.`,
 		Example: `  oml key generate --out deploy.key
   oml init --signing-key deploy.key`,
 		Args: cobra.NoArgs,
@@ -43,6 +51,20 @@ with a different key is refused: a deployment has one root key.`,
 		},
 	}
 	return cmd
+}
+
+// grantMonitor is schema.GrantMonitor on a connection of its own.
+func grantMonitor(ctx context.Context, f *cliutil.Factory) (schema.MonitorGrant, error) {
+	conn, err := migratecmd.Connect(ctx, f)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	g, err := schema.GrantMonitor(ctx, conn)
+	if err != nil {
+		return "", cliutil.AsConfigError(err)
+	}
+	return g, nil
 }
 
 func run(ctx context.Context, opts *Options) error {
@@ -68,18 +90,33 @@ func run(ctx context.Context, opts *Options) error {
 	if err != nil {
 		return cliutil.AsConfigError(fmt.Errorf("initialise the deployment: %w", err))
 	}
+	monitor, err := grantMonitor(ctx, f)
+	if err != nil {
+		return err
+	}
 	if format == cliutil.FormatJSON {
 		names := make([]string, 0, len(applied))
 		for _, m := range applied {
 			names = append(names, fmt.Sprintf("%03d_%s", m.Version, m.Name))
 		}
-		return cliutil.WriteJSON(f.IO.Out, map[string]any{
+		doc := map[string]any{
 			"migrations_applied": names, "key_id": res.KeyID, "created": res.Created,
-			"provider_seq": res.ProviderSeq, "issued_at": res.IssuedAt,
-		})
+			"provider_seq": res.ProviderSeq, "issued_at": res.IssuedAt, "pg_monitor": monitor,
+		}
+		if monitor == schema.MonitorNeedsAdmin {
+			doc["pg_monitor_statement"] = schema.MonitorGrantSQL
+		}
+		return cliutil.WriteJSON(f.IO.Out, doc)
 	}
 	for _, m := range applied {
 		fmt.Fprintf(f.IO.Out, "Applied migration %03d_%s\n", m.Version, m.Name)
+	}
+	switch monitor {
+	case schema.MonitorGranted:
+		fmt.Fprintf(f.IO.Out, "Granted pg_monitor to %s: the lake writer can read the standbys' positions.\n", schema.LakeWriterRole)
+	case schema.MonitorNeedsAdmin:
+		fmt.Fprintf(f.IO.ErrOut, "oml: note: this role may not grant pg_monitor, so %s cannot read the standbys' positions (--durable-on needs them); an administrator must run: %s\n",
+			schema.LakeWriterRole, schema.MonitorGrantSQL)
 	}
 	if !res.Created {
 		_, err = fmt.Fprintf(f.IO.Out, "Already initialised with key %s; nothing to do.\n", res.KeyID)

@@ -60,7 +60,7 @@ standby that is behind (that writer waits for it: lag, not loss).`,
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Tables, "tables", false, "also show every tenant table's Delta version and txn version")
-	cmd.Flags().StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, "judge the stable prefix as a lake writer with this --durable-on would: auto, none or N")
+	cmd.Flags().StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, replication.StatusFlagUsage)
 	return cmd
 }
 
@@ -159,10 +159,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		pairs = append(pairs, [2]string{"blocking", describeBlocker(b)})
 	}
 	pairs = append(pairs, [2]string{"continuity", describeContinuity(st)})
-	pairs = append(pairs, durabilityPairs(st.Durability)...)
-	if st.DurabilityError != "" {
-		pairs = append(pairs, [2]string{"durability", "cannot tell: " + st.DurabilityError})
-	}
+	pairs = append(pairs, st.DurabilityLines()...)
 	for _, h := range st.HeldTables {
 		pairs = append(pairs, [2]string{"held table", fmt.Sprintf("%s since %s: %s (see docs/runbooks/delta.md)", h.Table, cliutil.Time(h.Since), h.Reason)})
 	}
@@ -238,27 +235,4 @@ func continuityFinding(st lakewriter.Status) error {
 		return cliutil.Findingsf("%s", (&lakewriter.ContinuityError{C: *c}).Error())
 	}
 	return nil
-}
-
-// durabilityPairs renders the stable prefix against the standbys.
-func durabilityPairs(v *replication.Verdict) [][2]string {
-	if v == nil {
-		return nil
-	}
-	var out [][2]string
-	switch {
-	case !v.Durable:
-		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: %s (a writer waits: lag, not loss)", v.Policy, v.Reason)})
-	case len(v.Flushed) == 0:
-		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: no standby is streaming; the stable prefix is on this node only (see oml doctor, replication)", v.Policy)})
-	default:
-		out = append(out, [2]string{"durability", fmt.Sprintf("--durable-on %s: stable prefix (WAL %s) flushed by %d streaming standby(s)", v.Policy, v.LSN, len(v.Flushed))})
-	}
-	for _, p := range v.Flushed {
-		out = append(out, [2]string{"  standby", fmt.Sprintf("%s flushed %s", p.Name, p.Flush)})
-	}
-	for _, p := range v.Waiting {
-		out = append(out, [2]string{"  standby", fmt.Sprintf("%s flushed %s, %d bytes BEHIND", p.Name, p.Flush, p.BehindBytes)})
-	}
-	return out
 }

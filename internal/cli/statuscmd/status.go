@@ -17,27 +17,33 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
 )
 
 // Options are `oml status`'s dependencies.
 type Options struct {
-	F *cliutil.Factory
+	F         *cliutil.Factory
+	DurableOn string
+	durable   replication.Policy
 }
 
 // NewCmd builds `oml status`.
 func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
 	opts := &Options{F: f}
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "One-screen summary: frontier and lag, backlog, lease, last drain, dead letters, chain heads vs witnesses",
 		Long: `One screen for the on-call engineer:
 
   lake writer   frontier, lag (age of the oldest row not in the lake), backlog,
-                what holds the horizon back, the lease holder, the last drain
+                what holds the horizon back, the lease holder, the last drain,
+                and whether the streaming standbys have flushed the stable
+                prefix (as a lake writer with the same --durable-on sees it)
   dead letters  how many are open and the oldest (oml deadletter list)
   chains        each tenant's head and its newest head witnessed in the lake
                 (ok, no-witness, tail-lost, fork; needs --lake)
@@ -49,12 +55,18 @@ oml doctor judge them); 1 a chain disagrees with its witnessed head
   oml status -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var err error
+			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
+				return cliutil.FlagErrorf("%v", err)
+			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}
 			return run(cmd.Context(), opts)
 		},
 	}
+	cmd.Flags().StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, replication.StatusFlagUsage)
+	return cmd
 }
 
 // Chain is one tenant's head against its witness.
@@ -77,6 +89,9 @@ type Report struct {
 	WitnessesChecked bool              `json:"witnesses_checked"`
 	Chains           []Chain           `json:"chains"`
 	Warnings         []string          `json:"warnings"`
+	// BodyLostClaims counts the claims whose held body a failover lost
+	// (state body_lost, docs/runbooks/failover.md).
+	BodyLostClaims int64 `json:"body_lost_claims"`
 	// LakeMissing, when set, says the lake holds none of the rows the
 	// frontier says were drained (the wrong --lake, or a lost lake).
 	LakeMissing string `json:"lake_missing,omitempty"`
@@ -96,8 +111,14 @@ func run(ctx context.Context, opts *Options) error {
 	if rep.Lake, err = lakewriter.ReadStatus(ctx, pool, nil, false); err != nil {
 		return cliutil.AsConfigError(err)
 	}
+	if err := rep.Lake.ReadDurability(ctx, pool, opts.durable); err != nil {
+		return cliutil.AsConfigError(err)
+	}
 	if rep.Lake.Blockers == nil {
 		rep.Lake.Blockers = []outbox.Blocker{}
+	}
+	if rep.BodyLostClaims, err = journal.CountBodyLost(ctx, pool); err != nil {
+		return cliutil.AsConfigError(err)
 	}
 	if !rep.Lake.FrontierAt.IsZero() && (rep.Lake.LastBatchEnd > 0 || rep.Lake.Frontier > 0) {
 		t := rep.Lake.FrontierAt
@@ -235,9 +256,13 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 		{"dead letters", dead},
 		{"continuity", continuityLine(s.Continuity)},
 	}
+	if rep.BodyLostClaims > 0 {
+		pairs = append(pairs, [2]string{"body lost", fmt.Sprintf("%s whose held body a failover lost (state body_lost, never promotable): see docs/runbooks/failover.md", cliutil.Count(rep.BodyLostClaims, "claim"))})
+	}
 	for _, b := range s.Blockers {
 		pairs = append(pairs, [2]string{"blocking", fmt.Sprintf("%s pid %d xid %d (%s@%s, %s, open since %s)", b.Kind, b.PID, b.Xid, b.User, b.Database, b.State, cliutil.Time(b.XactStart))})
 	}
+	pairs = append(pairs, s.DurabilityLines()...)
 	if err := cliutil.KeyValuesTo(f.IO, pairs); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
--- 007 (assigned 009; numbered after the migrations merged before it): oml outbox prune remembers how far it pruned each table.
+-- 008 (assigned 009; numbered after the migrations merged before it): oml outbox prune remembers how far it pruned each table.
 --
 -- `oml outbox prune` (run by the owner: the lake writer may only INSERT
 -- outbox rows, so a compromised writer cannot delete rows it has not

@@ -11,6 +11,7 @@ import (
 	"github.com/omlhq/oml/internal/cli/keycmd"
 	"github.com/omlhq/oml/internal/cli/lakecmd"
 	"github.com/omlhq/oml/internal/cli/migratecmd"
+	"github.com/omlhq/oml/internal/cli/outboxcmd"
 	"github.com/omlhq/oml/internal/cli/reconcilecmd"
 	"github.com/omlhq/oml/internal/cli/statuscmd"
 	"github.com/omlhq/oml/internal/cli/tenantcmd"
@@ -28,6 +29,7 @@ func commands(f *cliutil.Factory) []*cobra.Command {
 		lakecmd.NewCmd(f),
 		migratecmd.NewCmd(f, nil),
 		initcmd.NewCmd(f, nil),
+		outboxcmd.NewCmd(f),
 		keycmd.NewCmd(f),
 		tenantcmd.NewCmd(f),
 		reconcilecmd.NewCmd(f, nil),

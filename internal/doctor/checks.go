@@ -17,6 +17,8 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/outboxprune"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
@@ -31,6 +33,7 @@ var checkDefs = []checkDef{
 	{id: IDLag, title: "frontier lag", needsDB: true, run: checkLag},
 	{id: IDHorizon, title: "snapshot horizon", needsDB: true, run: checkHorizon},
 	{id: IDDeadLetters, title: "dead letters", needsDB: true, run: checkDeadLetters},
+	{id: IDOutbox, title: "outbox size and rows waiting to be pruned", needsDB: true, needsLake: true, run: checkOutbox},
 	{id: IDContinuity, title: "lake and database share their history", needsDB: true, needsLake: true, run: checkContinuity},
 	{id: IDReplication, title: "replication and durability profile", needsDB: true, run: checkReplication},
 	{id: IDFork, title: "fork check against witnessed heads", needsDB: true, needsLake: true, run: checkFork},
@@ -327,6 +330,54 @@ func checkDeadLetters(ctx context.Context, r *run, res *Result) {
 	res.Summary = fmt.Sprintf("%d dead letter(s), oldest %s: the lake is missing these rows until re-enqueued", st.DeadLetters, oldest)
 	res.detail("list them: oml deadletter list; repair the cause, then oml deadletter reenqueue ID...")
 	res.detail("fails at %d dead letters (--dead-letters-fail)", r.th.DeadLettersFail)
+}
+
+// ---- outbox ----
+
+// checkOutbox reports the outbox's size and the oldest row every table has
+// applied (what oml outbox prune would delete); it warns when that row is
+// older than OutboxPrunableWarn, i.e. nobody prunes.
+func checkOutbox(ctx context.Context, r *run, res *Result) {
+	var bytes int64
+	var rows float64
+	if err := r.pool.QueryRow(ctx, `SELECT pg_total_relation_size('oml.outbox'), greatest(reltuples, 0)::float8
+  FROM pg_class WHERE oid = 'oml.outbox'::regclass`).Scan(&bytes, &rows); err != nil {
+		res.fail("cannot read the outbox's size: %v", err)
+		return
+	}
+	res.Data["outbox_bytes"] = bytes
+	res.Data["outbox_rows_estimate"] = int64(rows)
+	size := fmt.Sprintf("about %d rows, %s on disk", int64(rows), fmt.Sprintf("%.1f MiB", float64(bytes)/(1<<20)))
+	bounds, err := outboxprune.Bounds(ctx, r.pool, r.lake)
+	var refused *outboxprune.RefusedError
+	switch {
+	case errors.As(err, &refused):
+		res.Status = StatusWarn
+		res.Summary = size + "; nothing can be pruned while the lake does not share the database's history (see the continuity check)"
+		return
+	case err != nil:
+		res.fail("cannot tell which rows the lake has applied: %v", err)
+		return
+	}
+	oldest, tables, err := outbox.Prunable(ctx, r.pool, bounds)
+	if err != nil {
+		res.fail("cannot find the oldest prunable row: %v", err)
+		return
+	}
+	res.Data["prunable_tables"] = tables
+	res.Data["oldest_prunable_at"] = oldest
+	if oldest == nil {
+		res.Summary = size + "; no row every table has applied is left"
+		return
+	}
+	age := time.Since(*oldest)
+	res.Data["oldest_prunable_age_seconds"] = age.Seconds()
+	res.Summary = fmt.Sprintf("%s; the oldest row every table has applied is %s old", size, age.Round(time.Second))
+	if age > r.th.OutboxPrunableWarn {
+		res.Status = StatusWarn
+		res.detail("run oml outbox prune --yes (as the owner), e.g. nightly from cron; see docs/outbox.md")
+	}
+	res.detail("warns when the oldest prunable row is older than %s (--outbox-prunable-warn)", r.th.OutboxPrunableWarn)
 }
 
 // ---- chains ----

@@ -53,6 +53,7 @@ const (
 	IDDelta       = "delta"
 	IDReconcile   = "reconcile"
 	IDReplication = "replication"
+	IDOutbox      = "outbox"
 )
 
 // Result is one check's outcome.
@@ -132,6 +133,10 @@ type Thresholds struct {
 	// is older than it.
 	ScrubEvents int64
 	ScrubPeriod time.Duration
+	// OutboxPrunableWarn: the outbox check warns when the oldest row every
+	// table has applied (what oml outbox prune would delete) is older than
+	// this: prune is not running (its default retention is 7 days).
+	OutboxPrunableWarn time.Duration
 }
 
 // DefaultThresholds are the documented defaults (docs/doctor.md).
@@ -147,6 +152,7 @@ func DefaultThresholds() Thresholds {
 		SmallFileSize: 8 << 20, SmallFilesWarn: 1000,
 		VacuumWarn:  1 << 30,
 		ScrubEvents: 20_000, ScrubPeriod: 7 * 24 * time.Hour,
+		OutboxPrunableWarn: 14 * 24 * time.Hour,
 	}
 }
 
@@ -171,6 +177,9 @@ func (t Thresholds) Validate() error {
 		if p.fail < p.warn {
 			return fmt.Errorf("%s: the fail threshold must be at least the warn threshold", p.name)
 		}
+	}
+	if t.OutboxPrunableWarn <= 0 {
+		return errors.New("--outbox-prunable-warn must be positive")
 	}
 	if t.ScrubEvents < 0 || t.ScrubPeriod <= 0 {
 		return errors.New("--scrub-events must not be negative and --scrub-period must be positive")

@@ -150,10 +150,14 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 // gapRows loads the table's own rows in (applied, from] that are not
 // dead-lettered (one indexed probe first; usually there are none).
 func (d *Drainer) gapRows(ctx context.Context, key tables.TableKey, applied, from int64) ([]*item, error) {
+	if from <= 0 {
+		return nil, nil // (applied, 0] is empty (a catch-up from 0 already carries every row)
+	}
 	var missed bool
 	err := d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox o
 WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3 AND o.seq <= $4
-  AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq))`,
+  AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq))
+OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned p WHERE p.tenant_id = $1 AND p.target = $2))`,
 		key.Tenant, string(key.Kind), max(applied, 0), from).Scan(&missed)
 	if err != nil {
 		return nil, fmt.Errorf("look for rows %s missed before the batch: %w", key, err)
@@ -251,6 +255,10 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 		}
 		for k, c := range existing {
 			if !found[k] {
+				if c.it.derived {
+					return commit, stats, nil, fmt.Errorf("rebuild %s: the retract journal seq %d implies (its outbox row was pruned) names %s v%d, which the rebuilt table lacks; run oml reconcile",
+						key, c.it.journalSeq, k.artifact, k.version)
+				}
 				poison = append(poison, &item{seq: c.it.seq, journalSeq: c.it.journalSeq, table: key, target: c.it.target, op: c.it.op,
 					artifact: k.artifact, version: k.version,
 					poison: poisonf(c.it.seq, "retract of %s v%d, which is not in %s (was its promotion dead-lettered?)", k.artifact, k.version, key)})
@@ -336,6 +344,9 @@ func setRetract(row pq.Row, it *item) {
 	row[tables.SilverState] = it.retract.state
 	row[tables.SilverJournalSeq] = it.journalSeq
 	row[tables.SilverOutboxSeq] = it.seq
+	if it.derived {
+		row[tables.SilverOutboxSeq] = nil // its outbox row was pruned (rederive.go)
+	}
 	row[tables.SilverUpdatedAt] = it.retract.updatedAt
 }
 

@@ -197,17 +197,23 @@ func checkRows(ctx context.Context, db rowQuerier, b tables.BatchBounds) (anchor
 	}
 	var n int64
 	var oldest *int64
-	err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM oml.outbox WHERE seq > $1 AND seq <= $2), (SELECT min(seq) FROM oml.outbox)`,
-		b.Start, b.End).Scan(&n, &oldest)
+	var pruned bool
+	err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM oml.outbox WHERE seq > $1 AND seq <= $2), (SELECT min(seq) FROM oml.outbox),
+       EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE through_seq > $1)`,
+		b.Start, b.End).Scan(&n, &oldest, &pruned)
 	if err != nil {
 		return 0, fmt.Errorf("count the outbox rows of batch (%d, %d]: %w", b.Start, b.End, err)
 	}
 	switch {
 	case n == *b.Rows:
 		return anchorAgrees, nil
-	case n < *b.Rows && (oldest == nil || *oldest > b.Start+1):
-		// Pruned into (or past) the batch. A database that lost the batch
-		// instead is caught by the anchor's journal event, checked first.
+	case n < *b.Rows && (oldest == nil || *oldest > b.Start+1 || pruned):
+		// Pruned into (or past) the batch: `oml outbox prune` deleted
+		// rows of some table at or above the batch start (its mark in
+		// oml.outbox_pruned; it keeps dead-lettered rows, so the oldest
+		// row can be older than the batch). A database that lost the
+		// batch instead is caught by the anchor's journal event, checked
+		// first.
 		return anchorAgrees, nil
 	case n < *b.Rows:
 		return anchorMissing, nil
@@ -557,13 +563,25 @@ func recordAt(hist []delta.HistoryEntry, v int64) (tables.BatchBounds, bool) {
 // status`, `oml status`, `oml doctor`): every tenant's tables are read
 // (their logs only), nothing is written — not even the deployment record.
 func CheckLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) (Continuity, error) {
+	pos, err := LakePositions(ctx, db, lake)
+	if err != nil {
+		return Continuity{}, err
+	}
+	return CheckContinuity(ctx, db, lake, pos)
+}
+
+// LakePositions reads the txn version of every table of every tenant
+// (their logs only; tables that do not exist or hold no lake-writer commit
+// are left out). A table whose log cannot be read is an error: callers
+// that act on the positions (`oml outbox prune`) must not guess.
+func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]TablePosition, error) {
 	rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
 	if err != nil {
-		return Continuity{}, fmt.Errorf("list tenants: %w", err)
+		return nil, fmt.Errorf("list tenants: %w", err)
 	}
 	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
-		return Continuity{}, fmt.Errorf("list tenants: %w", err)
+		return nil, fmt.Errorf("list tenants: %w", err)
 	}
 	reg := newRegistry(lake, deltaOptions(), true, oneShotOpenTables)
 	all := make([]TablePosition, 0, len(ids)*len(tables.Kinds))
@@ -587,7 +605,7 @@ func CheckLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) (Continu
 		})
 	}
 	if err := g.Wait(); err != nil {
-		return Continuity{}, err
+		return nil, err
 	}
 	pos := all[:0]
 	for _, p := range all {
@@ -595,5 +613,5 @@ func CheckLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) (Continu
 			pos = append(pos, p)
 		}
 	}
-	return CheckContinuity(ctx, db, lake, pos)
+	return pos, nil
 }

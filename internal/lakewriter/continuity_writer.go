@@ -96,6 +96,18 @@ func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (tables.Batch
 		id.LastSeq >= d.frontier.Load() && id.LastSeq >= to
 	if prev != nil && (now == nil || now.Digest != prev.Digest) {
 		same = false
+		if now == nil {
+			// Gone: `oml outbox prune` may have deleted it (the row was
+			// applied everywhere). Its journal event, committed with it,
+			// says whether this is still the same history (checkAnchor);
+			// a lost row takes its event with it.
+			v, err := checkAnchor(ctx, d.db, prev)
+			if err != nil {
+				return rec, err
+			}
+			same = v == anchorAgrees && id.SystemIdentifier == verified.SystemIdentifier && id.Timeline == verified.Timeline &&
+				id.LastSeq >= d.frontier.Load() && id.LastSeq >= to
+		}
 	}
 	if !same {
 		d.log.Warn("the database moved under the lake writer (system identifier, timeline or recorded rows changed); checking continuity before the batch",

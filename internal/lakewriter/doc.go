@@ -87,4 +87,12 @@
 //     with nothing cut; the loop keeps the final fences in a queue and
 //     advances as the standbys catch up. A standby whose position the role
 //     may not see stops the writer (configuration), never counts as flushed.
+//
+// Pruned rows (rederive.go). `oml outbox prune` deletes rows every table has
+// applied. The readers here that could need them: the replay of the newest
+// batch (an interrupted batch is above the frontier cache, which prune never
+// passes), gap rows and catch-ups (above the table's txn version, which
+// prune never passes) and the rebuild of a table the lake does not hold,
+// which re-derives the table's pruned rows from the journal
+// (journal.DeriveOutbox) in one snapshot with the rows still there.
 package lakewriter

@@ -42,6 +42,9 @@ type item struct {
 	mat    *journal.MaterializePayload
 	ret    *journal.RetractPayload
 	ghost  bool
+	// derived: re-derived from the journal because prune deleted the
+	// outbox row (rederive.go); seq is 0 and the lake row's outbox_seq NULL.
+	derived bool
 }
 
 type retract struct {
@@ -91,11 +94,30 @@ func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, 
 	var tenant, target any
 	if scope != nil {
 		tenant, target = scope.Tenant, string(scope.Kind)
+		if db, ok := q.(txBeginner); ok && from == 0 {
+			// A table rebuilt from nothing: its pruned rows come from the
+			// journal (rederive.go).
+			return loadRebuild(ctx, db, chk, to, *scope)
+		}
 	}
 	rows, err := q.Query(ctx, batchQuery, from, to, tenant, target)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox rows (%d, %d]: %w", from, to, err)
 	}
+	defer rows.Close()
+	items, err := scanItems(rows, from, to)
+	if err != nil {
+		return nil, err
+	}
+	if err := chk.check(ctx, q, items); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// scanItems decodes the rows of batchQuery (or derivedQuery, which has the
+// same columns) for their tables.
+func scanItems(rows pgx.Rows, from, to int64) ([]*item, error) {
 	defer rows.Close()
 	var items []*item
 	for rows.Next() {
@@ -140,9 +162,6 @@ func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, 
 		return nil, fmt.Errorf("read outbox rows (%d, %d]: %w", from, to, err)
 	}
 	rows.Close()
-	if err := chk.check(ctx, q, items); err != nil {
-		return nil, err
-	}
 	return items, nil
 }
 

@@ -1,6 +1,7 @@
 // Package outbox reads oml.outbox for the lake writer: the stable-prefix
 // fence, the batch cut inside it, streaming a seq range, and naming the
-// backend that holds the snapshot horizon back.
+// backend that holds the snapshot horizon back; and it prunes the rows the
+// lake has applied (Prune, behind `oml outbox prune`).
 //
 // # The stable prefix
 //
@@ -62,4 +63,24 @@
 // one. The cost is that one fence's LSN stands for its whole prefix; the
 // loop keeps a short queue of final fences so the frontier advances in
 // steps while a standby catches up.
+//
+// # Pruning
+//
+// Prune deletes, per lake table, the prefix (in seq order) of the table's
+// rows that are at or below the table's lake-writer txn version and the
+// frontier cache and older than the retention, keeping dead-lettered rows
+// inside it, stopping at a re-enqueued copy or a young row, and never
+// splitting an event's rows. The bounds come from the caller
+// (internal/outboxprune reads them from the lake). Why a prefix: a reader
+// that needs pruned rows back (the lake writer rebuilding a missing table)
+// re-derives them from the journal (journal.DeriveOutbox), which knows
+// their order but not their seqs; when every pruned row of a table comes
+// before every row still there, "the implied rows not in the outbox, then
+// the outbox rows" is the table's exact history. oml.outbox_pruned records
+// each table's prefix end for those readers.
+//
+// Each batch is one short transaction (DefaultPruneBatch rows): the row
+// locks it takes are on rows nobody else writes, appends never wait, and
+// the lake writer's fence waits at most for one batch (it waits for
+// transactions that hold an xid, and a delete takes one).
 package outbox

@@ -37,6 +37,14 @@
 //
 // Rows above the cutoff are simply not drained yet and are not expected.
 //
+// After `oml outbox prune` the rows at or below C may be gone; the mapping
+// stays the same because prune never deletes a row above C (it deletes only
+// rows at or below both the table's txn version and the frontier), and an
+// event whose rows for a table straddle prune's bound keeps them all, so
+// the last row at or below C is either still there or belongs to an event
+// at or below J (then S = J). TestPrune_* in internal/outboxprune reconcile
+// after pruning, including while the lake writer runs.
+//
 // The read order makes the cutoff safe against a concurrent drain: the
 // frontier is read first, then the tables' Delta snapshots, then a
 // REPEATABLE READ, READ ONLY PostgreSQL snapshot. Every lake row was drained

@@ -58,6 +58,7 @@ var grantsMatrix = map[string]map[string]string{
 	"table oml.lake_frontier":   {lw: "SELECT,INSERT,UPDATE,DELETE", aud: "SELECT"},
 	"table oml.lake_lease":      {lw: "SELECT,INSERT,UPDATE,DELETE", aud: "SELECT"},
 	"table oml.outbox_attempts": {lw: "SELECT,INSERT,UPDATE,DELETE", aud: "SELECT"},
+	"table oml.outbox_pruned":   {lw: "SELECT", aud: "SELECT"}, // oml outbox prune (the owner) writes it; the writer and the auditor read it
 
 	// Row-level security reads the tenant setting through it; harmless to
 	// anyone (it returns a setting the caller chose).

@@ -107,6 +107,7 @@ re-runs now, +/- change the interval, q quits. See docs/doctor.md.`,
 	fl.IntVar(&th.SmallFilesWarn, "small-files-warn", th.SmallFilesWarn, "delta: warn when a table has this many small files")
 	fl.StringVar(&opts.vacuumWarn, "vacuum-warn", "1GiB", "delta: warn when a table's removed files past retention reach this size")
 	fl.Int64Var(&th.ScrubEvents, "scrub-events", th.ScrubEvents, "chain: old events re-verified per run (whole chains, least recently verified first; 0: no scrub)")
+	fl.DurationVar(&th.OutboxPrunableWarn, "outbox-prunable-warn", th.OutboxPrunableWarn, "outbox: warn when the oldest row every table has applied is older than this (prune is not running)")
 	fl.DurationVar(&th.ScrubPeriod, "scrub-period", th.ScrubPeriod, "chain: every event should be re-verified within this; warn when the last full pass is older")
 	return cmd
 }

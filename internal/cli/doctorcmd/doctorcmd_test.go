@@ -233,7 +233,7 @@ func TestDoctor_Healthy_ExitsZero_TableAndJSON(t *testing.T) {
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &doc))
 	require.Equal(t, "warn", doc["status"]) // replication: a single node
-	require.Equal(t, map[string]any{"ok": float64(10), "warn": float64(1), "fail": float64(0), "skipped": float64(1)}, doc["counts"])
+	require.Equal(t, map[string]any{"ok": float64(11), "warn": float64(1), "fail": float64(0), "skipped": float64(1)}, doc["counts"])
 	checks := doc["checks"].([]any)
 	require.Len(t, checks, len(doctor.Checks()))
 	for _, c := range checks {

@@ -2,20 +2,19 @@ package lakecmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/cli/outboxcmd"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
@@ -97,7 +96,10 @@ type MaintainOptions struct {
 	CheckpointInterval int64
 	VacuumFraction     float64
 	VacuumMinFiles     int
+	PruneOutbox        bool
+	OlderThan          string
 	targetSize         int64
+	olderThan          time.Duration
 }
 
 // NewCmdMaintain builds `oml lake maintain`.
@@ -124,9 +126,13 @@ and do only what the measurements say is due, in this order:
 Safe from cron beside oml lake drain: every rewrite re-validates after a
 commit lands in between and never publishes over a file another commit
 removed. --dry-run shows the plan and does nothing. Exit code 1 if a table
-failed (the others are still done). See docs/maintenance.md.`,
+failed (the others are still done). With --prune-outbox it then deletes the
+outbox rows every table has applied that are older than --older-than (what
+oml outbox prune --yes does; needs the owner role; with --dry-run it only
+counts them). See docs/maintenance.md and docs/outbox.md.`,
 		Example: `  oml lake maintain --dry-run
   oml lake maintain --tenant acme -o json
+  oml lake maintain --prune-outbox --older-than 14d
   # cron, nightly:  15 3 * * *  oml lake maintain -o json >>/var/log/oml/maintain.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -140,6 +146,15 @@ failed (the others are still done). See docs/maintenance.md.`,
 			opts.targetSize = n
 			if opts.VacuumFraction < 0 || opts.MinSmallFiles < 0 || opts.VacuumMinFiles < 0 || opts.CheckpointInterval < 0 {
 				return cliutil.FlagErrorf("thresholds cannot be negative")
+			}
+			if opts.PruneOutbox && (opts.Tenant != "" || opts.Table != "") {
+				return cliutil.FlagErrorf("--prune-outbox prunes every tenant's outbox rows; it cannot be narrowed by --tenant or --table")
+			}
+			if cmd.Flags().Changed("older-than") && !opts.PruneOutbox {
+				return cliutil.FlagErrorf("--older-than is the retention of --prune-outbox; pass both")
+			}
+			if opts.olderThan, err = cliutil.ParseRetention(opts.OlderThan); err != nil {
+				return cliutil.FlagErrorf("--older-than: %v", err)
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)
@@ -155,13 +170,15 @@ failed (the others are still done). See docs/maintenance.md.`,
 	fl.Int64Var(&opts.CheckpointInterval, "checkpoint-interval", 0, "commits since the last checkpoint that make one due (0: the table's, else 100)")
 	fl.Float64Var(&opts.VacuumFraction, "vacuum-fraction", 0.25, "vacuum when expired tombstoned bytes reach this share of the live bytes")
 	fl.IntVar(&opts.VacuumMinFiles, "vacuum-min-files", 100, "vacuum when this many tombstones have expired")
+	fl.BoolVar(&opts.PruneOutbox, "prune-outbox", false, "then delete the outbox rows every table has applied, like oml outbox prune --yes (as the owner)")
+	fl.StringVar(&opts.OlderThan, "older-than", "7d", "with --prune-outbox: only rows created longer ago than this")
 	return cmd
 }
 
 func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 	f := opts.Factory
 	format, _ := f.Format()
-	_, tables, err := selectTables(ctx, f, opts.tableSelection)
+	lake, tables, err := selectTables(ctx, f, opts.tableSelection)
 	if err != nil {
 		return err
 	}
@@ -185,6 +202,11 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 	if err != nil {
 		return err
 	}
+	var pruned *outbox.PruneResult
+	var pruneErr error
+	if opts.PruneOutbox && ctx.Err() == nil {
+		pruned, pruneErr = pruneOutbox(ctx, f, lake, opts)
+	}
 	if format == cliutil.FormatJSON {
 		out := make([]maintainJSON, 0, len(reps))
 		for _, r := range reps {
@@ -198,9 +220,10 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 			out = append(out, j)
 		}
 		if err := cliutil.WriteJSON(f.IO.Out, struct {
-			DryRun bool           `json:"dry_run"`
-			Tables []maintainJSON `json:"tables"`
-		}{opts.DryRun, out}); err != nil {
+			DryRun      bool                `json:"dry_run"`
+			Tables      []maintainJSON      `json:"tables"`
+			OutboxPrune *outbox.PruneResult `json:"outbox_prune,omitempty"`
+		}{opts.DryRun, out, pruned}); err != nil {
 			return err
 		}
 	} else {
@@ -224,9 +247,17 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 		if err := cliutil.Table(f.IO, []string{"TABLE", "TENANT", "TASK", "DONE", "WHY"}, rows); err != nil {
 			return err
 		}
+		if pruned != nil {
+			if err := outboxcmd.Print(f, *pruned); err != nil {
+				return err
+			}
+		}
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if pruneErr != nil {
+		return pruneErr
 	}
 	if failed > 0 {
 		return cliutil.Findingsf("maintenance failed on %d table(s), first: %v; the others were done, rerun later (a rewrite that kept losing races to the lake writer is retried on the next run)", failed, runErr)
@@ -279,27 +310,5 @@ func outcome(r maintain.Report, t maintain.Task) string {
 	return ""
 }
 
-// maxRetentionDays is the most whole days a time.Duration holds.
-const maxRetentionDays = int64(math.MaxInt64 / int64(24*time.Hour))
-
-// parseRetention accepts 7d, 36h, 90m or any Go duration.
-func parseRetention(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if d, ok := strings.CutSuffix(s, "d"); ok {
-		n, err := strconv.ParseInt(d, 10, 64)
-		if err != nil && !errors.Is(err, strconv.ErrRange) || n < 0 {
-			return 0, fmt.Errorf("%q is not a number of days", s)
-		}
-		// A Duration holds at most ~292 years; more would wrap negative
-		// (106752d became a retention in the past, deleting everything).
-		if errors.Is(err, strconv.ErrRange) || n > maxRetentionDays {
-			return 0, fmt.Errorf("%q is longer than the longest retention oml can hold (%dd)", s, maxRetentionDays)
-		}
-		return time.Duration(n) * 24 * time.Hour, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%q is not a duration (e.g. 7d, 168h)", s)
-	}
-	return d, nil
-}
+// parseRetention accepts 7d, 36h, 90m or any Go duration (cliutil.ParseRetention).
+func parseRetention(s string) (time.Duration, error) { return cliutil.ParseRetention(s) }

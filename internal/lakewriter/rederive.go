@@ -1,0 +1,201 @@
+package lakewriter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/tables"
+)
+
+// Rebuilding a table after `oml outbox prune` (internal/outboxprune).
+//
+// A table the lake does not hold (deleted, or lost with its store) is
+// rebuilt from seq 0: the catch-up at start, or the gap rows of the first
+// batch that touches it, read every row of the table in (0, frontier].
+// Prune deletes rows every table has applied, so some of those rows may be
+// gone; they are re-derived from the journal with journal.DeriveOutbox —
+// the fold that emitted them, so the same rows — and applied first, in
+// journal order. That is exact because the rows prune deletes from one
+// table are always a seq prefix of the table's rows, dead-lettered rows
+// aside, which are never applied anyway (outbox.Prune): every pruned row
+// comes before every row still there.
+//
+// What a re-derived row cannot carry is its outbox seq (drawn at insert,
+// not a function of the chain): its lake row's outbox_seq is NULL. Nothing
+// compares outbox_seq with the journal (reconcile compares hashes,
+// digests, attribution and state).
+//
+// A table that exists but is behind the prune mark (rewound below it by
+// hand or by a repair) cannot be caught up this way; loadRebuild is only
+// for a table with nothing in it.
+
+type txBeginner interface {
+	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
+}
+
+// derivedQuery has batchQuery's columns for rows given as arrays (the
+// re-derived rows of one table), with seq 0 and never dead-lettered.
+const derivedQuery = `
+SELECT 0::bigint, $1::uuid, u.j, $2::text, u.o, u.a, u.v, u.p,
+       j.seq IS NOT NULL, j.event_type, j.recorded_at, j.prev_hash, j.hash, j.signature, j.key_id, j.payload,
+       b.ciphertext, false
+FROM unnest($3::bigint[], $4::text[], $5::text[], $6::int[], $7::text[]) WITH ORDINALITY AS u(j, o, a, v, p, ord)
+LEFT JOIN oml.journal j ON j.tenant_id = $1 AND j.seq = u.j
+LEFT JOIN oml.claim_bodies b ON u.o = 'materialize' AND b.tenant_id = $1 AND b.artifact_id = u.a AND b.version = u.v
+ORDER BY u.ord`
+
+// loadRebuild is loadBatch for (0, to] of one table: in one REPEATABLE
+// READ, READ ONLY snapshot (so a prune running meanwhile deletes nothing
+// between the reads: every implied row is either pruned before the
+// snapshot or read from the outbox), the table's pruned rows re-derived
+// from the journal, then its rows still in the outbox.
+func loadRebuild(ctx context.Context, db txBeginner, chk *rowChecker, to int64, key tables.TableKey) ([]*item, error) {
+	tx, err := db.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return nil, fmt.Errorf("rebuild %s: begin: %w", key, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var through int64
+	err = tx.QueryRow(ctx, `SELECT through_seq FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2`, key.Tenant, string(key.Kind)).Scan(&through)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("rebuild %s: read the prune mark: %w", key, err)
+	}
+	var derived []*item
+	if through > 0 {
+		if derived, err = prunedItems(ctx, tx, key); err != nil {
+			return nil, err
+		}
+	}
+	rows, err := tx.Query(ctx, batchQuery, 0, to, key.Tenant, string(key.Kind))
+	if err != nil {
+		return nil, fmt.Errorf("read outbox rows (0, %d]: %w", to, err)
+	}
+	items, err := scanItems(rows, 0, to)
+	if err != nil {
+		return nil, err
+	}
+	items = append(derived, items...)
+	if err := chk.check(ctx, tx, items); err != nil {
+		return nil, err
+	}
+	for _, it := range derived {
+		if it.poison != nil {
+			// A row the journal implies and the row check refuses: the
+			// chain itself is wrong (chain verify's business). Never
+			// dead-letter a row that has no outbox seq.
+			return nil, fmt.Errorf("rebuild %s: the row journal seq %d implies (its outbox row was pruned) cannot be applied: %v; run oml chain verify",
+				key, it.journalSeq, it.poison)
+		}
+	}
+	return items, tx.Commit(ctx)
+}
+
+// prunedItems re-derives the table's rows that are no longer in the outbox:
+// the rows the tenant's chain implies for the table (journal.DeriveOutbox),
+// less those the outbox still holds (matched by event, op and claim;
+// re-enqueued copies are not derived and not matched).
+func prunedItems(ctx context.Context, tx pgx.Tx, key tables.TableKey) ([]*item, error) {
+	evs, err := journal.ReadChain(ctx, tx, key.Tenant)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild %s: %w", key, err)
+	}
+	implied, err := journal.DeriveOutbox(key.Tenant, evs)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild %s: the chain does not replay, so its pruned rows cannot be re-derived (run oml chain verify): %w", key, err)
+	}
+	type rowKey struct {
+		jseq    int64
+		op, art string
+		version int32
+	}
+	have := map[rowKey]int{}
+	rows, err := tx.Query(ctx, `SELECT o.journal_seq, o.op, coalesce(o.artifact_id, ''), coalesce(o.version, 0) FROM oml.outbox o
+WHERE o.tenant_id = $1 AND o.target = $2 AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq)`,
+		key.Tenant, string(key.Kind))
+	if err != nil {
+		return nil, fmt.Errorf("rebuild %s: read the rows still in the outbox: %w", key, err)
+	}
+	for rows.Next() {
+		var k rowKey
+		if err := rows.Scan(&k.jseq, &k.op, &k.art, &k.version); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("rebuild %s: %w", key, err)
+		}
+		have[k]++
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("rebuild %s: read the rows still in the outbox: %w", key, err)
+	}
+	var jseqs []int64
+	var ops, arts, payloads []string
+	var vers []*int32
+	for _, r := range implied {
+		if r.Target != string(key.Kind) {
+			continue
+		}
+		k := rowKey{jseq: r.JournalSeq, op: r.Op}
+		var art *string
+		var ver *int32
+		if r.ArtifactID != nil {
+			k.art, art = *r.ArtifactID, r.ArtifactID
+		}
+		if r.Version != nil {
+			v := int32(*r.Version)
+			k.version, ver = v, &v
+		}
+		if have[k] > 0 {
+			have[k]--
+			continue
+		}
+		jseqs, ops, payloads = append(jseqs, r.JournalSeq), append(ops, r.Op), append(payloads, string(r.Payload))
+		a := ""
+		if art != nil {
+			a = *art
+		}
+		arts, vers = append(arts, a), append(vers, ver)
+	}
+	if len(jseqs) == 0 {
+		return nil, nil
+	}
+	q, err := tx.Query(ctx, derivedQuery, key.Tenant, string(key.Kind), jseqs, ops, nullEmpty(arts), vers, payloads)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild %s: read the journal events of the pruned rows: %w", key, err)
+	}
+	items, err := scanItems(q, 0, 0)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		it.derived = true
+		if it.row != nil {
+			it.row[outboxSeqColumn(key.Kind)] = nil
+		}
+	}
+	return items, nil
+}
+
+func nullEmpty(ss []string) []*string {
+	out := make([]*string, len(ss))
+	for i := range ss {
+		if ss[i] != "" {
+			out[i] = &ss[i]
+		}
+	}
+	return out
+}
+
+// outboxSeqColumn is the position of outbox_seq in a table's rows.
+func outboxSeqColumn(k tables.Kind) int {
+	switch k {
+	case tables.Bronze:
+		return int(tables.BronzeOutboxSeq)
+	case tables.Silver:
+		return int(tables.SilverOutboxSeq)
+	}
+	return int(tables.GoldOutboxSeq)
+}

@@ -50,10 +50,12 @@ func newLease(db *pgxpool.Pool, holder string, ttl time.Duration) *lease {
 }
 
 // acquire takes or renews the lease. It fails with *NotLeaderError when
-// another live holder has it.
+// another live holder has it. A holder that let go between the upsert and
+// the read (the row is gone) is no holder: the upsert is tried again.
 func (l *lease) acquire(ctx context.Context) error {
-	var got string
-	err := l.db.QueryRow(ctx, `
+	for attempt := 0; ; attempt++ {
+		var got string
+		err := l.db.QueryRow(ctx, `
 INSERT INTO oml.lake_lease AS l (name, holder, host, pid, acquired_at, heartbeat_at, expires_at)
 VALUES ($1, $2, $3, $4, now(), now(), now() + $5 * interval '1 millisecond')
 ON CONFLICT (name) DO UPDATE
@@ -62,20 +64,24 @@ SET holder = EXCLUDED.holder, host = EXCLUDED.host, pid = EXCLUDED.pid,
     heartbeat_at = now(), expires_at = EXCLUDED.expires_at
 WHERE l.holder = EXCLUDED.holder OR l.expires_at < now()
 RETURNING holder`, LeaseName, l.holder, l.host, l.pid, l.ttl.Milliseconds()).Scan(&got)
-	if errors.Is(err, pgx.ErrNoRows) {
-		cur, cerr := ReadLease(ctx, l.db)
-		if cerr != nil {
-			return cerr
+		if errors.Is(err, pgx.ErrNoRows) {
+			cur, cerr := ReadLease(ctx, l.db)
+			if cerr != nil {
+				return cerr
+			}
+			if cur == nil && attempt < 3 {
+				continue // released meanwhile: take it
+			}
+			if cur == nil {
+				return fmt.Errorf("the lake writer lease changed hands %d times while acquiring it; retry", attempt+1)
+			}
+			return &NotLeaderError{Holder: *cur}
 		}
-		if cur == nil {
-			return fmt.Errorf("the lake writer lease changed hands while acquiring it; retry")
+		if err != nil {
+			return fmt.Errorf("take the lake writer lease: %w", err)
 		}
-		return &NotLeaderError{Holder: *cur}
+		return nil
 	}
-	if err != nil {
-		return fmt.Errorf("take the lake writer lease: %w", err)
-	}
-	return nil
 }
 
 // keep renews the lease every ttl/3 in the background until stop is

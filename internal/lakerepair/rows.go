@@ -155,13 +155,27 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 				if !ts.Exists || ts.TxnVersion >= ts.Cutoff {
 					continue
 				}
-				// Behind the frontier (just rewound or rebuilt, or held):
-				// the drain's catch-up applies its rows above the txn
-				// version, gap rows first.
+				// Behind the frontier (a table no recent batch touched,
+				// or just rewound, rebuilt or held): the drain's catch-up
+				// applies its rows above the txn version, gap rows first,
+				// but never re-applies one at or below it — those the
+				// repair puts back (TestRepair_WhileDrainsRunAndThe
+				// ApplicationWrites caught them left missing for ever).
 				w.limit = max(ts.TxnVersion, 0)
-				if n := int64(len(w.missing)); n > 0 {
-					for k := range w.missing {
+				mine, err := keysAtOrBelow(ctx, opts.Pool, key, w.missing, w.limit)
+				if err != nil {
+					return nil, err
+				}
+				drains := map[string]bool{}
+				for k := range w.missing {
+					if !mine[k] {
+						drains[k] = true
+					}
+				}
+				if n := int64(len(drains)); n > 0 {
+					for k := range drains {
 						delete(w.keys, k)
+						delete(w.missing, k)
 					}
 					w.classes[string(reconcile.MissingInLake)] -= n
 					if w.classes[string(reconcile.MissingInLake)] <= 0 {
@@ -183,6 +197,61 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 		plan.NotRepaired = append(plan.NotRepaired, *other[k])
 	}
 	return work, nil
+}
+
+// keysAtOrBelow returns those of keys (encoded, missing from the table)
+// that have an outbox row at or below limit: the rows the table's txn
+// version says it holds, which no drain will apply again.
+func keysAtOrBelow(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey, keys map[string]bool, limit int64) (map[string]bool, error) {
+	found := map[string]bool{}
+	if len(keys) == 0 {
+		return found, nil
+	}
+	if key.Kind == tables.Silver {
+		var arts []string
+		var vers []int32
+		for k := range keys {
+			body := k[1:]
+			i := strings.LastIndexByte(body[:len(body)-4], 0)
+			arts = append(arts, body[:i])
+			vers = append(vers, int32(binary.BigEndian.Uint32([]byte(body[len(body)-4:]))))
+		}
+		rows, err := pool.Query(ctx, `
+SELECT DISTINCT o.artifact_id, o.version FROM oml.outbox o JOIN unnest($3::text[], $4::int[]) AS k(a, v) ON o.artifact_id = k.a AND o.version = k.v
+ WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $5`, key.Tenant, string(key.Kind), arts, vers, limit)
+		if err != nil {
+			return nil, fmt.Errorf("read the outbox rows of %s at or below its txn version: %w", key, err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var a string
+			var v int32
+			if err := rows.Scan(&a, &v); err != nil {
+				return nil, err
+			}
+			found[encodeSilver(a, v)] = true
+		}
+		return found, rows.Err()
+	}
+	var js []int64
+	for k := range keys {
+		js = append(js, int64(binary.BigEndian.Uint64([]byte(k[1:]))))
+	}
+	rows, err := pool.Query(ctx, `
+SELECT DISTINCT o.journal_seq FROM oml.outbox o
+ WHERE o.tenant_id = $1 AND o.target = $2 AND o.journal_seq = ANY($3::bigint[]) AND o.seq <= $4`, key.Tenant, string(key.Kind), js, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox rows of %s at or below its txn version: %w", key, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var j int64
+		if err := rows.Scan(&j); err != nil {
+			return nil, err
+		}
+		found[encodeBronze(j)] = true
+	}
+	return found, rows.Err()
 }
 
 // planRows turns the collected work into table plans (read-only: it

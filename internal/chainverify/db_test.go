@@ -224,8 +224,8 @@ func TestVerifyDB_TamperSuite(t *testing.T) {
 			tamper: func(t *testing.T, d *deployment, tx pgx.Tx) (uuid.UUID, int64, chainverify.Reason) {
 				id := d.tenants[1]
 				mustExec(t, tx, `DELETE FROM oml.journal WHERE tenant_id = $1 AND seq > 25`, id)
-		// The lost tail's outbox rows went with it (they commit together).
-		mustExec(t, tx, `DELETE FROM oml.outbox WHERE tenant_id = $1 AND journal_seq > 25`, id)
+				// The lost tail's outbox rows went with it (they commit together).
+				mustExec(t, tx, `DELETE FROM oml.outbox WHERE tenant_id = $1 AND journal_seq > 25`, id)
 				mustExec(t, tx, `UPDATE oml.chain_heads h SET seq = j.seq, hash = j.hash
 FROM oml.journal j WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 25`, id)
 				return id, 26, chainverify.ReasonTailLost

@@ -80,6 +80,28 @@ func encodeSilver(a string, v int32) string {
 	return "s" + a + "\x00" + string(binary.BigEndian.AppendUint32(nil, uint32(v)))
 }
 
+// decodeSilverKeys / decodeBronzeKeys are the reverse of the encodings:
+// the artifact ids and versions, or the journal seqs, of a set of keys.
+func decodeSilverKeys(keys map[string]bool) ([]string, []int32) {
+	arts := make([]string, 0, len(keys))
+	vers := make([]int32, 0, len(keys))
+	for k := range keys {
+		body := k[1:]
+		i := strings.LastIndexByte(body[:len(body)-4], 0)
+		arts = append(arts, body[:i])
+		vers = append(vers, int32(binary.BigEndian.Uint32([]byte(body[len(body)-4:]))))
+	}
+	return arts, vers
+}
+
+func decodeBronzeKeys(keys map[string]bool) []int64 {
+	js := make([]int64, 0, len(keys))
+	for k := range keys {
+		js = append(js, int64(binary.BigEndian.Uint64([]byte(k[1:]))))
+	}
+	return js
+}
+
 // findRowWork runs the reconcile audit over the scope and collects, per
 // table, the complete set of affected keys (reconcile keeps only
 // MaxFindings per class in its report; OnFinding sees them all).
@@ -208,14 +230,7 @@ func keysAtOrBelow(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey,
 		return found, nil
 	}
 	if key.Kind == tables.Silver {
-		var arts []string
-		var vers []int32
-		for k := range keys {
-			body := k[1:]
-			i := strings.LastIndexByte(body[:len(body)-4], 0)
-			arts = append(arts, body[:i])
-			vers = append(vers, int32(binary.BigEndian.Uint32([]byte(body[len(body)-4:]))))
-		}
+		arts, vers := decodeSilverKeys(keys)
 		rows, err := pool.Query(ctx, `
 SELECT DISTINCT o.artifact_id, o.version FROM oml.outbox o JOIN unnest($3::text[], $4::int[]) AS k(a, v) ON o.artifact_id = k.a AND o.version = k.v
  WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $5`, key.Tenant, string(key.Kind), arts, vers, limit)
@@ -233,10 +248,7 @@ SELECT DISTINCT o.artifact_id, o.version FROM oml.outbox o JOIN unnest($3::text[
 		}
 		return found, rows.Err()
 	}
-	var js []int64
-	for k := range keys {
-		js = append(js, int64(binary.BigEndian.Uint64([]byte(k[1:]))))
-	}
+	js := decodeBronzeKeys(keys)
 	rows, err := pool.Query(ctx, `
 SELECT DISTINCT o.journal_seq FROM oml.outbox o
  WHERE o.tenant_id = $1 AND o.target = $2 AND o.journal_seq = ANY($3::bigint[]) AND o.seq <= $4`, key.Tenant, string(key.Kind), js, limit)
@@ -371,14 +383,7 @@ var errStopScan = errors.New("stop scan")
 func expectedSeqs(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey, keys map[string]bool, cutoff int64) ([][]int64, error) {
 	var groups [][]int64
 	if key.Kind == tables.Silver {
-		var arts []string
-		var vers []int32
-		for k := range keys {
-			body := k[1:]
-			i := strings.LastIndexByte(body[:len(body)-4], 0)
-			arts = append(arts, body[:i])
-			vers = append(vers, int32(binary.BigEndian.Uint32([]byte(body[len(body)-4:]))))
-		}
+		arts, vers := decodeSilverKeys(keys)
 		rows, err := pool.Query(ctx, `
 SELECT o.seq, o.artifact_id, o.version FROM oml.outbox o JOIN unnest($3::text[], $4::int[]) AS k(a, v) ON o.artifact_id = k.a AND o.version = k.v
  WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $5 ORDER BY o.artifact_id COLLATE "C", o.version, o.seq`, key.Tenant, string(key.Kind), arts, vers, cutoff)
@@ -401,10 +406,7 @@ SELECT o.seq, o.artifact_id, o.version FROM oml.outbox o JOIN unnest($3::text[],
 		}
 		return groups, rows.Err()
 	}
-	var js []int64
-	for k := range keys {
-		js = append(js, int64(binary.BigEndian.Uint64([]byte(k[1:]))))
-	}
+	js := decodeBronzeKeys(keys)
 	rows, err := pool.Query(ctx, `
 SELECT o.seq FROM oml.outbox o
  WHERE o.tenant_id = $1 AND o.target = $2 AND o.journal_seq = ANY($3::bigint[]) AND o.seq <= $4

@@ -111,7 +111,10 @@ const (
 // A deleted row's oml.outbox_attempts row goes with it (it failed before
 // and was applied since: a row still inside its retry budget is never
 // applied, so never a candidate). Each transaction also raises the
-// table's oml.outbox_pruned.through_seq, the readers' cue to re-derive.
+// table's oml.outbox_pruned.through_seq, the readers' cue to re-derive,
+// and its through_journal_seq, the last event whose rows of the table all
+// went: a row citing it or an earlier event that comes later is not its
+// event's (the lake writer's row check refuses it, docs/security.md).
 func Prune(ctx context.Context, db Beginner, q Querier, opts PruneOptions) (PruneResult, error) {
 	if opts.OlderThan < 0 {
 		return PruneResult{}, errors.New("outbox prune: the retention must not be negative")
@@ -262,14 +265,25 @@ WITH gone AS (
                     WHERE c.tenant_id = $1 AND c.target = $2 AND c.seq > $5 AND c.seq <= $3
                       AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = c.seq)
                     ORDER BY c.seq LIMIT $4))
-  RETURNING o.seq, o.created_at
+  RETURNING o.seq, o.created_at, o.journal_seq
 ), att AS (
   DELETE FROM oml.outbox_attempts a USING gone WHERE a.outbox_seq = gone.seq RETURNING 1
+), last AS (
+  SELECT max(seq) AS seq, max(journal_seq) AS journal_seq, count(*) AS n FROM gone
 ), mark AS (
-  INSERT INTO oml.outbox_pruned AS p (tenant_id, target, through_seq, rows_pruned)
-  SELECT $1, $2, max(seq), count(*) FROM gone HAVING count(*) > 0
+  INSERT INTO oml.outbox_pruned AS p (tenant_id, target, through_seq, rows_pruned, through_journal_seq)
+  SELECT $1, $2, l.seq, l.n,
+         -- The last event whose rows all went: the batch's last event, unless
+         -- rows of it are left after the batch (cut mid-event, or kept
+         -- dead-lettered): then the one before it.
+         l.journal_seq - CASE WHEN EXISTS (SELECT 1 FROM oml.outbox r
+                                            WHERE r.tenant_id = $1 AND r.target = $2
+                                              AND r.journal_seq = l.journal_seq AND r.seq > l.seq)
+                              THEN 1 ELSE 0 END
+    FROM last l WHERE l.n > 0
   ON CONFLICT (tenant_id, target) DO UPDATE
      SET through_seq = greatest(p.through_seq, EXCLUDED.through_seq),
+         through_journal_seq = greatest(p.through_journal_seq, EXCLUDED.through_journal_seq),
          rows_pruned = p.rows_pruned + EXCLUDED.rows_pruned, pruned_at = now()
   RETURNING 1
 )

@@ -1,0 +1,140 @@
+package outboxprune_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+// prunedRow is an outbox row as the journal implies it (its identity and
+// payload), read before a prune deletes it.
+type prunedRow struct {
+	seq, journalSeq int64
+	tenant          uuid.UUID
+	target, op      string
+	artifact        *string
+	version         *int32
+	payload         string
+}
+
+// forgeAsApp inserts r again as the application role acting for r's tenant:
+// the row the journal implies, with a new outbox seq.
+func (b *bundle) forgeAsApp(t *testing.T, r prunedRow) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var seq int64
+	require.NoError(t, pgx.BeginFunc(ctx, b.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL ROLE oml_app`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT set_config('oml.tenant_id', $1, true)`, r.tenant.String()); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
+VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING seq`, r.tenant, r.journalSeq, r.target, r.op, r.artifact, r.version, r.payload).Scan(&seq)
+	}), "the application role can insert a copy of a pruned row (nothing left in the outbox for outbox_implied_once to compare with)")
+	return seq
+}
+
+// TestPrune_ForgedCopyOfAPrunedRow_DeadLetteredAndEveryRowOnce: after
+// `oml outbox prune` deleted applied rows, the application role inserts
+// them again — a bronze row, a silver materialization and a silver
+// retract, each exactly what the journal implies. The lake writer
+// dead-letters each copy, saying it copies a pruned row; the workload goes
+// on and drains; every journal event is in bronze exactly once, reconcile
+// is clean, the dead letters are exactly the copies, and a bronze table
+// rebuilt from the journal after that is the table it was (the copies are
+// not counted as the pruned rows still being there).
+func TestPrune_ForgedCopyOfAPrunedRow_DeadLetteredAndEveryRowOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	lake := newLake(t, "file")
+	b.load(t, workload.Config{Claims: 20, Seed: 21, PromoteRatio: 0.8, RetractRatio: 0.5})
+	b.DrainAll(t, b.drainer(t, lake, nil))
+
+	// The rows to forge: the first of each kind of tenant 0.
+	var victims []prunedRow
+	for _, where := range []string{`target = 'bronze.events'`, `op = 'materialize'`, `op = 'retract'`} {
+		var r prunedRow
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT seq, tenant_id, journal_seq, target, op, artifact_id, version, payload::text
+FROM oml.outbox WHERE tenant_id = $1 AND `+where+` ORDER BY seq LIMIT 1`, b.Tenants[0]).
+			Scan(&r.seq, &r.tenant, &r.journalSeq, &r.target, &r.op, &r.artifact, &r.version, &r.payload), where)
+		victims = append(victims, r)
+	}
+	res := b.prune(t, lake, false)
+	require.Positive(t, res.Rows)
+	for _, v := range victims {
+		var n int
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.outbox WHERE seq = $1`, v.seq).Scan(&n))
+		require.Zero(t, n, "row %d was pruned", v.seq)
+	}
+
+	forged := map[int64]bool{}
+	for _, v := range victims {
+		forged[b.forgeAsApp(t, v)] = true
+	}
+	// The workload goes on (rows above the mark, of the same tables).
+	b.load(t, workload.Config{Claims: 10, Seed: 22, FirstRound: 1})
+	d := b.drainer(t, lake, nil)
+	b.DrainAll(t, d)
+
+	for _, tn := range b.Tenants {
+		bronze := tableRows(t, lake, tables.TableKey{Tenant: tn, Kind: tables.Bronze}, true)
+		var events int
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1`, tn).Scan(&events))
+		require.Len(t, bronze, events, "tenant %s: one bronze row per journal event", tn)
+	}
+	rows, err := b.Pool.Query(ctx, `SELECT outbox_seq, error FROM oml.dead_letter ORDER BY outbox_seq`)
+	require.NoError(t, err)
+	dead := map[int64]bool{}
+	for rows.Next() {
+		var seq int64
+		var why string
+		require.NoError(t, rows.Scan(&seq, &why))
+		require.True(t, forged[seq], "only the forged copies are dead-lettered (row %d: %s)", seq, why)
+		require.Contains(t, why, "were applied and then pruned", "row %d", seq)
+		dead[seq] = true
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, dead, len(forged), "every forged copy is dead-lettered")
+
+	b.reconcileLakeClean(t, lake)
+
+	// A rebuild of the tenant's bronze table re-derives the pruned rows,
+	// the forged copy's original among them.
+	key := tables.TableKey{Tenant: b.Tenants[0], Kind: tables.Bronze}
+	want := tableRows(t, lake, key, true)
+	deleteTable(t, lake, key)
+	_, err = b.drainer(t, lake, nil).DrainOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, want, tableRows(t, lake, key, true), "the rebuilt table is the table it was")
+	b.reconcileLakeClean(t, lake)
+	// (journal.CheckFold, the other half of reconcileClean, compares the
+	// outbox itself with the fold: the dead-lettered copies are in it, so it
+	// rightly names them as rows no event implies.)
+	require.ErrorContains(t, journal.CheckFold(ctx, b.Pool, b.Tenants[0]), "oml.outbox lacks above its prune mark")
+	require.NoError(t, journal.CheckFold(ctx, b.Pool, b.Tenants[1]))
+}
+
+// reconcileLakeClean runs the audit of the lake against the journal fold
+// and requires no finding but dead letters.
+func (b *bundle) reconcileLakeClean(t *testing.T, lake store.Store) {
+	t.Helper()
+	rep, err := reconcile.Run(context.Background(), b.Pool, lake, reconcile.Options{StaleAfter: -1})
+	require.NoError(t, err)
+	for _, f := range rep.Findings {
+		if f.Class != reconcile.DeadLettered {
+			t.Errorf("reconcile finding: %s %s %s seq %d %s v%d: %s", f.Class, f.Tenant, f.Table, f.Seq, f.ArtifactID, f.Version, f.Detail)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
@@ -51,9 +52,10 @@ VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb) RETURNING seq`, r.tenant, r.journalSe
 // retract, each exactly what the journal implies. The lake writer
 // dead-letters each copy, saying it copies a pruned row; the workload goes
 // on and drains; every journal event is in bronze exactly once, reconcile
-// is clean, the dead letters are exactly the copies, and a bronze table
+// is clean, the dead letters are exactly the copies, a bronze table
 // rebuilt from the journal after that is the table it was (the copies are
-// not counted as the pruned rows still being there).
+// not counted as the pruned rows still being there), and every chain
+// verifies.
 func TestPrune_ForgedCopyOfAPrunedRow_DeadLetteredAndEveryRowOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -124,6 +126,9 @@ FROM oml.outbox WHERE tenant_id = $1 AND `+where+` ORDER BY seq LIMIT 1`, b.Tena
 	// rightly names them as rows no event implies.)
 	require.ErrorContains(t, journal.CheckFold(ctx, b.Pool, b.Tenants[0]), "oml.outbox lacks above its prune mark")
 	require.NoError(t, journal.CheckFold(ctx, b.Pool, b.Tenants[1]))
+	rep, err := chainverify.VerifyDB(ctx, b.Pool, chainverify.DBOptions{Full: true, NoCheckpoint: true})
+	require.NoError(t, err)
+	require.Empty(t, rep.Findings, "every chain verifies (the skips journalled for the copies included)")
 }
 
 // reconcileLakeClean runs the audit of the lake against the journal fold

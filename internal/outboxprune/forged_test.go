@@ -2,6 +2,8 @@ package outboxprune_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -9,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
@@ -142,4 +145,81 @@ func (b *bundle) reconcileLakeClean(t *testing.T, lake store.Store) {
 			t.Errorf("reconcile finding: %s %s %s seq %d %s v%d: %s", f.Class, f.Tenant, f.Table, f.Seq, f.ArtifactID, f.Version, f.Detail)
 		}
 	}
+}
+
+// TestPrune_ReenqueueAfterPrune_KeptDeadLetterAppliesForgedCopyStaysRefused:
+// a re-enqueued copy is judged by the row it copies. A legitimate dead
+// letter that prune kept inside the pruned prefix (its event is at or below
+// the table's mark) is repaired and re-enqueued after the prune: its copy is
+// applied. A forged copy of a pruned row, dead-lettered, then re-enqueued by
+// the owner: its copy is refused again, for the same reason.
+func TestPrune_ReenqueueAfterPrune_KeptDeadLetterAppliesForgedCopyStaysRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	lake := newLake(t, "file")
+	res := b.load(t, workload.Config{Claims: 30, Seed: 21, Poison: 2})
+	b.DrainAll(t, b.drainer(t, lake, nil))
+	p0 := res.Poison[0]
+	require.Equal(t, workload.PoisonDigestMismatch, p0.Kind)
+	var victim prunedRow
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT seq, tenant_id, journal_seq, target, op, artifact_id, version, payload::text
+FROM oml.outbox WHERE tenant_id = $1 AND target = 'bronze.events' ORDER BY seq LIMIT 1`, p0.Tenant).
+		Scan(&victim.seq, &victim.tenant, &victim.journalSeq, &victim.target, &victim.op, &victim.artifact, &victim.version, &victim.payload))
+	b.prune(t, lake, false)
+
+	var p0Journal, mark int64
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT o.journal_seq, p.through_journal_seq FROM oml.outbox o
+JOIN oml.outbox_pruned p ON p.tenant_id = o.tenant_id AND p.target = o.target WHERE o.seq = $1`, p0.OutboxSeq).Scan(&p0Journal, &mark))
+	require.LessOrEqual(t, p0Journal, mark, "the kept dead letter is inside the pruned prefix")
+
+	forged := b.forgeAsApp(t, victim)
+	b.DrainAll(t, b.drainer(t, lake, nil))
+	letter := func(outboxSeq int64) (id int64) {
+		t.Helper()
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT id FROM oml.dead_letter WHERE outbox_seq = $1`, outboxSeq).Scan(&id))
+		return id
+	}
+	forgedLetter := letter(forged)
+
+	_, err := b.Pool.Exec(ctx, `UPDATE oml.claim_bodies SET ciphertext = $4 WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
+		p0.Tenant, p0.ArtifactID, p0.Version, p0.Body)
+	require.NoError(t, err)
+	rr, err := deadletter.Reenqueue(ctx, b.Pool, b.Key, []int64{letter(p0.OutboxSeq), forgedLetter}, deadletter.Options{By: "test"})
+	require.NoError(t, err)
+	var copies []int64
+	for _, r := range rr {
+		require.Equal(t, deadletter.OutcomeReenqueued, r.Outcome, "%+v", r)
+		var c int64
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT new_outbox_seq FROM oml.dead_letter WHERE id = $1`, r.ID).Scan(&c))
+		copies = append(copies, c)
+	}
+	b.DrainAll(t, b.drainer(t, lake, nil))
+
+	var n int
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE outbox_seq = $1`, copies[0]).Scan(&n))
+	require.Zero(t, n, "the repaired dead letter's copy is applied")
+	silver := readSilverKeys(t, lake, p0.Tenant)
+	require.Equal(t, 1, silver[fmt.Sprintf("%s/%d", p0.ArtifactID, p0.Version)], "the repaired claim is in silver once")
+	var why string
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT error FROM oml.dead_letter WHERE outbox_seq = $1`, copies[1]).Scan(&why))
+	require.Contains(t, why, "were applied and then pruned", "the forged row's re-enqueued copy is refused again")
+
+	for _, tn := range b.Tenants {
+		var events int
+		require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1`, tn).Scan(&events))
+		require.Len(t, tableRows(t, lake, tables.TableKey{Tenant: tn, Kind: tables.Bronze}, true), events, "tenant %s: one bronze row per journal event", tn)
+	}
+	b.reconcileLakeClean(t, lake)
+}
+
+// readSilverKeys counts a tenant's silver.claims rows per artifact/version.
+func readSilverKeys(t *testing.T, lake store.Store, tn uuid.UUID) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, r := range tableRows(t, lake, tables.TableKey{Tenant: tn, Kind: tables.Silver}, true) {
+		parts := strings.SplitN(r, "|", 3)
+		out[parts[0]+"/"+parts[1]]++
+	}
+	return out
 }

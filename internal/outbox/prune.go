@@ -89,6 +89,11 @@ const (
 	StopAge      = "retention"  // a row younger than the retention
 	StopCopy     = "reenqueued" // a re-enqueued dead letter's copy (kept: DeriveOutbox cannot re-derive it)
 	StopEvent    = "event"      // an event whose rows straddle the bound (its rows go together)
+	// An open dead letter of a copy of a pruned row (the lake writer refused
+	// it: it cites an event at or below the table's prune mark and came
+	// after it). Kept, and everything after it, until it is abandoned: were
+	// the mark to move past it, its re-enqueue would no longer be refused.
+	StopRefusedCopy = "refused-copy"
 )
 
 // Prune deletes, for every table in opts.Tables, the prefix of its outbox
@@ -204,22 +209,30 @@ func pruneBound(ctx context.Context, q Querier, t TableBound, frontier int64, cu
 	}
 	// The first row of the table that stops the prefix. The scan walks
 	// the table's rows in seq order (index outbox_tenant_target_seq) and
-	// ends at the first young row or copy; rows already pruned are gone,
-	// so a run walks what it is about to delete, once.
+	// ends at the first young row, re-enqueued copy or refused copy of a
+	// pruned row (still open: see StopRefusedCopy); rows already pruned
+	// are gone, so a run walks what it is about to delete, once.
 	var stop *int64
-	var young *bool
-	err := q.QueryRow(ctx, `SELECT o.seq, o.created_at >= $4 FROM oml.outbox o
+	var young, refused *bool
+	err := q.QueryRow(ctx, `SELECT o.seq, o.created_at >= $4, refused FROM oml.outbox o
+LEFT JOIN oml.outbox_pruned pm ON pm.tenant_id = o.tenant_id AND pm.target = o.target
+CROSS JOIN LATERAL (SELECT o.copy_of IS NULL AND o.seq > pm.through_seq AND o.journal_seq <= pm.through_journal_seq
+                           AND EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq AND d.abandoned_at IS NULL) AS refused) r
 WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $3
-  AND (o.created_at >= $4 OR EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq))
-ORDER BY o.seq LIMIT 1`, t.Tenant, t.Target, tp.Through, cutoff).Scan(&stop, &young)
+  AND (o.created_at >= $4 OR EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq) OR r.refused)
+ORDER BY o.seq LIMIT 1`, t.Tenant, t.Target, tp.Through, cutoff).Scan(&stop, &young, &refused)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return tp, fmt.Errorf("outbox prune: find where the prefix of %s/%s stops: %w", t.Tenant, t.Target, err)
 	}
 	if stop != nil {
 		tp.Through = *stop - 1
-		tp.StoppedBy = StopCopy
-		if *young {
+		switch {
+		case *young:
 			tp.StoppedBy = StopAge
+		case refused != nil && *refused:
+			tp.StoppedBy = StopRefusedCopy
+		default:
+			tp.StoppedBy = StopCopy
 		}
 	}
 	if tp.Through <= 0 {

@@ -15,6 +15,8 @@ import (
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/outboxprune"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -151,8 +153,9 @@ func (b *bundle) reconcileLakeClean(t *testing.T, lake store.Store) {
 // a re-enqueued copy is judged by the row it copies. A legitimate dead
 // letter that prune kept inside the pruned prefix (its event is at or below
 // the table's mark) is repaired and re-enqueued after the prune: its copy is
-// applied. A forged copy of a pruned row, dead-lettered, then re-enqueued by
-// the owner: its copy is refused again, for the same reason.
+// applied. A forged copy of a pruned row, dead-lettered, stops the next
+// prune of its table (StopRefusedCopy), so the mark stays below it; then
+// re-enqueued by the owner, its copy is refused again, for the same reason.
 func TestPrune_ReenqueueAfterPrune_KeptDeadLetterAppliesForgedCopyStaysRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -182,7 +185,32 @@ JOIN oml.outbox_pruned p ON p.tenant_id = o.tenant_id AND p.target = o.target WH
 	}
 	forgedLetter := letter(forged)
 
-	_, err := b.Pool.Exec(ctx, `UPDATE oml.claim_bodies SET ciphertext = $4 WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
+	// More work, drained: a prune now stops at the refused copy (were the
+	// mark to move past it, its re-enqueue would no longer be refused).
+	b.load(t, workload.Config{Claims: 5, Seed: 23, FirstRound: 1})
+	b.DrainAll(t, b.drainer(t, lake, nil))
+	bounds, err := outboxprune.Bounds(ctx, b.Pool, lake)
+	require.NoError(t, err)
+	var bound outbox.TableBound
+	for _, bd := range bounds {
+		if bd.Tenant == victim.tenant && bd.Target == victim.target {
+			bound = bd
+		}
+	}
+	require.Greater(t, bound.TxnVersion, forged, "the table has applied rows after the refused copy")
+	b.prune(t, lake, false)
+	var through, after int64
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT through_seq FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2`,
+		victim.tenant, victim.target).Scan(&through))
+	require.Less(t, through, forged, "the mark stays below the refused copy")
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.outbox WHERE tenant_id = $1 AND target = $2 AND seq > $3`,
+		victim.tenant, victim.target, forged).Scan(&after))
+	require.Positive(t, after, "the applied rows after it are kept")
+	dry, err := outbox.Prune(ctx, b.Pool, b.Pool, outbox.PruneOptions{Tables: []outbox.TableBound{bound}, DryRun: true})
+	require.NoError(t, err)
+	require.Empty(t, dry.Tables, "nothing of the table is prunable past it")
+
+	_, err = b.Pool.Exec(ctx, `UPDATE oml.claim_bodies SET ciphertext = $4 WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
 		p0.Tenant, p0.ArtifactID, p0.Version, p0.Body)
 	require.NoError(t, err)
 	rr, err := deadletter.Reenqueue(ctx, b.Pool, b.Key, []int64{letter(p0.OutboxSeq), forgedLetter}, deadletter.Options{By: "test"})

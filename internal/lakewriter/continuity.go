@@ -18,6 +18,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Continuity: the lake knows which database history it was drained from,
@@ -575,14 +576,11 @@ func CheckLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) (Continu
 // are left out). A table whose log cannot be read is an error: callers
 // that act on the positions (`oml outbox prune`) must not guess.
 func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]TablePosition, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	ids, err := tenant.IDs(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
-	}
+	tenant.ByID(ids)
 	reg := newRegistry(lake, deltaOptions(), true, oneShotOpenTables)
 	all := make([]TablePosition, 0, len(ids)*len(tables.Kinds))
 	for _, id := range ids {

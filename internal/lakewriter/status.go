@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Status is what `oml lake status` shows: where the lake writer is and what
@@ -140,21 +140,8 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 		}
 	}
 	if withTables && lake != nil {
-		rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY name`)
+		ids, err := tenant.IDs(ctx, db)
 		if err != nil {
-			return s, fmt.Errorf("list tenants: %w", err)
-		}
-		var ids []uuid.UUID
-		for rows.Next() {
-			var id uuid.UUID
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return s, err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return s, err
 		}
 		reg := newRegistry(lake, deltaOptions(), false, oneShotOpenTables)

@@ -75,7 +75,7 @@ func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (st
 				return nil, nil, cliutil.FlagErrorf("--tenant: %v", err)
 			}
 			ids = []uuid.UUID{tn.ID}
-		} else if ids, err = maintain.Tenants(ctx, pool); err != nil {
+		} else if ids, err = tenant.IDs(ctx, pool); err != nil {
 			return nil, nil, cliutil.AsConfigError(err)
 		}
 	}

@@ -19,8 +19,6 @@ import (
 	"github.com/omlhq/oml/internal/tenant"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdMaintain(f, nil) }) }
-
 // tableSelection is the --tenant/--table pair the maintenance commands share.
 type tableSelection struct {
 	Tenant string

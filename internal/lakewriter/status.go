@@ -77,14 +77,13 @@ type TableStatus struct {
 // every tenant table's log); withTables also lists every table.
 func ReadStatus(ctx context.Context, db *pgxpool.Pool, lake store.Store, withTables bool) (Status, error) {
 	var s Status
-	var fat *time.Time
-	err := db.QueryRow(ctx, `SELECT frontier, coalesce(batch_start, 0), coalesce(batch_end, 0), updated_at FROM oml.lake_frontier`).
-		Scan(&s.Frontier, &s.LastBatchStart, &s.LastBatchEnd, &fat)
+	fr, err := outbox.ReadFrontier(ctx, db)
 	if err != nil {
-		return s, fmt.Errorf("read the frontier cache: %w", err)
+		return s, err
 	}
-	if fat != nil {
-		s.FrontierAt = *fat
+	s.Frontier, s.LastBatchStart, s.LastBatchEnd = fr.Seq, fr.BatchStart, fr.BatchEnd
+	if fr.UpdatedAt != nil {
+		s.FrontierAt = *fr.UpdatedAt
 	}
 	err = db.QueryRow(ctx, `
 SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),

@@ -23,6 +23,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -264,9 +265,11 @@ SELECT (SELECT coalesce(sum(seq), 0) FROM oml.chain_heads WHERE $1::uuid IS NULL
 		}
 		opts.Progress.TenantsDone.Add(1)
 	}
-	if err := pool.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&rep.Frontier); err != nil {
-		return nil, fmt.Errorf("reconcile: read the frontier: %w", err)
+	fr, err := outbox.ReadFrontier(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	rep.Frontier = fr.Seq
 	rep.OK = rep.Total() == 0
 	rep.Stats.ElapsedSeconds = time.Since(start).Seconds()
 	return rep, nil
@@ -418,10 +421,11 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	// snapshots, then the PostgreSQL snapshot, so everything in the lake
 	// snapshot is visible to PostgreSQL and everything at or below the
 	// frontier is in the lake snapshot.
-	var frontier int64
-	if err := r.pool.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&frontier); err != nil {
-		return fmt.Errorf("reconcile: read the frontier: %w", err)
+	fr, err := outbox.ReadFrontier(ctx, r.pool)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
 	}
+	frontier := fr.Seq
 	bronze, err := r.loadTable(ctx, id, tables.Bronze, frontier)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -196,15 +197,11 @@ func checkRows(ctx context.Context, db rowQuerier, b tables.BatchBounds) (anchor
 	if b.Rows == nil {
 		return anchorAgrees, nil
 	}
-	var n int64
-	var oldest *int64
-	var pruned bool
-	err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM oml.outbox WHERE seq > $1 AND seq <= $2), (SELECT min(seq) FROM oml.outbox),
-       EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE through_seq > $1)`,
-		b.Start, b.End).Scan(&n, &oldest, &pruned)
+	c, err := outbox.CountRange(ctx, db, b.Start, b.End)
 	if err != nil {
-		return 0, fmt.Errorf("count the outbox rows of batch (%d, %d]: %w", b.Start, b.End, err)
+		return 0, err
 	}
+	n, oldest, pruned := c.Rows, c.Oldest, c.Pruned
 	switch {
 	case n == *b.Rows:
 		return anchorAgrees, nil
@@ -474,8 +471,8 @@ func (k *checker) classify() error {
 		}
 	}
 	if k.c.State == ContinuityAhead {
-		var newer bool
-		if err := k.db.QueryRow(k.ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox WHERE seq > $1)`, k.c.LakePosition).Scan(&newer); err != nil {
+		newer, err := outbox.AnyAfter(k.ctx, k.db, k.c.LakePosition)
+		if err != nil {
 			return fmt.Errorf("look for outbox rows past the lake: %w", err)
 		}
 		if newer {

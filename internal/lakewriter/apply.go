@@ -157,7 +157,7 @@ func (d *Drainer) gapRows(ctx context.Context, key tables.TableKey, applied, fro
 	err := d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox o
 WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3 AND o.seq <= $4
   AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq))
-OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned p WHERE p.tenant_id = $1 AND p.target = $2))`,
+OR EXISTS (SELECT 1 FROM oml.outbox_pruned p WHERE p.tenant_id = $1 AND p.target = $2 AND p.through_seq > $3)`,
 		key.Tenant, string(key.Kind), max(applied, 0), from).Scan(&missed)
 	if err != nil {
 		return nil, fmt.Errorf("look for rows %s missed before the batch: %w", key, err)

@@ -129,11 +129,13 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 				continue
 			}
 			var missed bool
-			// A table with nothing in it also misses the rows prune
-			// deleted (they are re-derived from the journal, rederive.go).
+			// A table below its prune mark also misses the rows prune
+			// deleted: from nothing they are re-derived from the journal
+			// (rederive.go); from a txn version below the mark the load
+			// refuses and the table is held (through.go).
 			if err := d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox
 WHERE tenant_id = $1 AND target = $2 AND seq > $3 AND seq <= $4)
-OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2))`, t, string(k), v, f).Scan(&missed); err != nil {
+OR EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2 AND through_seq > $3)`, t, string(k), v, f).Scan(&missed); err != nil {
 				return fmt.Errorf("look for rows %s missed: %w", key, err)
 			}
 			if !missed {
@@ -142,6 +144,10 @@ OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE tenant_id = $1 AND 
 			d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
 			scope := key
 			if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
+				if classify(err) == faultTable {
+					d.holdTable(ctx, key, err)
+					continue
+				}
 				return fmt.Errorf("catch %s up to %d: %w", key, f, err)
 			}
 		}

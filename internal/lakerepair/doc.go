@@ -52,6 +52,10 @@
 //     alone, rows put back are written 10,000 to a data file; a table
 //     whose rows were pruned also replays its tenant's chain once per
 //     table repaired.
+//   - Erasure (erasure.go): a repair never writes an erased row's body —
+//     not in a file a rewind re-adds (one `oml lake maintain` had
+//     rewritten to null it since), not in the rows it puts back or keeps,
+//     not in the archive.
 //   - The archive: before a table is changed, every row the change removes
 //     (for a rewind: every row of a removed file above the restored txn
 //     version; for a rebuild: every row) is written as Parquet under

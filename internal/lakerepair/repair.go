@@ -150,6 +150,11 @@ type TablePlan struct {
 	record  json.RawMessage // the omlBatch of the restored txn version
 	rewrite []*delta.Add    // row-level: files rewritten without the affected keys
 	rows    *rowWork        // row-level: what the findings said
+	// restored is the snapshot a rewind restores (its files are re-added
+	// from it); erase nulls erased claims' bodies in what the repair
+	// writes and archives (erasure.go).
+	restored *delta.Snapshot
+	erase    *eraser
 }
 
 // Skipped is a table or finding the plan leaves alone, and why.

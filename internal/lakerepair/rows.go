@@ -506,12 +506,22 @@ func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *Tabl
 	if err != nil {
 		return res, err
 	}
+	// Never write (or archive) an erased claim's body (erasure.go).
+	if tp.erase, err = newEraser(tp.key, snap); err != nil {
+		return res, err
+	}
+	built, err := newEraser(tp.key, nil)
+	if err != nil {
+		return res, err
+	}
+	built.scrub(want)
 	arch, err := writeArchive(ctx, opts.Lake, st, snap, planDigest, tp, func(r pq.Row) bool {
 		return w.keys[rowKey(tp.key.Kind, pq.Row{r[kc[0]], pickSecond(r, kc)})]
 	}, func(kept []pq.Row) error {
 		if len(kept) == 0 {
 			return nil
 		}
+		tp.erase.scrub(kept)
 		add, err := dw.WriteFile(ctx, map[string]*string{}, kept)
 		if err != nil {
 			return err

@@ -52,6 +52,10 @@
 //     alone, rows put back are written 10,000 to a data file; a table
 //     whose rows were pruned also replays its tenant's chain once per
 //     table repaired.
+//   - The tables of a tenant the database does not know (lost.go: created
+//     only in a timeline a failover lost): found by listing the lake
+//     root, every row archived, every file removed; journalled on the
+//     provider chain with the tenant's id.
 //   - Erasure (erasure.go): a repair never writes an erased row's body —
 //     not in a file a rewind re-adds (one `oml lake maintain` had
 //     rewritten to null it since), not in the rows it puts back or keeps,

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakerepair"
@@ -52,6 +53,15 @@ func TestRepair_AfterOutboxPrune_EveryPutBackClassReDerivedFromTheJournal(t *tes
 	lake, err := store.NewFile(t.TempDir())
 	require.NoError(t, err)
 	e, t0, t1 := newRowsEnv(t, lake)
+	pruneAll(t, e, t0, t1)
+	runPlantedRows(t, e, t0, t1, false)
+}
+
+// TestRepair_AfterOutboxPrune_PlantedRowClasses_S3Lake is the same on S3
+// (versitygw).
+func TestRepair_AfterOutboxPrune_PlantedRowClasses_S3Lake(t *testing.T) {
+	t.Parallel()
+	e, t0, t1 := newRowsEnv(t, s3test.NewBucket(t, nil).Store)
 	pruneAll(t, e, t0, t1)
 	runPlantedRows(t, e, t0, t1, false)
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -78,14 +77,9 @@ type headRow struct {
 func headRun(ctx context.Context, opts *HeadOptions) error {
 	f := opts.F
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	// Before migrate or init: say which to run, not the SQLSTATE of the
-	// first missing table.
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	var only *uuid.UUID
 	if opts.Tenant != "" {
@@ -103,7 +97,7 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}

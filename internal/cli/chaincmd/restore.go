@@ -130,7 +130,7 @@ func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}
@@ -292,7 +292,7 @@ func acceptForkRun(ctx context.Context, opts *AcceptForkOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}

@@ -109,7 +109,7 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 	if _, ok := trusted(k.KeyID(), chainverify.ProviderTenant, math.MaxInt64); !ok {
 		return cliutil.ConfigErrorf("the signing key %s was never issued by this deployment's provider chain, or it is revoked: use the deployment's current key file", k.KeyID())
 	}
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}

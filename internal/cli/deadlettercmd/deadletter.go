@@ -19,7 +19,6 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -44,12 +43,9 @@ reconcile then lists it as an accepted gap. See docs/deadletter.md.`,
 }
 
 func openDB(ctx context.Context, f *cliutil.Factory) (*pgxpool.Pool, error) {
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return nil, cliutil.AsConfigError(err)
 	}
 	return pool, nil
 }

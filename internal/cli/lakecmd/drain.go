@@ -19,12 +19,10 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // DrainOptions are the inputs of `oml lake drain`.
@@ -169,19 +167,6 @@ func newLogger(f *cliutil.Factory, level, format string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(f.IO.ErrOut, ho)), nil
 }
 
-// openLake opens the configured lake root (exit 2 when missing or bad).
-func openLake(ctx context.Context, f *cliutil.Factory) (store.Store, error) {
-	url := f.LakeURL()
-	if url == "" {
-		return nil, cliutil.ConfigErrorf("no lake configured: pass --lake file:///abs/path or s3://bucket/prefix, or set OML_LAKE_URL")
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		return nil, cliutil.AsConfigError(err)
-	}
-	return st, nil
-}
-
 func drainRun(ctx context.Context, opts *DrainOptions) error {
 	f := opts.Factory
 	format, _ := f.Format()
@@ -189,25 +174,20 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 	if err != nil {
 		return err
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
 	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	lake, err := openLake(ctx, f)
+	lake, err := f.Lake(ctx, "")
 	if err != nil {
 		return err
 	}
+	// Re-read when the file changes: a rotated key is picked up without a
+	// restart (oml key rotate).
 	var signer chain.Signer
-	if p := f.SigningKeyPath(); p != "" {
-		// Re-read when the file changes: a rotated key is picked up
-		// without a restart (oml key rotate).
-		k, err := keys.OpenReloading(p, 0)
-		if err != nil {
-			return cliutil.AsConfigError(err)
-		}
+	if k, err := f.Signer(); err != nil {
+		return err
+	} else if k != nil {
 		signer = k
 	} else {
 		log.Warn("no signing key configured: a poison row that spends its retry budget cannot be dead-lettered and will stop the drain; pass --signing-key or set OML_SIGNING_KEY_FILE")

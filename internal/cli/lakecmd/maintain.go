@@ -15,7 +15,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/outbox"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -52,7 +51,7 @@ func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (st
 		}
 		kinds = []tables.Kind{k}
 	}
-	lake, err := openLake(ctx, f)
+	lake, err := f.Lake(ctx, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,12 +59,9 @@ func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (st
 	if id, err := uuid.Parse(s.Tenant); err == nil && f.DatabaseURL() == "" {
 		ids = []uuid.UUID{id}
 	} else {
-		pool, err := f.DB(ctx)
+		pool, err := f.CurrentDB(ctx)
 		if err != nil {
 			return nil, nil, err
-		}
-		if err := schema.RequireCurrent(ctx, pool); err != nil {
-			return nil, nil, cliutil.AsConfigError(err)
 		}
 		if s.Tenant != "" {
 			tn, err := tenant.Resolve(ctx, pool, s.Tenant)

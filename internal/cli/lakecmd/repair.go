@@ -13,7 +13,6 @@ import (
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -126,14 +125,11 @@ func knownRepairClass(c string) bool {
 func repairRun(ctx context.Context, opts *RepairOptions) error {
 	f := opts.Factory
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
 	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	lake, err := openLake(ctx, f)
+	lake, err := f.Lake(ctx, "")
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // StatusOptions are the inputs of `oml lake status`.
@@ -65,18 +64,15 @@ standby that is behind (that writer waits for it: lag, not loss).`,
 func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	f := opts.Factory
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	// With a lake configured, the continuity check runs (read-only); --tables
 	// needs one.
 	var lake store.Store
 	if opts.Tables || f.LakeURL() != "" {
-		if lake, err = openLake(ctx, f); err != nil {
+		if lake, err = f.Lake(ctx, ""); err != nil {
 			return err
 		}
 	}

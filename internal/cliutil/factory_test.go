@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -88,4 +89,14 @@ func TestFactory_SignerNotConfigured_IsNil(t *testing.T) {
 	_, err = f.Signer()
 	var ce *ConfigError
 	require.True(t, errors.As(err, &ce), "a key file that cannot be read is a configuration error: %v", err)
+}
+
+func TestNonNil_NilListIsAnEmptyJSONArray(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	require.NoError(t, WriteJSON(&b, struct {
+		L []int `json:"l"`
+	}{NonNil([]int(nil))}))
+	require.JSONEq(t, `{"l": []}`, b.String())
+	require.Equal(t, []int{1}, NonNil([]int{1}))
 }

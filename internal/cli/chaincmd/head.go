@@ -139,9 +139,7 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if rows == nil {
-			rows = []*headRow{}
-		}
+		rows = cliutil.NonNil(rows)
 		if err := cliutil.WriteJSON(f.IO.Out, rows); err != nil {
 			return err
 		}

@@ -284,12 +284,8 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 			Resumed: rep.Resumed, ElapsedSeconds: rep.Elapsed.Seconds(), SignatureRule: rep.Rule, Witnesses: wj,
 			Checkpoints: rep.Checkpoints, Invalidated: rep.Invalidated, AcceptedForks: acceptedForks,
 			Chains: make([]chainJSON, 0, len(rep.Chains))}
-		if doc.AcceptedForks == nil {
-			doc.AcceptedForks = []chainverify.AcceptedFinding{}
-		}
-		if doc.Findings == nil {
-			doc.Findings = []chainverify.Finding{}
-		}
+		doc.AcceptedForks = cliutil.NonNil(doc.AcceptedForks)
+		doc.Findings = cliutil.NonNil(doc.Findings)
 		for _, c := range rep.Chains {
 			doc.Chains = append(doc.Chains, chainJSON{ChainReport: c, Name: names[c.Tenant]})
 		}

@@ -345,18 +345,10 @@ func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	if r := s.Replayed; r != nil {
 		out.ReplayedRows, out.ReplayedTableCommits = r.Rows, r.Tables
 	}
-	if out.DeadLettered == nil {
-		out.DeadLettered = []int64{}
-	}
-	if out.Refused == nil {
-		out.Refused = []chainverify.Finding{}
-	}
-	if out.HeldTables == nil {
-		out.HeldTables = []lakewriter.TableHold{}
-	}
-	if out.Blockers == nil {
-		out.Blockers = []outbox.Blocker{}
-	}
+	out.DeadLettered = cliutil.NonNil(out.DeadLettered)
+	out.Refused = cliutil.NonNil(out.Refused)
+	out.HeldTables = cliutil.NonNil(out.HeldTables)
+	out.Blockers = cliutil.NonNil(out.Blockers)
 	return out
 }
 

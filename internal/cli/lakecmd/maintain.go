@@ -183,9 +183,7 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 			VacuumFraction: opts.VacuumFraction, VacuumMinFiles: opts.VacuumMinFiles,
 		},
 	})
-	if reps == nil {
-		reps = []maintain.Report{}
-	}
+	reps = cliutil.NonNil(reps)
 	failed := 0
 	for _, r := range reps {
 		if r.Error != "" {

@@ -12,7 +12,6 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
-	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 )
 
@@ -104,9 +103,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if st.Blockers == nil {
-			st.Blockers = []outbox.Blocker{}
-		}
+		st.Blockers = cliutil.NonNil(st.Blockers)
 		if err := cliutil.WriteJSON(f.IO.Out, st); err != nil {
 			return err
 		}

@@ -19,7 +19,6 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lakewriter"
-	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 )
 
@@ -109,9 +108,7 @@ func run(ctx context.Context, opts *Options) error {
 	if err := rep.Lake.ReadDurability(ctx, pool, opts.durable); err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	if rep.Lake.Blockers == nil {
-		rep.Lake.Blockers = []outbox.Blocker{}
-	}
+	rep.Lake.Blockers = cliutil.NonNil(rep.Lake.Blockers)
 	if rep.BodyLostClaims, err = journal.CountBodyLost(ctx, pool); err != nil {
 		return cliutil.AsConfigError(err)
 	}

@@ -135,9 +135,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 		return cliutil.AsConfigError(err)
 	}
 	if format == cliutil.FormatJSON {
-		if ts == nil {
-			ts = []tenant.Tenant{}
-		}
+		ts = cliutil.NonNil(ts)
 		return cliutil.WriteJSON(f.IO.Out, map[string]any{"tenants": ts})
 	}
 	rows := make([][]string, 0, len(ts))

@@ -2,6 +2,7 @@ package cliutil
 
 import (
 	"context"
+	"errors"
 	"os"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/pgconn"
 	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Environment variable names (the brief's contract).
@@ -212,4 +214,23 @@ func (f *Factory) Close() {
 	case <-done:
 	case <-time.After(closeWait):
 	}
+}
+
+// Tenant resolves a --tenant value (a name, an id, or the provider's name)
+// to the tenant, the one way commands do. An unknown tenant is a usage
+// error naming the flag (exit 2); a database that cannot answer is a
+// ConfigError (exit 2).
+func (f *Factory) Tenant(ctx context.Context, nameOrID string) (tenant.Tenant, error) {
+	pool, err := f.DB(ctx)
+	if err != nil {
+		return tenant.Tenant{}, err
+	}
+	t, err := tenant.Resolve(ctx, pool, nameOrID)
+	if errors.Is(err, tenant.ErrUnknown) {
+		return tenant.Tenant{}, FlagErrorf("--tenant: %v", err)
+	}
+	if err != nil {
+		return tenant.Tenant{}, AsConfigError(err)
+	}
+	return t, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/maintain"
-	"github.com/omlhq/oml/internal/tenant"
 )
 
 // ErasureStatusOptions are the inputs of `oml lake erasure-status`.
@@ -74,9 +73,9 @@ func erasureStatusRun(ctx context.Context, opts *ErasureStatusOptions) error {
 	}
 	var tid *uuid.UUID
 	if opts.Tenant != "" {
-		tn, err := tenant.Resolve(ctx, pool, opts.Tenant)
+		tn, err := f.Tenant(ctx, opts.Tenant)
 		if err != nil {
-			return cliutil.FlagErrorf("--tenant: %v", err)
+			return err
 		}
 		tid = &tn.ID
 	}

@@ -64,9 +64,9 @@ func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (st
 			return nil, nil, err
 		}
 		if s.Tenant != "" {
-			tn, err := tenant.Resolve(ctx, pool, s.Tenant)
+			tn, err := f.Tenant(ctx, s.Tenant)
 			if err != nil {
-				return nil, nil, cliutil.FlagErrorf("--tenant: %v", err)
+				return nil, nil, err
 			}
 			ids = []uuid.UUID{tn.ID}
 		} else if ids, err = tenant.IDs(ctx, pool); err != nil {

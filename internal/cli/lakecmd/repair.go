@@ -13,7 +13,6 @@ import (
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
-	"github.com/omlhq/oml/internal/tenant"
 )
 
 // repairLeaseWait bounds how long a repair waits for a running drain to let
@@ -138,12 +137,9 @@ func repairRun(ctx context.Context, opts *RepairOptions) error {
 		ro.By = "oml lake repair"
 	}
 	if opts.Tenant != "" {
-		t, err := tenant.Resolve(ctx, pool, opts.Tenant)
-		if errors.Is(err, tenant.ErrUnknown) {
-			return cliutil.FlagErrorf("--tenant: %v", err)
-		}
+		t, err := f.Tenant(ctx, opts.Tenant)
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return err
 		}
 		ro.Tenant = &t.ID
 	}

@@ -18,7 +18,6 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
-	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Options are `oml reconcile`'s flags and dependencies.
@@ -97,9 +96,9 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	var only *uuid.UUID
 	if opts.Tenant != "" {
-		t, err := tenant.Resolve(ctx, pool, opts.Tenant)
+		t, err := f.Tenant(ctx, opts.Tenant)
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return err
 		}
 		only = &t.ID
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/omlhq/oml/internal/backoff"
 	"github.com/omlhq/oml/internal/buildinfo"
 	"github.com/omlhq/oml/internal/lake/store"
 )
@@ -572,7 +573,7 @@ func (w *Writer) put(ctx context.Context, v int64, body []byte) error {
 			if rerr != nil {
 				lastAmbiguity = rerr
 				w.stale = true
-				if sleepCtx(ctx, backoff(attempt)) != nil {
+				if readBack.Wait(ctx, attempt) != nil {
 					return w.ambiguous(v, ctx.Err())
 				}
 				continue
@@ -598,7 +599,7 @@ func (w *Writer) put(ctx context.Context, v int64, body []byte) error {
 			default:
 				lastAmbiguity = rerr
 			}
-			if sleepCtx(ctx, backoff(attempt)) != nil {
+			if readBack.Wait(ctx, attempt) != nil {
 				return w.ambiguous(v, ctx.Err())
 			}
 		default:
@@ -617,24 +618,9 @@ func (w *Writer) ambiguous(v int64, err error) error {
 	return w.broken
 }
 
-func backoff(attempt int) time.Duration {
-	d := 50 * time.Millisecond << attempt
-	if d > 2*time.Second {
-		d = 2 * time.Second
-	}
-	return d
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// readBack is the wait between read-backs of an ambiguous or contested
+// commit: 50ms doubling to 2s, no jitter (one writer retries its own put).
+var readBack = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // lost handles a lost race for version v: catch up with the winners and
 // report them.

@@ -75,7 +75,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 			return err
 		}
 	}
-	st, err := lakewriter.ReadStatus(ctx, pool, lake, opts.Tables)
+	st, err := lakewriter.ReadStatus(ctx, pool, lakewriter.StatusOptions{Lake: lake, Tables: opts.Tables})
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}

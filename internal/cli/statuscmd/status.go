@@ -102,7 +102,7 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	rep := Report{Chains: []Chain{}, Warnings: []string{}}
-	if rep.Lake, err = lakewriter.ReadStatus(ctx, pool, nil, false); err != nil {
+	if rep.Lake, err = lakewriter.ReadStatus(ctx, pool, lakewriter.StatusOptions{}); err != nil {
 		return cliutil.AsConfigError(err)
 	}
 	if err := rep.Lake.ReadDurability(ctx, pool, opts.durable); err != nil {

@@ -63,6 +63,18 @@ func resolveTenant(ctx context.Context, pool *pgxpool.Pool, s string) (uuid.UUID
 	return id, nil
 }
 
+// onlyTenant is the --tenant filter: nil (every tenant) when s is empty.
+func onlyTenant(ctx context.Context, pool *pgxpool.Pool, s string) (*uuid.UUID, error) {
+	if s == "" {
+		return nil, nil
+	}
+	id, err := resolveTenant(ctx, pool, s)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
 // tenantNames maps tenant ids to names (the provider is tenant.ProviderName,
 // the one spelling every command shows).
 func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string, error) {

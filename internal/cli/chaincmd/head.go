@@ -81,13 +81,9 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 	if err != nil {
 		return err
 	}
-	var only *uuid.UUID
-	if opts.Tenant != "" {
-		id, err := resolveTenant(ctx, pool, opts.Tenant)
-		if err != nil {
-			return err
-		}
-		only = &id
+	only, err := onlyTenant(ctx, pool, opts.Tenant)
+	if err != nil {
+		return err
 	}
 	names, err := tenantNames(ctx, pool)
 	if err != nil {

@@ -135,12 +135,8 @@ func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
 		return err
 	}
 	ro := recovery.RestoreOptions{Pool: pool, Lake: st, DryRun: true, By: opts.By}
-	if opts.Tenant != "" {
-		id, err := resolveTenant(ctx, pool, opts.Tenant)
-		if err != nil {
-			return err
-		}
-		ro.Tenant = &id
+	if ro.Tenant, err = onlyTenant(ctx, pool, opts.Tenant); err != nil {
+		return err
 	}
 	res, err := recovery.RestoreTail(ctx, ro)
 	if err != nil {

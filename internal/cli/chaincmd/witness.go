@@ -113,13 +113,9 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 	if err != nil {
 		return err
 	}
-	var only *uuid.UUID
-	if opts.Tenant != "" {
-		id, err := resolveTenant(ctx, pool, opts.Tenant)
-		if err != nil {
-			return err
-		}
-		only = &id
+	only, err := onlyTenant(ctx, pool, opts.Tenant)
+	if err != nil {
+		return err
 	}
 	names, err := tenantNames(ctx, pool)
 	if err != nil {

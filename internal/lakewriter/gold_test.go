@@ -163,6 +163,7 @@ func TestGold_RandomLifecycles_IndependentReadOfEveryFileMatchesTheJournal(t *te
 			multi := 0
 			for _, tn := range b.tenants {
 				want := b.wantLineage(t, tn)
+				require.Equal(t, oracleLineage(t, b, tn), sortedKeys(want), "the fold's lineage rows are the changes to promoted claims")
 				key := tables.TableKey{Tenant: tn, Kind: tables.Gold}
 				st, err := key.Store(lake)
 				require.NoError(t, err)
@@ -339,4 +340,72 @@ WHERE tenant_id = $1 AND state = 'held' ORDER BY submitted_seq LIMIT 1`, tn).Sca
 	}
 	b.verifyLake(t, lake)
 	b.requireChainsClean(t, tn)
+}
+
+// oracleLineage is the set of lineage changes of tenant's chain, computed
+// from the events alone with a state machine of its own (not the fold's):
+// a promotion, and every later change to a promoted claim, one per claim.
+func oracleLineage(t *testing.T, b *bundle, tn uuid.UUID) []lineageKey {
+	t.Helper()
+	evs, err := journal.ReadChain(context.Background(), b.pool, tn)
+	require.NoError(t, err)
+	type claim struct {
+		a string
+		v int
+	}
+	promoted, erased := map[claim]bool{}, map[claim]bool{}
+	versions := map[string][]int{}
+	var out []lineageKey
+	add := func(seq uint64, c claim) {
+		if promoted[c] && !erased[c] {
+			out = append(out, lineageKey{int64(seq), c.a, int32(c.v)})
+		}
+	}
+	for _, e := range evs {
+		p, err := journal.Decode(e.Type, e.Payload)
+		require.NoError(t, err)
+		switch x := p.(type) {
+		case journal.ClaimSubmitted:
+			versions[x.ArtifactID] = append(versions[x.ArtifactID], x.Version)
+		case journal.ClaimPromoted:
+			promoted[claim{x.ArtifactID, x.Version}] = true
+			add(e.Seq, claim{x.ArtifactID, x.Version})
+		case journal.ClaimDemoted:
+			add(e.Seq, claim{x.ArtifactID, x.Version})
+		case journal.ClaimReassigned:
+			add(e.Seq, claim{x.ArtifactID, x.Version})
+		case journal.SimulationEnded:
+			for _, r := range x.Claims {
+				add(e.Seq, claim{r.ArtifactID, r.Version})
+			}
+		case journal.ClaimErased:
+			for _, v := range versions[x.ArtifactID] {
+				add(e.Seq, claim{x.ArtifactID, v})
+				erased[claim{x.ArtifactID, v}] = true
+			}
+		}
+	}
+	return sortKeys(out)
+}
+
+func sortedKeys(m map[lineageKey]tables.GoldLineageRow) []lineageKey {
+	out := make([]lineageKey, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return sortKeys(out)
+}
+
+func sortKeys(ks []lineageKey) []lineageKey {
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := ks[i], ks[j]
+		if a.journalSeq != b.journalSeq {
+			return a.journalSeq < b.journalSeq
+		}
+		if a.artifact != b.artifact {
+			return a.artifact < b.artifact
+		}
+		return a.version < b.version
+	})
+	return ks
 }

@@ -145,6 +145,28 @@ func TestLakeLineage_HistoryFromTheLake_TimeTravelReturnsTheEarlierHistory(t *te
 	require.Contains(t, out, "alice -> bob")
 	require.Contains(t, out, "wa-1 -> wa-9")
 
+	// lake status --tables and lake inspect show gold like the others.
+	code, out, stderr = e.Run(t, nil, "lake", "status", "--tables", "-o", "json")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	var st struct {
+		Tables []struct {
+			Table  string `json:"table"`
+			Kind   string `json:"kind"`
+			Exists bool   `json:"exists"`
+		} `json:"tables"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(out), &st))
+	shown := false
+	for _, tb := range st.Tables {
+		if tb.Table == acme.String()+"/gold/lineage" {
+			shown = tb.Exists && tb.Kind == journal.TargetGoldLineage
+		}
+	}
+	require.True(t, shown, "lake status --tables lists acme's gold/lineage: %s", out)
+	code, out, stderr = e.Run(t, nil, "lake", "inspect", "acme/gold/lineage")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "event_hash")
+
 	// Time travel: the table as the first drain left it.
 	for _, asOf := range []string{fmt.Sprint(v1), v1At.Format(time.RFC3339Nano)} {
 		code, old, stderr := lineageJSON(t, e, nil, "art-1", "--tenant", "acme", "--as-of", asOf)

@@ -169,3 +169,17 @@ func TestProjection_DecodesOnlyTheScannedColumns(t *testing.T) {
 	got = writeAndScan(t, tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, []pq.Row{b.Row()}, bp.Columns())
 	require.Equal(t, tables.BronzeRow{Seq: b.Seq, Hash: b.Hash}, bp.Decode(got[0]))
 }
+
+// TestLineageSchema_NoBodyColumn: gold.lineage carries digests and
+// attribution only. Its one binary column is the event hash; no column
+// can hold a body or plaintext (erasure relies on it: there is nothing in
+// gold to erase).
+func TestLineageSchema_NoBodyColumn(t *testing.T) {
+	t.Parallel()
+	for _, f := range tables.Gold.Schema().Fields {
+		require.NotContains(t, []string{"body", "ciphertext", "plaintext", "payload"}, f.Name)
+		if p, ok := f.Type.(*delta.PrimitiveType); ok && p.Name == delta.TypeBinary {
+			require.Equal(t, tables.LineageEventHash.Name(), f.Name, "the only binary column of gold.lineage is the event hash")
+		}
+	}
+}

@@ -60,7 +60,8 @@ import (
 // Cost: the cited event arrives with the batch query; the tenants are
 // checked once per process (one query for the tenants a batch brings that
 // are not known yet), and the submissions of a batch's materializations are
-// read with one query per batch. Signatures are not verified here (that is
+// read with one query per batch, and so are the submissions and previous
+// changes of a batch's lineage rows. Signatures are not verified here (that is
 // `oml chain verify`, at ~30 µs an event it would halve the drain rate);
 // hashes are (~1 µs).
 

@@ -21,6 +21,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Class names what a table plan repairs. Diverged is the continuity
@@ -433,19 +434,5 @@ func parseTablePath(p string) (tables.TableKey, bool) {
 }
 
 func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string, error) {
-	rows, err := pool.Query(ctx, `SELECT id, name FROM oml.tenants`)
-	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
-	}
-	defer rows.Close()
-	out := map[uuid.UUID]string{}
-	for rows.Next() {
-		var id uuid.UUID
-		var name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, fmt.Errorf("list tenants: %w", err)
-		}
-		out[id] = name
-	}
-	return out, rows.Err()
+	return tenant.Names(ctx, pool)
 }

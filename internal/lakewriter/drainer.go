@@ -21,6 +21,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // CrashPoint names a step of the drain protocol. Tests stop the writer there
@@ -413,20 +414,11 @@ func (d *Drainer) batchStart(ctx context.Context, key tables.TableKey, end int64
 }
 
 func (d *Drainer) tenants(ctx context.Context) ([]uuid.UUID, error) {
-	rows, err := d.db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	ids, err := tenant.IDs(ctx, d.db)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return tenant.ByID(ids), nil
 }
 
 // errPoisonRetry means the batch hit poison rows still inside their budget.

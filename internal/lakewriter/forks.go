@@ -128,12 +128,10 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 			if v >= f {
 				continue
 			}
-			var missed bool
 			// A table with nothing in it also misses the rows prune
 			// deleted (they are re-derived from the journal, rederive.go).
-			if err := d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox
-WHERE tenant_id = $1 AND target = $2 AND seq > $3 AND seq <= $4)
-OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2))`, t, string(k), v, f).Scan(&missed); err != nil {
+			missed, err := outbox.TableHasRows(ctx, d.db, t, string(k), v, f)
+			if err != nil {
 				return fmt.Errorf("look for rows %s missed: %w", key, err)
 			}
 			if !missed {

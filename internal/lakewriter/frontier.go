@@ -5,15 +5,15 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/outbox"
 )
 
-// readFrontier reads the frontier cache.
+// readFrontier reads the frontier cache (outbox.ReadFrontier is its one
+// read; the writes are below, the lake writer's own).
 func readFrontier(ctx context.Context, db *pgxpool.Pool) (int64, error) {
-	var f int64
-	if err := db.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&f); err != nil {
-		return 0, fmt.Errorf("read the frontier cache (oml.lake_frontier): %w", err)
-	}
-	return f, nil
+	f, err := outbox.ReadFrontier(ctx, db)
+	return f.Seq, err
 }
 
 // writeFrontier advances the frontier cache to end after a batch (start,

@@ -450,11 +450,7 @@ func (d *Drainer) reportLag(ctx context.Context, blocked bool) {
 	if d.opts.Metrics == nil {
 		return
 	}
-	var last int64
-	var age float64
-	_ = d.db.QueryRow(ctx, `SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
-       coalesce((SELECT extract(epoch FROM now() - created_at) FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1), 0)`,
-		d.frontier.Load()).Scan(&last, &age)
+	last, age, _ := outbox.Lag(ctx, d.db, d.frontier.Load())
 	d.opts.Metrics.lag(max(0, last-d.frontier.Load()), age, blocked)
 	d.opts.Metrics.heldTenants(d.Refused())
 }

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Status is what `oml lake status` shows: where the lake writer is and what
@@ -77,14 +77,13 @@ type TableStatus struct {
 // every tenant table's log); withTables also lists every table.
 func ReadStatus(ctx context.Context, db *pgxpool.Pool, lake store.Store, withTables bool) (Status, error) {
 	var s Status
-	var fat *time.Time
-	err := db.QueryRow(ctx, `SELECT frontier, coalesce(batch_start, 0), coalesce(batch_end, 0), updated_at FROM oml.lake_frontier`).
-		Scan(&s.Frontier, &s.LastBatchStart, &s.LastBatchEnd, &fat)
+	fr, err := outbox.ReadFrontier(ctx, db)
 	if err != nil {
-		return s, fmt.Errorf("read the frontier cache: %w", err)
+		return s, err
 	}
-	if fat != nil {
-		s.FrontierAt = *fat
+	s.Frontier, s.LastBatchStart, s.LastBatchEnd = fr.Seq, fr.BatchStart, fr.BatchEnd
+	if fr.UpdatedAt != nil {
+		s.FrontierAt = *fr.UpdatedAt
 	}
 	err = db.QueryRow(ctx, `
 SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
@@ -140,21 +139,8 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 		}
 	}
 	if withTables && lake != nil {
-		rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY name`)
+		ids, err := tenant.IDs(ctx, db)
 		if err != nil {
-			return s, fmt.Errorf("list tenants: %w", err)
-		}
-		var ids []uuid.UUID
-		for rows.Next() {
-			var id uuid.UUID
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return s, err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
 			return s, err
 		}
 		reg := newRegistry(lake, deltaOptions(), false, oneShotOpenTables)

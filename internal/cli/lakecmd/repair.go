@@ -17,8 +17,6 @@ import (
 	"github.com/omlhq/oml/internal/tenant"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdRepair(f, nil) }) }
-
 // repairLeaseWait bounds how long a repair waits for a running drain to let
 // go of the lake writer lease (a drain releases it between batches when
 // stopped; a crashed one's lease expires after its TTL, 30 s by default).

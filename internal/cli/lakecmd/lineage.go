@@ -14,12 +14,9 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lineage"
-	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
-
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdLineage(f, nil) }) }
 
 // LineageOptions are the inputs of `oml lake lineage`.
 type LineageOptions struct {
@@ -169,7 +166,7 @@ func lineageTenants(ctx context.Context, f *cliutil.Factory, name string) ([]uui
 		}
 		return []uuid.UUID{tn.ID}, names, nil
 	}
-	ids, err := maintain.Tenants(ctx, pool)
+	ids, err := tenant.IDs(ctx, pool)
 	if err != nil {
 		return nil, nil, cliutil.AsConfigError(err)
 	}

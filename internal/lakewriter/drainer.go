@@ -342,9 +342,12 @@ func (d *Drainer) recover(ctx context.Context) error {
 	if err := d.checkContinuity(ctx, tenants); err != nil {
 		return err
 	}
-	cache, err := readFrontier(ctx, d.db)
+	cache, missing, err := readFrontier(ctx, d.db)
 	if err != nil {
 		return err
+	}
+	if missing {
+		d.log.Warn("the frontier cache row oml.lake_frontier was missing (deleted by hand?); recreating it from the lake, the authority")
 	}
 	if !haveAny {
 		if cache > 0 {
@@ -352,6 +355,11 @@ func (d *Drainer) recover(ctx context.Context) error {
 				"frontier_cache", cache)
 		}
 		d.frontier.Store(0)
+		if missing {
+			if err := writeFrontier(ctx, d.db, 0, 0, 0); err != nil {
+				return err
+			}
+		}
 		d.recovered = true
 		return d.catchUp(ctx, tenants)
 	}

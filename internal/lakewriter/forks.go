@@ -128,8 +128,10 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 			if v >= f {
 				continue
 			}
-			// A table with nothing in it also misses the rows prune
-			// deleted (they are re-derived from the journal, rederive.go).
+			// A table below its prune mark also misses the rows prune
+			// deleted: from nothing they are re-derived from the journal
+			// (rederive.go); from a txn version below the mark the load
+			// refuses and the table is held (through.go).
 			missed, err := outbox.TableHasRows(ctx, d.db, t, string(k), v, f)
 			if err != nil {
 				return fmt.Errorf("look for rows %s missed: %w", key, err)
@@ -140,6 +142,10 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 			d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
 			scope := key
 			if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
+				if classify(err) == faultTable {
+					d.holdTable(ctx, key, err)
+					continue
+				}
 				return fmt.Errorf("catch %s up to %d: %w", key, f, err)
 			}
 		}

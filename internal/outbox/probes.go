@@ -20,14 +20,16 @@ type RowQuerier interface {
 }
 
 // TableHasRows reports whether the outbox holds a row of table (tenant,
-// target) in (after, through], or, when after is 0, whether prune has
-// deleted some of the table's rows (a table with nothing in it also misses
-// those: they are re-derived from the journal). Dead-lettered rows count.
+// target) in (after, through], or whether prune has deleted rows of the
+// table above after (a table below its prune mark also misses those: from
+// nothing they are re-derived from the journal; from a txn version below
+// the mark the lake writer's load refuses and the table is held).
+// Dead-lettered rows count.
 func TableHasRows(ctx context.Context, q RowQuerier, tenant uuid.UUID, target string, after, through int64) (bool, error) {
 	var missed bool
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox
 WHERE tenant_id = $1 AND target = $2 AND seq > $3 AND seq <= $4)
-OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2))`, tenant, target, after, through).Scan(&missed)
+OR EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2 AND through_seq > $3)`, tenant, target, after, through).Scan(&missed)
 	return missed, err
 }
 
@@ -38,7 +40,7 @@ func TableHasLiveRows(ctx context.Context, q RowQuerier, tenant uuid.UUID, targe
 	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox o
 WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3 AND o.seq <= $4
   AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq))
-OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned p WHERE p.tenant_id = $1 AND p.target = $2))`,
+OR EXISTS (SELECT 1 FROM oml.outbox_pruned p WHERE p.tenant_id = $1 AND p.target = $2 AND p.through_seq > $3)`,
 		tenant, target, after, through).Scan(&missed)
 	return missed, err
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lineage"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -148,12 +147,9 @@ func lineageTenants(ctx context.Context, f *cliutil.Factory, name string) ([]uui
 	if f.DatabaseURL() == "" {
 		return nil, nil, cliutil.ConfigErrorf("oml lake lineage needs the database to find the tenants (or a tenant name): pass --database-url or set OML_DATABASE_URL, or give --tenant as a tenant id")
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return nil, nil, err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return nil, nil, cliutil.AsConfigError(err)
 	}
 	names, err := tenantNames(ctx, f)
 	if err != nil {
@@ -183,7 +179,7 @@ func lineageRun(ctx context.Context, opts *LineageOptions) error {
 	if err != nil {
 		return err
 	}
-	lake, err := openLake(ctx, f)
+	lake, err := f.Lake(ctx, "")
 	if err != nil {
 		return err
 	}

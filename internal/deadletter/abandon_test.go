@@ -58,7 +58,7 @@ func TestAbandon_BodyGoneForGood_JournalledClosedAndReenqueueRefused(t *testing.
 	require.Contains(t, rr[0].Error, "was abandoned")
 	require.Contains(t, rr[0].Error, "cannot be re-enqueued")
 	var copies int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.outbox WHERE op = 'materialize' AND artifact_id = 'lost'`).Scan(&copies))
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.outbox WHERE target = 'silver.claims' AND op = 'materialize' AND artifact_id = 'lost'`).Scan(&copies))
 	require.Equal(t, 1, copies, "a refused re-enqueue inserts nothing")
 
 	// The fold refuses it too, whoever appends the event.

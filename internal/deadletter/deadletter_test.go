@@ -59,7 +59,7 @@ func (b *bundle) deadLetter(t *testing.T, artifact string) int64 {
 	_, err = chain.Append(ctx, b.pool, b.key, b.tn, sub, journal.MustNew(journal.ClaimPromoted{ArtifactID: artifact, Version: 1, By: "bob"}))
 	require.NoError(t, err)
 	var oseq, jseq int64
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq, journal_seq FROM oml.outbox WHERE tenant_id = $1 AND op = 'materialize' AND artifact_id = $2`,
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq, journal_seq FROM oml.outbox WHERE tenant_id = $1 AND target = 'silver.claims' AND op = 'materialize' AND artifact_id = $2`,
 		b.tn, artifact).Scan(&oseq, &jseq))
 	_, err = chain.Append(ctx, b.pool, b.key, b.tn, journal.MustNew(journal.MaterializeSkipped{OutboxSeq: oseq, JournalSeq: jseq,
 		Target: "silver.claims", Op: "materialize", ArtifactID: artifact, Version: 1, Attempts: 5, Error: "ciphertext digest mismatch", By: "oml-lakewriter"}))
@@ -111,7 +111,7 @@ func TestReenqueue_ConcurrentCallersReenqueueOnce(t *testing.T) {
 	require.Equal(t, 1, done)
 	var events, copies int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE event_type = 'deadletter.reenqueued'`).Scan(&events))
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.outbox WHERE op = 'materialize'`).Scan(&copies))
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.outbox WHERE target = 'silver.claims' AND op = 'materialize'`).Scan(&copies))
 	require.Equal(t, 1, events)
 	require.Equal(t, 2, copies, "the original row and one copy")
 }

@@ -44,7 +44,7 @@ func TestDeriveOutbox_EqualsTheEmittedRowsForEveryEventType(t *testing.T) {
 	// Two dead letters: one re-enqueued (the copy), one abandoned.
 	for i, art := range []string{"d", "e"} {
 		var oseq, jseq int64
-		require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq, journal_seq FROM oml.outbox WHERE tenant_id = $1 AND op = 'materialize' AND artifact_id = $2`,
+		require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq, journal_seq FROM oml.outbox WHERE tenant_id = $1 AND target = 'silver.claims' AND op = 'materialize' AND artifact_id = $2`,
 			b.tn, art).Scan(&oseq, &jseq))
 		require.NoError(t, b.append(t, journal.MustNew(journal.MaterializeSkipped{OutboxSeq: oseq, JournalSeq: jseq, Target: journal.TargetSilverClaims,
 			Op: journal.OpMaterialize, ArtifactID: art, Version: 1, Attempts: 5, Error: "planted", By: "oml-lakewriter"})))

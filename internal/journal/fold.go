@@ -579,11 +579,16 @@ func (f *folder) applyClaimPromoted(a Applied, ev Event, p ClaimPromoted) error 
 		return reject("claim %s v%d cannot be promoted by its own writer %q; promotion needs a second identity", p.ArtifactID, p.Version, p.By)
 	}
 	by := p.By
+	before, prev := c.State, c.LastSeq
 	c.State, c.PromotedBy, c.PromotedSeq, c.PromotedAt = StatePromoted, &by, &seq, &a.RecordedAt
 	f.changed(c, a)
 	ref := ClaimRef{c.ArtifactID, c.Version}
 	plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetSilverClaims, Op: OpMaterialize,
 		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: materializePayload(c)})
+	// Its lineage starts here: gold.lineage has one row per change to a
+	// promoted claim, the promotion first.
+	plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetGoldLineage, Op: OpMaterialize,
+		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: lineagePayload(c, before, by, "", "", prev)})
 	return nil
 }
 
@@ -612,7 +617,7 @@ func (f *folder) applyClaimReassigned(a Applied, ev Event, p ClaimReassigned) er
 	if p.ToWorkareaID == c.WorkareaID {
 		return reject("claim %s v%d is already in workarea %s", p.ArtifactID, p.Version, p.ToWorkareaID)
 	}
-	f.retire(c, a, StateReassigned, p.By, p.Reason)
+	f.retireTo(c, a, StateReassigned, p.By, p.Reason, p.ToWorkareaID)
 	return nil
 }
 
@@ -878,16 +883,25 @@ func (f *folder) changed(c *Claim, a Applied) {
 }
 
 // retire moves c to a retracted state and, if it was ever materialized in
-// silver.claims, enqueues the retract that sets its state there.
+// silver.claims, enqueues the retract that sets its state there and the
+// gold.lineage row of the change.
 func (f *folder) retire(c *Claim, a Applied, state, by, reason string) {
+	f.retireTo(c, a, state, by, reason, "")
+}
+
+// retireTo is retire with the workarea a reassignment moves the claim to.
+func (f *folder) retireTo(c *Claim, a Applied, state, by, reason, to string) {
+	before, prev := c.State, c.LastSeq
 	c.State = state
 	f.changed(c, a)
 	if c.PromotedSeq == nil {
-		return // never promoted: there is no silver row to retract
+		return // never promoted: there is no silver row to retract, and no lineage
 	}
 	ref := ClaimRef{c.ArtifactID, c.Version}
 	f.plan.addOutbox(OutboxRow{TenantID: f.st.Tenant, JournalSeq: int64(a.Seq), Target: TargetSilverClaims, Op: OpRetract,
 		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: retractPayload(state, by, reason)})
+	f.plan.addOutbox(OutboxRow{TenantID: f.st.Tenant, JournalSeq: int64(a.Seq), Target: TargetGoldLineage, Op: OpRetract,
+		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: lineagePayload(c, before, by, reason, to, prev)})
 }
 
 // ReplayEvent is one stored journal event, as Replay reads it.

@@ -108,8 +108,10 @@ func TestFold_LifecycleAndOutboxRows(t *testing.T) {
 		"claim.submitted bronze.events append",
 		"claim.promoted bronze.events append",
 		"claim.promoted silver.claims materialize",
+		"claim.promoted gold.lineage materialize",
 		"claim.demoted bronze.events append",
 		"claim.demoted silver.claims retract",
+		"claim.demoted gold.lineage retract",
 		"claim.submitted bronze.events append",
 		"claim.demoted bronze.events append",
 	}, b.outboxOps(t))
@@ -153,8 +155,9 @@ func TestFold_ErasureDestroysTheDataKeyAndRetractsEveryPromotedVersion(t *testin
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claim_keys WHERE tenant_id = $1`, b.tn).Scan(&keysLeft))
 	require.Zero(t, keysLeft)
 	ops := b.outboxOps(t)
-	require.Equal(t, "claim.erased silver.claims retract", ops[len(ops)-1], "only v2 was promoted")
-	require.Equal(t, "claim.erased bronze.events append", ops[len(ops)-2])
+	require.Equal(t, "claim.erased gold.lineage retract", ops[len(ops)-1], "only v2 was promoted")
+	require.Equal(t, "claim.erased silver.claims retract", ops[len(ops)-2])
+	require.Equal(t, "claim.erased bronze.events append", ops[len(ops)-3])
 
 	err = b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo"}))
 	require.ErrorContains(t, err, "already erased")
@@ -194,8 +197,9 @@ func TestFold_SimulationEndedAndReassigned(t *testing.T) {
 	require.Equal(t, []string{
 		"simulation.ended bronze.events append",
 		"simulation.ended silver.claims retract",
-		"claim.reassigned bronze.events append", // h was never promoted
-	}, ops[len(ops)-3:])
+		"simulation.ended gold.lineage retract",
+		"claim.reassigned bronze.events append", // h was never promoted: no silver row, no lineage
+	}, ops[len(ops)-4:])
 }
 
 func TestFold_SkipDeadLettersAndReenqueueCopiesTheRow(t *testing.T) {
@@ -205,7 +209,7 @@ func TestFold_SkipDeadLettersAndReenqueueCopiesTheRow(t *testing.T) {
 	require.NoError(t, b.append(t, submission(t, "a", 1, "alice", "human", nil),
 		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"})))
 	var oseq, jseq int64
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq, journal_seq FROM oml.outbox WHERE tenant_id = $1 AND op = 'materialize'`, b.tn).Scan(&oseq, &jseq))
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq, journal_seq FROM oml.outbox WHERE tenant_id = $1 AND target = 'silver.claims' AND op = 'materialize'`, b.tn).Scan(&oseq, &jseq))
 
 	skip := journal.MustNew(journal.MaterializeSkipped{OutboxSeq: oseq, JournalSeq: jseq, Target: "silver.claims", Op: "materialize",
 		ArtifactID: "a", Version: 1, Attempts: 5, Error: "ciphertext digest mismatch", By: "oml-lakewriter"})
@@ -256,8 +260,10 @@ func TestFold_WholeLifeInOneBatch(t *testing.T) {
 		"claim.submitted bronze.events append",
 		"claim.promoted bronze.events append",
 		"claim.promoted silver.claims materialize",
+		"claim.promoted gold.lineage materialize",
 		"claim.erased bronze.events append",
 		"claim.erased silver.claims retract",
+		"claim.erased gold.lineage retract",
 	}, b.outboxOps(t))
 	var keys int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claim_keys WHERE tenant_id = $1`, b.tn).Scan(&keys))

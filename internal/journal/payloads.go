@@ -66,3 +66,36 @@ func keyIDOf(pub []byte) string {
 func sortClaims(cs []*Claim) {
 	sort.Slice(cs, func(i, j int) bool { return cs[i].Version < cs[j].Version })
 }
+
+// LineagePayload is the payload of a gold.lineage row: one change to one
+// promoted claim (op materialize: its promotion; op retract: a later
+// demotion, erasure, reassignment or simulation end), as the fold saw it.
+// Digests and attribution only, never a body. The event's type, hash and
+// time come from the journal row it cites. PrevSeq is the journal seq of
+// the claim's previous change (its submission, for a promotion), so the
+// rows of one claim form a chain the lake writer checks link by link.
+type LineagePayload struct {
+	Actor            string `json:"actor"`
+	Reason           string `json:"reason,omitempty"`
+	StateBefore      string `json:"state_before"`
+	StateAfter       string `json:"state_after"`
+	WorkareaID       string `json:"workarea_id"`
+	ToWorkareaID     string `json:"to_workarea_id,omitempty"`
+	Writer           string `json:"writer"`
+	Principal        string `json:"principal"`
+	Provenance       string `json:"provenance"`
+	PlaintextDigest  string `json:"plaintext_digest"`
+	CiphertextDigest string `json:"ciphertext_digest"`
+	SubmittedSeq     int64  `json:"submitted_seq"`
+	PrevSeq          int64  `json:"prev_seq"`
+}
+
+func lineagePayload(c *Claim, before, actor, reason, to string, prevSeq int64) []byte {
+	b, _ := json.Marshal(LineagePayload{
+		Actor: actor, Reason: reason, StateBefore: before, StateAfter: c.State,
+		WorkareaID: c.WorkareaID, ToWorkareaID: to, Writer: c.Writer, Principal: c.Principal, Provenance: c.Provenance,
+		PlaintextDigest: hex.EncodeToString(c.PlaintextDigest), CiphertextDigest: hex.EncodeToString(c.CiphertextDigest),
+		SubmittedSeq: c.SubmittedSeq, PrevSeq: prevSeq,
+	})
+	return b
+}

@@ -36,7 +36,7 @@ func TestRepair_PromotedStandbyNeverSawATenant_ItsTablesArchivedAndRemoved(t *te
 		f.load(t, []uuid.UUID{lost}, 9)
 		f.drain(t)
 	})
-	for _, k := range []tables.Kind{tables.Bronze, tables.Silver} {
+	for _, k := range tables.Kinds { // bronze, silver and gold (the workload promotes)
 		require.NotEmpty(t, readTable(t, lake, tables.TableKey{Tenant: lost, Kind: k}, []string{"tenant_id"}), "the lost tenant's %s is in the lake", k)
 	}
 	var known bool
@@ -55,13 +55,13 @@ func TestRepair_PromotedStandbyNeverSawATenant_ItsTablesArchivedAndRemoved(t *te
 			waiting++
 		}
 	}
-	require.Equal(t, 2, waiting, "%+v", dry.Plan.NotRepaired)
+	require.Equal(t, len(tables.Kinds), waiting, "%+v", dry.Plan.NotRepaired)
 	for _, tp := range dry.Plan.Tables {
 		require.NotEqual(t, lost, tp.Tenant)
 	}
 
 	runForkedRepair(t, f) // rewinds, removes, archive holds every lost event and claim, journalled once, second run nothing
-	for _, k := range []tables.Kind{tables.Bronze, tables.Silver} {
+	for _, k := range tables.Kinds {
 		key := tables.TableKey{Tenant: lost, Kind: k}
 		require.Empty(t, readTable(t, lake, key, []string{"tenant_id"}), "no live row of the lost tenant's %s", k)
 		st, err := key.Store(lake)
@@ -79,5 +79,5 @@ func TestRepair_PromotedStandbyNeverSawATenant_ItsTablesArchivedAndRemoved(t *te
 			}
 		}
 	}
-	require.Equal(t, 2, onProvider, "the removals are journalled on the provider chain")
+	require.Equal(t, len(tables.Kinds), onProvider, "the removals are journalled on the provider chain")
 }

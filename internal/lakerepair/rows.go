@@ -350,6 +350,11 @@ func keyColumns(k tables.Kind) []string {
 	if k == tables.Silver {
 		return []string{"artifact_id", "version"}
 	}
+	if k == tables.Gold {
+		// Gold rows are repaired per journal event, like bronze: every
+		// lineage row of the event is removed and put back.
+		return []string{tables.LineageJournalSeq.Name()}
+	}
 	return []string{"seq"}
 }
 

@@ -39,7 +39,10 @@ import (
 //     so a materialize row naming it fails here as poison.
 //   - silver.claims retract: the event retracts that claim, and the payload
 //     is exactly what the event implies.
-//   - gold.lineage: no journal event implies a gold row yet; any is poison.
+//   - gold.lineage (lineage.go): the event makes the change the row
+//     describes to that claim, and the row's submission and previous change
+//     are events of the same claim that imply its attribution and its state
+//     before (journal.ImpliedLineage); the payload is exactly that.
 //   - After a prune: a row is poison when it cites an event whose rows of
 //     its table `oml outbox prune` deleted, and was inserted after them
 //     (checkPruned): the original was applied, and the copy check below
@@ -61,7 +64,8 @@ import (
 // Cost: the cited event arrives with the batch query; the tenants are
 // checked once per process (one query for the tenants a batch brings that
 // are not known yet), and the submissions of a batch's materializations are
-// read with one query per batch. Signatures are not verified here (that is
+// read with one query per batch, and so are the submissions and previous
+// changes of a batch's lineage rows. Signatures are not verified here (that is
 // `oml chain verify`, at ~30 µs an event it would halve the drain rate);
 // hashes are (~1 µs).
 
@@ -87,7 +91,7 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 		return err
 	}
 	hashes := map[eventKey]error{}
-	var mats []*item
+	var mats, lins []*item
 	for _, it := range items {
 		if it.poison != nil || it.ev == nil {
 			continue
@@ -108,7 +112,9 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 				it.poison = poisonf(it.seq, "bronze.events payload does not name the type %s of journal event %d", it.ev.eventType, it.ev.seq)
 			}
 		case it.table.Kind == tables.Gold:
-			it.poison = poisonf(it.seq, "no journal event implies a gold.lineage row (journal event %d is a %s)", it.ev.seq, it.ev.eventType)
+			if it.lin != nil {
+				lins = append(lins, it)
+			}
 		case it.mat != nil:
 			mats = append(mats, it)
 		case it.ret != nil:
@@ -116,6 +122,9 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 		}
 	}
 	if err := checkMaterializations(ctx, q, mats); err != nil {
+		return err
+	}
+	if err := checkLineage(ctx, q, lins); err != nil {
 		return err
 	}
 	if err := checkOnce(ctx, q, items); err != nil {

@@ -206,8 +206,8 @@ func TestOutage_ReadFailsDuringSilverMergeScan_RetractIsNotPoison(t *testing.T) 
 	var version int32
 	require.NoError(t, b.pool.QueryRow(ctx, `
 SELECT r.seq, r.artifact_id, r.version FROM oml.outbox r
-JOIN oml.outbox m ON m.op = 'materialize' AND m.tenant_id = r.tenant_id AND m.artifact_id = r.artifact_id AND m.version = r.version
-WHERE r.op = 'retract' AND r.tenant_id = $1 AND m.seq < r.seq
+JOIN oml.outbox m ON m.target = 'silver.claims' AND m.op = 'materialize' AND m.tenant_id = r.tenant_id AND m.artifact_id = r.artifact_id AND m.version = r.version
+WHERE r.target = 'silver.claims' AND r.op = 'retract' AND r.tenant_id = $1 AND m.seq < r.seq
 ORDER BY r.seq DESC LIMIT 1`, tn).Scan(&retractSeq, &artifact, &version))
 	var foldState string
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT state FROM oml.claims WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,

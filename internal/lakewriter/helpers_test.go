@@ -286,6 +286,8 @@ WHERE o.target = 'silver.claims' ORDER BY o.seq`)
 	for k, want := range expect {
 		require.Equalf(t, want, got[k], "silver state of %v", k)
 	}
+
+	b.verifyGold(t, lake)
 }
 
 // writeKey stores the bundle's deployment key for a child process.

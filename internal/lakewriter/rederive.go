@@ -46,7 +46,7 @@ SELECT 0::bigint, $1::uuid, u.j, $2::text, u.o, u.a, u.v, u.p,
        b.ciphertext, false
 FROM unnest($3::bigint[], $4::text[], $5::text[], $6::int[], $7::text[]) WITH ORDINALITY AS u(j, o, a, v, p, ord)
 LEFT JOIN oml.journal j ON j.tenant_id = $1 AND j.seq = u.j
-LEFT JOIN oml.claim_bodies b ON u.o = 'materialize' AND b.tenant_id = $1 AND b.artifact_id = u.a AND b.version = u.v
+LEFT JOIN oml.claim_bodies b ON $2::text = 'silver.claims' AND u.o = 'materialize' AND b.tenant_id = $1 AND b.artifact_id = u.a AND b.version = u.v
 ORDER BY u.ord`
 
 // loadRebuild is loadBatch for (0, to] of one table: in one REPEATABLE
@@ -201,5 +201,5 @@ func outboxSeqColumn(k tables.Kind) int {
 	case tables.Silver:
 		return int(tables.SilverOutboxSeq)
 	}
-	return int(tables.GoldOutboxSeq)
+	return int(tables.LineageOutboxSeq)
 }

@@ -41,6 +41,7 @@ type item struct {
 	bronze *journal.BronzePayload
 	mat    *journal.MaterializePayload
 	ret    *journal.RetractPayload
+	lin    *journal.LineagePayload
 	ghost  bool
 	// derived: re-derived from the journal because prune deleted the
 	// outbox row (rederive.go); seq is 0 and the lake row's outbox_seq NULL.
@@ -73,7 +74,7 @@ SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.versi
        b.ciphertext, d.outbox_seq IS NOT NULL
 FROM oml.outbox o
 LEFT JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
-LEFT JOIN oml.claim_bodies b ON o.op = 'materialize' AND b.tenant_id = o.tenant_id
+LEFT JOIN oml.claim_bodies b ON o.target = 'silver.claims' AND o.op = 'materialize' AND b.tenant_id = o.tenant_id
                             AND b.artifact_id = o.artifact_id AND b.version = o.version
 LEFT JOIN oml.dead_letter d ON d.outbox_seq = o.seq
 WHERE o.seq > $1 AND o.seq <= $2
@@ -204,12 +205,7 @@ func decodeItem(it *item, kind tables.Kind, payload string, ev event, body []byt
 		return nil
 
 	case tables.Gold:
-		if it.op != journal.OpAppend {
-			return poisonf(seq, "gold.lineage rows must be appends, not %q", it.op)
-		}
-		it.row = tables.GoldRow{TenantID: ev.tenant.String(), JournalSeq: ev.seq, ArtifactID: it.artifact, Version: it.version,
-			Payload: payload, OutboxSeq: seq}.Row()
-		return nil
+		return decodeLineage(it, payload, ev)
 	}
 
 	// silver.claims

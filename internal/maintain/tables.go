@@ -62,7 +62,7 @@ func SortKey(k tables.Kind) []string {
 	case tables.Bronze:
 		return []string{tables.BronzeSeq.Name()}
 	case tables.Gold:
-		return []string{tables.GoldJournalSeq.Name()}
+		return []string{tables.LineageJournalSeq.Name()}
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 // Package reconcile audits the lake against the journal fold, behind
 // `oml reconcile`. It compares each tenant's Delta tables (bronze.events,
-// silver.claims) with what PostgreSQL's journal and claim fold say they
+// silver.claims, gold.lineage) with what PostgreSQL's journal and claim fold say they
 // must hold, and reports named finding classes (docs/reconcile.md). It
 // never compares store with store: the comparand is always the fold (the
 // journalled digests, ADR-0003 d7), never another copy.
@@ -91,5 +91,10 @@
 // file, not per row). Temporary disk use is about the size of the records,
 // in TMPDIR (or Options.TempDir).
 //
-// gold.lineage is not audited: no journal event produces gold rows yet.
+// gold.lineage (gold.go) is compared with the rows the journal implies,
+// re-derived by replaying the tenant's chain (journal.DeriveOutbox): every
+// implied change at or below J exactly once, equal in every column but
+// outbox_seq, nothing beyond S, nothing not implied. That replay holds the
+// tenant's fold state, so the gold comparison's memory is not flat in the
+// number of claims (the lake side still goes through the external sort).
 package reconcile

@@ -434,6 +434,10 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	if err != nil {
 		return err
 	}
+	gold, err := r.loadTable(ctx, id, tables.Gold, frontier)
+	if err != nil {
+		return err
+	}
 
 	// The lake side, sorted by key in bounded memory.
 	bs := newExtSort(r.opts.TempDir, r.opts.RunBytes)
@@ -449,6 +453,14 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	if err := r.sortSilver(ctx, id, silver, ss); err != nil {
 		return err
 	}
+	if err := ss.release(); err != nil {
+		return err
+	}
+	gs := newExtSort(r.opts.TempDir, r.opts.RunBytes)
+	defer gs.close()
+	if err := r.sortGold(ctx, id, gold, gs); err != nil {
+		return err
+	}
 
 	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -456,7 +468,7 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	for _, t := range []*table{bronze, silver} {
+	for _, t := range []*table{bronze, silver, gold} {
 		if err := journalCutoffs(ctx, tx, id, t); err != nil {
 			return err
 		}
@@ -487,15 +499,26 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 			return err
 		}
 	}
+	if !gold.corrupt {
+		it, err := gs.sorted()
+		if err != nil {
+			return err
+		}
+		err = r.mergeGold(ctx, tx, id, gold, it)
+		it.close()
+		if err != nil {
+			return err
+		}
+	}
 	if err := r.erasedKeys(ctx, tx, id); err != nil {
 		return err
 	}
-	for _, s := range []*extSort{bs, ss} {
+	for _, s := range []*extSort{bs, ss, gs} {
 		r.rep.Stats.SortRuns += len(s.runs)
 		r.rep.Stats.PeakSortBytes = max(r.rep.Stats.PeakSortBytes, s.peak)
 	}
-	r.rep.Stats.LakeRows += bronze.sum.LakeRows + silver.sum.LakeRows
-	r.rep.Tenants = append(r.rep.Tenants, TenantSummary{Tenant: id, Name: name, Tables: []TableSummary{bronze.sum, silver.sum}})
+	r.rep.Stats.LakeRows += bronze.sum.LakeRows + silver.sum.LakeRows + gold.sum.LakeRows
+	r.rep.Tenants = append(r.rep.Tenants, TenantSummary{Tenant: id, Name: name, Tables: []TableSummary{bronze.sum, silver.sum, gold.sum}})
 	return tx.Commit(ctx)
 }
 

@@ -80,6 +80,7 @@ type tenantPlan struct {
 	events   []bronze.Event
 	outboxOf map[int64]int64 // journal seq -> bronze outbox seq
 	silver   map[journal.ClaimRef]silverRow
+	gold     map[goldRef]int64 // the tail's gold.lineage rows in the lake (goldIndex)
 }
 
 // issuedKeys returns the public keys the provider chain's key.issued

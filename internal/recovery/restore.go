@@ -120,6 +120,14 @@ func RestoreTail(ctx context.Context, opts RestoreOptions) (*RestoreResult, erro
 						known[s.outboxSeq] = true
 					}
 				}
+				if r.plan.gold, err = goldIndex(ctx, opts.Lake, id, r.FromSeq); err != nil {
+					return nil, err
+				}
+				for _, s := range r.plan.gold {
+					if s > 0 {
+						known[s] = true
+					}
+				}
 			}
 			round = append(round, r)
 		}
@@ -275,7 +283,7 @@ func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv
 		if err != nil {
 			return fmt.Errorf("tenant %s: the restored events do not fold: %w", r.Tenant, err)
 		}
-		seqs, reseated, pending, err := placeOutbox(ctx, tx, plan.Outbox, p.outboxOf, silver, known, maxTxn)
+		seqs, reseated, pending, err := placeOutbox(ctx, tx, plan.Outbox, p.outboxOf, silver, p.gold, known, maxTxn)
 		if err != nil {
 			return fmt.Errorf("tenant %s: %w", r.Tenant, err)
 		}
@@ -388,7 +396,7 @@ func bumpOutboxSeq(ctx context.Context, tx pgx.Tx, top int64) error {
 // and before the next known one, which is never above its real seq (so it
 // stays applied).
 func placeOutbox(ctx context.Context, tx pgx.Tx, rows []journal.OutboxRow, bronzeSeq map[int64]int64,
-	silver map[journal.ClaimRef]silverRow, known map[int64]bool, maxTxn int64) (seqs []int64, reseated, pending int, err error) {
+	silver map[journal.ClaimRef]silverRow, gold map[goldRef]int64, known map[int64]bool, maxTxn int64) (seqs []int64, reseated, pending int, err error) {
 	seqs = make([]int64, len(rows))
 	lastBronze := -1
 	for i, o := range rows {
@@ -403,6 +411,14 @@ func placeOutbox(ctx context.Context, tx pgx.Tx, rows []journal.OutboxRow, bronz
 			} else {
 				seqs[i] = -1 // decided below
 			}
+		case journal.TargetGoldLineage:
+			// The lake holds the change with its outbox seq, or (a row
+			// re-derived after prune) without one: decided below.
+			if s := gold[goldRef{o.JournalSeq, *o.ArtifactID, *o.Version}]; s > 0 {
+				seqs[i] = s
+			} else {
+				seqs[i] = -1
+			}
 		default:
 			return nil, 0, 0, fmt.Errorf("the fold implies a %s row, which restore-tail cannot place", o.Target)
 		}
@@ -414,6 +430,9 @@ func placeOutbox(ctx context.Context, tx pgx.Tx, rows []journal.OutboxRow, bronz
 		ref := journal.ClaimRef{ArtifactID: *o.ArtifactID, Version: *o.Version}
 		s, inSilver := silver[ref]
 		applied := inSilver && (o.Op == journal.OpMaterialize || s.journalSeq >= o.JournalSeq)
+		if o.Target == journal.TargetGoldLineage {
+			_, applied = gold[goldRef{o.JournalSeq, *o.ArtifactID, *o.Version}]
+		}
 		if !applied && i > lastBronze {
 			seqs[i] = 0
 			pending++

@@ -55,8 +55,8 @@ func PlantPoison(ctx context.Context, pool *pgxpool.Pool, n int, seed uint64) ([
 	}
 	mats, err := load(`
 SELECT o.seq, o.tenant_id, o.artifact_id, o.version FROM oml.outbox o
-WHERE o.op = 'materialize' AND o.seq > $1
-  AND NOT EXISTS (SELECT 1 FROM oml.outbox r WHERE r.op = 'retract' AND r.tenant_id = o.tenant_id
+WHERE o.target = 'silver.claims' AND o.op = 'materialize' AND o.seq > $1
+  AND NOT EXISTS (SELECT 1 FROM oml.outbox r WHERE r.target = 'silver.claims' AND r.op = 'retract' AND r.tenant_id = o.tenant_id
                   AND r.artifact_id = o.artifact_id AND r.version = o.version)
 ORDER BY o.seq`)
 	if err != nil {
@@ -64,7 +64,7 @@ ORDER BY o.seq`)
 	}
 	rets, err := load(`
 SELECT o.seq, o.tenant_id, o.artifact_id, o.version FROM oml.outbox o
-WHERE o.op = 'retract' AND o.seq > $1 ORDER BY o.seq`)
+WHERE o.target = 'silver.claims' AND o.op = 'retract' AND o.seq > $1 ORDER BY o.seq`)
 	if err != nil {
 		return nil, err
 	}

@@ -27,8 +27,13 @@ type Config struct {
 	Claims       int         // claims submitted per tenant
 	PromoteRatio float64     // share of claims promoted (0: none)
 	RetractRatio float64     // share of promoted claims later retracted (0: none)
-	Poison       int         // poison rows to plant in total (spread over tenants)
-	Seed         uint64
+	// FollowUpRatio is the share of retracted claims that change again: a
+	// demoted claim is then reassigned or ended with its simulation, and
+	// any retired claim may then be erased (0: none). It gives a promoted
+	// claim a lineage of several changes (gold.lineage).
+	FollowUpRatio float64
+	Poison        int // poison rows to plant in total (spread over tenants)
+	Seed          uint64
 	// FirstRound is the first round's number. Artifact ids carry the seed,
 	// the tenant's index and the round (art-SEED-TENANT-ROUND-I), so a
 	// re-run over the same database starts after the rounds already there
@@ -320,7 +325,36 @@ func (w *tenantWriter) plan(artifact string) (claimPlan, error) {
 		p.events = append(p.events, journal.MustNew(journal.ClaimDemoted{ArtifactID: artifact, Version: 1, By: by, Reason: "superseded"}))
 		p.kinds = append(p.kinds, "demote")
 	}
+	if w.cfg.FollowUpRatio > 0 {
+		w.followUps(&p, artifact, prov, workarea)
+	}
 	return p, nil
+}
+
+// followUps appends the later changes of a retired claim (FollowUpRatio):
+// a demoted claim reassigned or ended with its simulation, then maybe an
+// erasure of whatever it became.
+func (w *tenantWriter) followUps(p *claimPlan, artifact, prov string, workarea int) {
+	rng := w.rng
+	if p.kinds[len(p.kinds)-1] == "erase" || rng.Float64() >= w.cfg.FollowUpRatio {
+		return
+	}
+	by := fmt.Sprintf("operator-%d", rng.IntN(3))
+	if p.kinds[len(p.kinds)-1] == "demote" && rng.IntN(3) > 0 {
+		if prov == "simulation" && rng.IntN(2) == 0 {
+			p.events = append(p.events, journal.MustNew(journal.SimulationEnded{SimulationID: "sim-" + artifact, By: by,
+				Claims: []journal.ClaimRef{{ArtifactID: artifact, Version: 1}}}))
+			p.kinds = append(p.kinds, "simend")
+		} else {
+			p.events = append(p.events, journal.MustNew(journal.ClaimReassigned{ArtifactID: artifact, Version: 1, By: by,
+				ToWorkareaID: fmt.Sprintf("wa-%d", (workarea+1+rng.IntN(7))%8), Reason: "moved"}))
+			p.kinds = append(p.kinds, "reassign")
+		}
+	}
+	if rng.IntN(2) == 0 {
+		p.events = append(p.events, journal.MustNew(journal.ClaimErased{ArtifactID: artifact, By: by, Reason: "erasure request"}))
+		p.kinds = append(p.kinds, "erase")
+	}
 }
 
 // seal encrypts plaintext with AES-256-GCM: nonce || ciphertext+tag.

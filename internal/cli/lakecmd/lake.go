@@ -36,7 +36,7 @@ the tenant's name beside the id path. See docs/delta.md.`,
 		NewCmdInspect(f, nil), NewCmdHistory(f, nil),
 		NewCmdDrain(f, nil), NewCmdStatus(f, nil), NewCmdRepair(f, nil),
 		NewCmdCheckpoint(f, nil), NewCmdOptimize(f, nil), NewCmdVacuum(f, nil), NewCmdMaintain(f, nil),
-		NewCmdErasureStatus(f, nil),
+		NewCmdErasureStatus(f, nil), NewCmdLineage(f, nil),
 	)
 	return cmd
 }

@@ -35,11 +35,11 @@ func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cob
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Audit the lake against the journal fold; named finding classes",
-		Long: `Compare every tenant's Delta tables (bronze.events, silver.claims) with what the
-journal and the claim fold in PostgreSQL say they must hold, at or below the
-lake's frontier (rows above it are not drained yet). Findings:
+		Long: `Compare every tenant's Delta tables (bronze.events, silver.claims, gold.lineage)
+with what the journal and the claim fold in PostgreSQL say they must hold, at
+or below the lake's frontier (rows above it are not drained yet). Findings:
 
-  missing-in-lake      a journal event or promoted claim at or below the frontier has no lake row
+  missing-in-lake      a journal event, promoted claim or change to one at or below the frontier has no lake row
   unexpected-in-lake   a lake row the journal does not explain (incl. a held body: a containment breach)
   digest-mismatch      lake digests or ciphertext bytes disagree with the journalled digests
   state-mismatch       the lake row's state or attribution disagrees with the fold
@@ -49,7 +49,8 @@ lake's frontier (rows above it are not drained yet). Findings:
   erased-key-present   an erased artifact whose data key still exists
 
 Both sides are streamed in key order and merged; memory stays flat in the
-number of claims (see docs/reconcile.md). A progress bar is drawn on stderr
+number of claims, except gold's journal side, a replay of the tenant's chain
+(see docs/reconcile.md). A progress bar is drawn on stderr
 when it is a terminal.
 Exit status: 0 no findings; 1 findings; 2 usage, configuration or connection error.`,
 		Example: `  oml reconcile

@@ -22,7 +22,7 @@
 //     (start, end], and the database history it was read from (lakewriter
 //     invariant 7). How the record is computed and checked is the lake
 //     writer's; its shape is here.
-//   - The rows (rows.go, schema.go): BronzeRow, SilverRow and GoldRow,
+//   - The rows (rows.go, schema.go): BronzeRow, SilverRow and GoldLineageRow,
 //     each table's Delta schema (Kind.Schema, TableKey.Spec), the mapping
 //     of a typed row to its Parquet row (Row) and back (DecodeBronze, ...),
 //     and named columns (BronzeSeq, SilverState, ...) whose value is the

@@ -6,7 +6,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 )
 
-// Rows. Each table has a typed row (BronzeRow, SilverRow, GoldRow), its
+// Rows. Each table has a typed row (BronzeRow, SilverRow, GoldLineageRow), its
 // columns as constants whose value is the column's position in the schema
 // and in a full pq.Row, the mapping to a Parquet row (Row) and back
 // (Decode*, or a Projection for a scan of some columns). Readers use these
@@ -207,60 +207,142 @@ func SilverClaim(row pq.Row) (artifactID string, version int32) {
 	return asString(row[SilverArtifactID]), asInt32(row[SilverVersion])
 }
 
-// GoldCol is a column of gold.lineage.
-type GoldCol int
+// GoldLineageCol is a column of gold.lineage.
+type GoldLineageCol int
 
 // The columns of gold.lineage, in schema order.
 const (
-	GoldTenantID GoldCol = iota
-	GoldJournalSeq
-	GoldArtifactID
-	GoldVersion
-	GoldPayload
-	GoldOutboxSeq
-	goldColumns
+	LineageTenantID GoldLineageCol = iota
+	LineageArtifactID
+	LineageVersion
+	LineageJournalSeq
+	LineageEventType
+	LineageEventHash
+	LineageRecordedAt
+	LineageActor
+	LineageReason
+	LineageStateBefore
+	LineageStateAfter
+	LineageWorkareaID
+	LineageToWorkareaID
+	LineageWriter
+	LineagePrincipal
+	LineageProvenance
+	LineagePlaintextDigest
+	LineageCiphertextDigest
+	LineageSubmittedSeq
+	LineagePrevJournalSeq
+	LineageOutboxSeq
+	lineageColumns
 )
 
-// GoldRow is one row of gold.lineage: a lineage event's payload, with the
-// claim it concerns when it concerns one.
-type GoldRow struct {
-	TenantID   string
-	JournalSeq int64
-	ArtifactID string // "": artifact_id and version are null
-	Version    int32
-	Payload    string
-	OutboxSeq  int64
+// GoldLineageRow is one row of gold.lineage: one change to one promoted
+// claim (its promotion, or a later demotion, erasure, reassignment or
+// simulation end), with the journal event that made it (seq, type, hash,
+// time), who made it and why, the claim's state before and after, its
+// attribution and digests. Never a body: lineage is digests and
+// attribution only.
+type GoldLineageRow struct {
+	TenantID         string
+	ArtifactID       string
+	Version          int32
+	JournalSeq       int64 // the event that made the change
+	EventType        string
+	EventHash        []byte // that event's hash (bronze.events.hash)
+	RecordedAt       time.Time
+	Actor            string // the event's "by": the promoter, demoter, ...
+	Reason           string // the event's reason; a simulation end's simulation id
+	StateBefore      string
+	StateAfter       string
+	WorkareaID       string // the claim's workarea (a reassignment's "from")
+	ToWorkareaID     string // a reassignment's "to"; "": null
+	Writer           string
+	Principal        string
+	Provenance       string
+	PlaintextDigest  string
+	CiphertextDigest string
+	SubmittedSeq     int64 // the claim.submitted of the claim
+	PrevJournalSeq   int64 // the claim's previous change (its submission, for a promotion)
+	OutboxSeq        int64 // 0: null (a row re-derived after prune)
 }
 
 // Row is the row as written to Parquet, in schema order.
-func (r GoldRow) Row() pq.Row {
-	var artifact, version any
-	if r.ArtifactID != "" {
-		artifact, version = r.ArtifactID, r.Version
+func (r GoldLineageRow) Row() pq.Row {
+	var to, outbox any
+	if r.ToWorkareaID != "" {
+		to = r.ToWorkareaID
+	}
+	if r.OutboxSeq != 0 {
+		outbox = r.OutboxSeq
 	}
 	return pq.Row{
-		GoldTenantID:   r.TenantID,
-		GoldJournalSeq: r.JournalSeq,
-		GoldArtifactID: artifact,
-		GoldVersion:    version,
-		GoldPayload:    r.Payload,
-		GoldOutboxSeq:  r.OutboxSeq,
+		LineageTenantID:         r.TenantID,
+		LineageArtifactID:       r.ArtifactID,
+		LineageVersion:          r.Version,
+		LineageJournalSeq:       r.JournalSeq,
+		LineageEventType:        r.EventType,
+		LineageEventHash:        r.EventHash,
+		LineageRecordedAt:       r.RecordedAt,
+		LineageActor:            r.Actor,
+		LineageReason:           r.Reason,
+		LineageStateBefore:      r.StateBefore,
+		LineageStateAfter:       r.StateAfter,
+		LineageWorkareaID:       r.WorkareaID,
+		LineageToWorkareaID:     to,
+		LineageWriter:           r.Writer,
+		LineagePrincipal:        r.Principal,
+		LineageProvenance:       r.Provenance,
+		LineagePlaintextDigest:  r.PlaintextDigest,
+		LineageCiphertextDigest: r.CiphertextDigest,
+		LineageSubmittedSeq:     r.SubmittedSeq,
+		LineagePrevJournalSeq:   r.PrevJournalSeq,
+		LineageOutboxSeq:        outbox,
 	}
 }
 
-func (r *GoldRow) set(c GoldCol, v any) {
+func (r *GoldLineageRow) set(c GoldLineageCol, v any) {
 	switch c {
-	case GoldTenantID:
+	case LineageTenantID:
 		r.TenantID = asString(v)
-	case GoldJournalSeq:
-		r.JournalSeq = asInt64(v)
-	case GoldArtifactID:
+	case LineageArtifactID:
 		r.ArtifactID = asString(v)
-	case GoldVersion:
+	case LineageVersion:
 		r.Version = asInt32(v)
-	case GoldPayload:
-		r.Payload = asString(v)
-	case GoldOutboxSeq:
+	case LineageJournalSeq:
+		r.JournalSeq = asInt64(v)
+	case LineageEventType:
+		r.EventType = asString(v)
+	case LineageEventHash:
+		r.EventHash = asBytes(v)
+	case LineageRecordedAt:
+		r.RecordedAt = asTime(v)
+	case LineageActor:
+		r.Actor = asString(v)
+	case LineageReason:
+		r.Reason = asString(v)
+	case LineageStateBefore:
+		r.StateBefore = asString(v)
+	case LineageStateAfter:
+		r.StateAfter = asString(v)
+	case LineageWorkareaID:
+		r.WorkareaID = asString(v)
+	case LineageToWorkareaID:
+		r.ToWorkareaID = asString(v)
+	case LineageWriter:
+		r.Writer = asString(v)
+	case LineagePrincipal:
+		r.Principal = asString(v)
+	case LineageProvenance:
+		r.Provenance = asString(v)
+	case LineagePlaintextDigest:
+		r.PlaintextDigest = asString(v)
+	case LineageCiphertextDigest:
+		r.CiphertextDigest = asString(v)
+	case LineageSubmittedSeq:
+		r.SubmittedSeq = asInt64(v)
+	case LineagePrevJournalSeq:
+		r.PrevJournalSeq = asInt64(v)
+	case LineageOutboxSeq:
 		r.OutboxSeq = asInt64(v)
 	}
 }
@@ -318,15 +400,15 @@ func SilverColumns(cols ...SilverCol) Projection[SilverCol, SilverRow] {
 	return project(cols, silverColumns, (*SilverRow).set)
 }
 
-// GoldColumns is a projection of gold.lineage (no columns: all).
-func GoldColumns(cols ...GoldCol) Projection[GoldCol, GoldRow] {
-	return project(cols, goldColumns, (*GoldRow).set)
+// LineageColumns is a projection of gold.lineage (no columns: all).
+func LineageColumns(cols ...GoldLineageCol) Projection[GoldLineageCol, GoldLineageRow] {
+	return project(cols, lineageColumns, (*GoldLineageRow).set)
 }
 
 var (
-	allBronze = BronzeColumns()
-	allSilver = SilverColumns()
-	allGold   = GoldColumns()
+	allBronze  = BronzeColumns()
+	allSilver  = SilverColumns()
+	allLineage = LineageColumns()
 )
 
 // DecodeBronze reads a full bronze.events row (schema order).
@@ -335,8 +417,8 @@ func DecodeBronze(row pq.Row) BronzeRow { return allBronze.Decode(row) }
 // DecodeSilver reads a full silver.claims row (schema order).
 func DecodeSilver(row pq.Row) SilverRow { return allSilver.Decode(row) }
 
-// DecodeGold reads a full gold.lineage row (schema order).
-func DecodeGold(row pq.Row) GoldRow { return allGold.Decode(row) }
+// DecodeLineage reads a full gold.lineage row (schema order).
+func DecodeLineage(row pq.Row) GoldLineageRow { return allLineage.Decode(row) }
 
 // The conversions are lenient the way every reader was before this
 // package: a value of another type (or null) reads as the zero value;

@@ -20,7 +20,9 @@ var wantColumns = map[tables.Kind][]string{
 	tables.Bronze: {"tenant_id", "seq", "event_type", "recorded_at", "prev_hash", "hash", "signature", "key_id", "payload", "outbox_seq"},
 	tables.Silver: {"artifact_id", "version", "tenant_id", "workarea_id", "writer", "principal", "provenance", "plaintext_digest",
 		"ciphertext_digest", "body", "state", "promoted_by", "submitted_seq", "promoted_seq", "journal_seq", "outbox_seq", "updated_at"},
-	tables.Gold: {"tenant_id", "journal_seq", "artifact_id", "version", "payload", "outbox_seq"},
+	tables.Gold: {"tenant_id", "artifact_id", "version", "journal_seq", "event_type", "event_hash", "recorded_at", "actor", "reason",
+		"state_before", "state_after", "workarea_id", "to_workarea_id", "writer", "principal", "provenance", "plaintext_digest",
+		"ciphertext_digest", "submitted_seq", "prev_journal_seq", "outbox_seq"},
 }
 
 func allColumns(k tables.Kind) []string {
@@ -30,7 +32,7 @@ func allColumns(k tables.Kind) []string {
 	case tables.Silver:
 		return tables.SilverColumns().Columns()
 	}
-	return tables.GoldColumns().Columns()
+	return tables.LineageColumns().Columns()
 }
 
 func schemaNames(k tables.Kind) []string {
@@ -52,19 +54,22 @@ func TestColumns_EqualTheSchemaFieldsInOrder(t *testing.T) {
 	}
 	require.Equal(t, "outbox_seq", tables.BronzeOutboxSeq.Name())
 	require.Equal(t, "body", tables.SilverBody.Name())
-	require.Equal(t, "version", tables.GoldVersion.Name())
+	require.Equal(t, "prev_journal_seq", tables.LineagePrevJournalSeq.Name())
 }
 
 // One row of each table with a distinct value in every column, so a
 // mapping that swaps two columns of the same type cannot round-trip.
-func sampleRows() (tables.BronzeRow, tables.SilverRow, tables.GoldRow) {
+func sampleRows() (tables.BronzeRow, tables.SilverRow, tables.GoldLineageRow) {
 	at := time.Date(2026, 12, 1, 12, 34, 56, 789000000, time.UTC) // µs precision: Parquet timestamps
 	b := tables.BronzeRow{TenantID: uuid.NewString(), Seq: 11, EventType: "claim.submitted", RecordedAt: at,
 		PrevHash: []byte{1, 2}, Hash: []byte{3, 4}, Signature: []byte{5, 6}, KeyID: "key-1", Payload: `{"a":1}`, OutboxSeq: 12}
 	s := tables.SilverRow{ArtifactID: "art-1", Version: 3, TenantID: uuid.NewString(), WorkareaID: "wa", Writer: "wr",
 		Principal: "pr", Provenance: "pv", PlaintextDigest: "pd", CiphertextDigest: "cd", Body: []byte("body"),
 		State: "promoted", PromotedBy: "pb", SubmittedSeq: 21, PromotedSeq: 22, JournalSeq: 23, OutboxSeq: 24, UpdatedAt: at.Add(time.Second)}
-	g := tables.GoldRow{TenantID: uuid.NewString(), JournalSeq: 31, ArtifactID: "art-2", Version: 4, Payload: `{"g":2}`, OutboxSeq: 32}
+	g := tables.GoldLineageRow{TenantID: uuid.NewString(), ArtifactID: "art-2", Version: 4, JournalSeq: 31, EventType: "claim.reassigned",
+		EventHash: []byte{7, 8}, RecordedAt: at.Add(2 * time.Second), Actor: "ac", Reason: "re", StateBefore: "promoted",
+		StateAfter: "reassigned", WorkareaID: "wa-from", ToWorkareaID: "wa-to", Writer: "wr2", Principal: "pr2", Provenance: "pv2",
+		PlaintextDigest: "pd2", CiphertextDigest: "cd2", SubmittedSeq: 29, PrevJournalSeq: 30, OutboxSeq: 32}
 	return b, s, g
 }
 
@@ -78,19 +83,20 @@ func TestRows_RoundTripEveryColumnInMemory(t *testing.T) {
 	require.Len(t, g.Row(), len(tables.Gold.Schema().Fields))
 	require.Equal(t, b, tables.DecodeBronze(b.Row()))
 	require.Equal(t, s, tables.DecodeSilver(s.Row()))
-	require.Equal(t, g, tables.DecodeGold(g.Row()))
+	require.Equal(t, g, tables.DecodeLineage(g.Row()))
 	a, v := tables.SilverClaim(s.Row())
 	require.Equal(t, s.ArtifactID, a)
 	require.Equal(t, s.Version, v)
 
-	// The nulls: an erased body, a lineage event of no claim.
+	// The nulls: an erased body; a lineage row of no reassignment, and
+	// one re-derived after prune (no outbox seq).
 	s.Body = nil
 	require.Nil(t, s.Row()[tables.SilverBody])
 	require.Equal(t, s, tables.DecodeSilver(s.Row()))
-	g.ArtifactID, g.Version = "", 0
-	require.Nil(t, g.Row()[tables.GoldArtifactID])
-	require.Nil(t, g.Row()[tables.GoldVersion])
-	require.Equal(t, g, tables.DecodeGold(g.Row()))
+	g.ToWorkareaID, g.OutboxSeq = "", 0
+	require.Nil(t, g.Row()[tables.LineageToWorkareaID])
+	require.Nil(t, g.Row()[tables.LineageOutboxSeq])
+	require.Equal(t, g, tables.DecodeLineage(g.Row()))
 }
 
 // writeAndScan writes rows to a new table of key's kind through Delta and
@@ -127,7 +133,7 @@ func TestRows_RoundTripEveryColumnThroughParquet(t *testing.T) {
 	erased := s
 	erased.ArtifactID, erased.Body = "art-0", nil
 	noClaim := g
-	noClaim.ArtifactID, noClaim.Version, noClaim.JournalSeq = "", 0, 30
+	noClaim.ToWorkareaID, noClaim.StateAfter, noClaim.OutboxSeq = "", "demoted", 0
 
 	got := writeAndScan(t, tables.TableKey{Tenant: tn, Kind: tables.Bronze}, []pq.Row{b.Row()}, nil)
 	require.Len(t, got, 1)
@@ -141,9 +147,10 @@ func TestRows_RoundTripEveryColumnThroughParquet(t *testing.T) {
 
 	got = writeAndScan(t, tables.TableKey{Tenant: tn, Kind: tables.Gold}, []pq.Row{noClaim.Row(), g.Row()}, nil)
 	require.Len(t, got, 2)
-	require.Nil(t, got[0][tables.GoldArtifactID])
-	require.Equal(t, noClaim, tables.DecodeGold(got[0]))
-	require.Equal(t, g, tables.DecodeGold(got[1]))
+	require.Nil(t, got[0][tables.LineageToWorkareaID])
+	require.Nil(t, got[0][tables.LineageOutboxSeq])
+	require.Equal(t, noClaim, tables.DecodeLineage(got[0]))
+	require.Equal(t, g, tables.DecodeLineage(got[1]))
 }
 
 // TestProjection_DecodesOnlyTheScannedColumns: a scan of some columns,
@@ -161,4 +168,18 @@ func TestProjection_DecodesOnlyTheScannedColumns(t *testing.T) {
 	b, _, _ := sampleRows()
 	got = writeAndScan(t, tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, []pq.Row{b.Row()}, bp.Columns())
 	require.Equal(t, tables.BronzeRow{Seq: b.Seq, Hash: b.Hash}, bp.Decode(got[0]))
+}
+
+// TestLineageSchema_NoBodyColumn: gold.lineage carries digests and
+// attribution only. Its one binary column is the event hash; no column
+// can hold a body or plaintext (erasure relies on it: there is nothing in
+// gold to erase).
+func TestLineageSchema_NoBodyColumn(t *testing.T) {
+	t.Parallel()
+	for _, f := range tables.Gold.Schema().Fields {
+		require.NotContains(t, []string{"body", "ciphertext", "plaintext", "payload"}, f.Name)
+		if p, ok := f.Type.(*delta.PrimitiveType); ok && p.Name == delta.TypeBinary {
+			require.Equal(t, tables.LineageEventHash.Name(), f.Name, "the only binary column of gold.lineage is the event hash")
+		}
+	}
 }

@@ -52,18 +52,33 @@ var (
 		SilverOutboxSeq:        long("outbox_seq"),
 		SilverUpdatedAt:        timestamp("updated_at"),
 	}
-	goldFields = [goldColumns]delta.StructField{
-		GoldTenantID:   str("tenant_id"),
-		GoldJournalSeq: long("journal_seq"),
-		GoldArtifactID: str("artifact_id"),
-		GoldVersion:    integer("version"),
-		GoldPayload:    str("payload"),
-		GoldOutboxSeq:  long("outbox_seq"),
+	lineageFields = [lineageColumns]delta.StructField{
+		LineageTenantID:         str("tenant_id"),
+		LineageArtifactID:       str("artifact_id"),
+		LineageVersion:          integer("version"),
+		LineageJournalSeq:       long("journal_seq"),
+		LineageEventType:        str("event_type"),
+		LineageEventHash:        binary("event_hash"),
+		LineageRecordedAt:       timestamp("recorded_at"),
+		LineageActor:            str("actor"),
+		LineageReason:           str("reason"),
+		LineageStateBefore:      str("state_before"),
+		LineageStateAfter:       str("state_after"),
+		LineageWorkareaID:       str("workarea_id"),
+		LineageToWorkareaID:     str("to_workarea_id"),
+		LineageWriter:           str("writer"),
+		LineagePrincipal:        str("principal"),
+		LineageProvenance:       str("provenance"),
+		LineagePlaintextDigest:  str("plaintext_digest"),
+		LineageCiphertextDigest: str("ciphertext_digest"),
+		LineageSubmittedSeq:     long("submitted_seq"),
+		LineagePrevJournalSeq:   long("prev_journal_seq"),
+		LineageOutboxSeq:        long("outbox_seq"),
 	}
 
 	bronzeSchema = &delta.StructType{Fields: bronzeFields[:]}
 	silverSchema = &delta.StructType{Fields: silverFields[:]}
-	goldSchema   = &delta.StructType{Fields: goldFields[:]}
+	goldSchema   = &delta.StructType{Fields: lineageFields[:]}
 )
 
 // Schema is the Delta schema oml writes for tables of kind k (nil for an
@@ -96,4 +111,4 @@ func (c BronzeCol) Name() string { return bronzeFields[c].Name }
 func (c SilverCol) Name() string { return silverFields[c].Name }
 
 // Name is the column's name in gold.lineage.
-func (c GoldCol) Name() string { return goldFields[c].Name }
+func (c GoldLineageCol) Name() string { return lineageFields[c].Name }

@@ -1,0 +1,131 @@
+package journal_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/journal"
+)
+
+// Every change to a promoted claim — its promotion, and each later
+// demotion, reassignment, simulation end and erasure — has exactly one
+// gold.lineage outbox row, emitted by the append path in the event's
+// transaction, and its payload is what ImpliedLineage derives from the
+// three signed events it cites (the change, the claim's submission, the
+// claim's previous change). Claims that were never promoted have none.
+func TestLineage_OneRowPerChangeToAPromotedClaim_ImpliedByTheJournal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	dek := make([]byte, 32)
+	require.NoError(t, b.append(t,
+		submission(t, "a", 1, "alice", "human", dek),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}),
+		submission(t, "a", 2, "alice", "human", dek),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 2, By: "bob"}),
+		journal.MustNew(journal.ClaimDemoted{ArtifactID: "a", Version: 2, By: "carol", Reason: "wrong"}),
+		submission(t, "a", 3, "alice", "human", dek), // held: erased below, no lineage
+		submission(t, "s", 1, "sim-agent", "simulation", nil),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "s", Version: 1, By: "bob"}),
+		journal.MustNew(journal.SimulationEnded{SimulationID: "sim-1", By: "ops", Claims: []journal.ClaimRef{{ArtifactID: "s", Version: 1}}}),
+		submission(t, "r", 1, "alice", "human", nil),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "r", Version: 1, By: "bob"}),
+		journal.MustNew(journal.ClaimDemoted{ArtifactID: "r", Version: 1, By: "carol"}),
+		journal.MustNew(journal.ClaimReassigned{ArtifactID: "r", Version: 1, By: "ops", ToWorkareaID: "wa-2", Reason: "moved"}),
+		submission(t, "h", 1, "alice", "human", nil),
+		journal.MustNew(journal.ClaimReassigned{ArtifactID: "h", Version: 1, By: "ops", ToWorkareaID: "wa-2"})))
+	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo", Reason: "gdpr"})))
+	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "r", By: "dpo"})))
+
+	evs, err := journal.ReadChain(ctx, b.pool, b.tn)
+	require.NoError(t, err)
+	decoded := map[int64]journal.Payload{}
+	for _, e := range evs {
+		p, err := journal.Decode(e.Type, e.Payload)
+		require.NoError(t, err)
+		decoded[int64(e.Seq)] = p
+	}
+	var got []string
+	for _, o := range emittedRows(t, b, b.tn) {
+		if o.Target != journal.TargetGoldLineage {
+			continue
+		}
+		var p journal.LineagePayload
+		require.NoError(t, json.Unmarshal(o.Payload, &p))
+		sub, ok := decoded[p.SubmittedSeq].(journal.ClaimSubmitted)
+		require.True(t, ok, "row %d: submitted_seq %d is a claim.submitted", o.Seq, p.SubmittedSeq)
+		want, err := journal.ImpliedLineage(decoded[o.JournalSeq], o.JournalSeq, *o.ArtifactID, *o.Version, sub, p.SubmittedSeq, decoded[p.PrevSeq], p.PrevSeq)
+		require.NoError(t, err, "row %d", o.Seq)
+		require.Equal(t, want, p, "row %d", o.Seq)
+		wantOp := journal.OpRetract
+		if p.StateAfter == journal.StatePromoted {
+			wantOp = journal.OpMaterialize
+		}
+		require.Equal(t, wantOp, o.Op, "row %d", o.Seq)
+		got = append(got, fmt.Sprintf("%s v%d %s->%s", *o.ArtifactID, *o.Version, p.StateBefore, p.StateAfter))
+	}
+	require.Equal(t, []string{
+		"a v1 held->promoted",
+		"a v2 held->promoted",
+		"a v2 promoted->demoted",
+		"s v1 held->promoted",
+		"s v1 promoted->simulation_ended",
+		"r v1 held->promoted",
+		"r v1 promoted->demoted",
+		"r v1 demoted->reassigned",
+		"a v1 promoted->erased",
+		"a v2 demoted->erased",
+		"r v1 reassigned->erased",
+	}, got)
+}
+
+// ImpliedLineage refuses the rows no valid chain implies.
+func TestImpliedLineage_RefusesWhatNoChainImplies(t *testing.T) {
+	t.Parallel()
+	sub := journal.ClaimSubmitted{ArtifactID: "a", Version: 1, WorkareaID: "wa", Writer: "alice", Provenance: "human"}
+	prom := journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}
+	dem := journal.ClaimDemoted{ArtifactID: "a", Version: 1, By: "carol"}
+	end := journal.SimulationEnded{SimulationID: "x", By: "ops", Claims: []journal.ClaimRef{{ArtifactID: "a", Version: 1}}}
+
+	_, err := journal.ImpliedLineage(prom, 3, "a", 1, sub, 2, sub, 2)
+	require.NoError(t, err)
+	_, err = journal.ImpliedLineage(dem, 4, "a", 1, sub, 2, prom, 3)
+	require.NoError(t, err)
+
+	for name, call := range map[string]func() error{
+		"a promotion by the writer": func() error {
+			_, err := journal.ImpliedLineage(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "alice"}, 3, "a", 1, sub, 2, sub, 2)
+			return err
+		},
+		"a promotion whose previous change is not the submission": func() error {
+			_, err := journal.ImpliedLineage(prom, 5, "a", 1, sub, 2, dem, 4)
+			return err
+		},
+		"a retirement of a claim never promoted": func() error {
+			_, err := journal.ImpliedLineage(dem, 4, "a", 1, sub, 2, sub, 2)
+			return err
+		},
+		"a demotion of a demoted claim": func() error {
+			_, err := journal.ImpliedLineage(dem, 5, "a", 1, sub, 2, dem, 4)
+			return err
+		},
+		"a previous change after the change": func() error {
+			_, err := journal.ImpliedLineage(dem, 4, "a", 1, sub, 2, prom, 6)
+			return err
+		},
+		"another claim's submission": func() error {
+			_, err := journal.ImpliedLineage(prom, 3, "b", 1, sub, 2, sub, 2)
+			return err
+		},
+		"a simulation end of a human claim": func() error {
+			_, err := journal.ImpliedLineage(end, 4, "a", 1, sub, 2, prom, 3)
+			return err
+		},
+	} {
+		require.Error(t, call(), name)
+	}
+}

@@ -1,0 +1,75 @@
+package lakewriter_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+// BenchmarkDrainGold measures the drain rate of the mixed workload
+// (promotions with bodies, retracts, chained changes) with gold.lineage on
+// (the outbox as the fold writes it) next to the same workload with gold
+// off (its gold.lineage rows deleted from the outbox behind the append
+// path before the drain: what the lake writer did before gold), in the
+// same run, on the local store. rows/s counts the outbox rows applied
+// (gold rows included when on); events/s the journal events made
+// lake-visible per second, the figure comparable across the two.
+func BenchmarkDrainGold(b *testing.B) {
+	for _, gold := range []bool{true, false} {
+		name := "gold=on"
+		if !gold {
+			name = "gold=off"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			bb, _ := benchSetupEmpty(b, *benchTenants)
+			cfg := workload.Config{Tenants: bb.tenants, Claims: 3, Seed: 98, PromoteRatio: 0.99, RetractRatio: 0.5, Batch: 3, Concurrency: 8}
+			_, err := workload.Run(ctx, bb.pool, bb.key, cfg)
+			require.NoError(b, err)
+			warm := bb.lastSeq(b)
+			cfg.Claims, cfg.Seed, cfg.PromoteRatio, cfg.RetractRatio, cfg.FollowUpRatio, cfg.Batch = *benchClaims, 99, 0.7, 0.3, 0.5, 20
+			_, err = workload.Run(ctx, bb.pool, bb.key, cfg)
+			require.NoError(b, err)
+			if !gold {
+				_, err := bb.pool.Exec(ctx, `SET session_replication_role = replica; DELETE FROM oml.outbox WHERE target = 'gold.lineage'; SET session_replication_role = DEFAULT`)
+				require.NoError(b, err)
+			}
+			var events, goldRows int64
+			require.NoError(b, bb.pool.QueryRow(ctx, `SELECT count(*) FILTER (WHERE target = 'bronze.events' AND seq > $1),
+				count(*) FILTER (WHERE target = 'gold.lineage' AND seq > $1) FROM oml.outbox`, warm).Scan(&events, &goldRows))
+			for i := 0; i < b.N; i++ {
+				b.StopTimer()
+				resetFrontier(b, bb)
+				lake := newLake(b, "file")
+				o := bb.opts(lake)
+				o.Limits = outbox.Limits{Rows: *benchClaims * *benchTenants * 4, Bytes: 256 << 20}
+				o.Parallel = 8
+				o.NoForkCheck, o.WitnessInterval = true, -1
+				wo := o
+				wo.StopAt = warm
+				wd, err := lakewriter.New(wo)
+				require.NoError(b, err)
+				_, err = wd.DrainOnce(ctx)
+				require.NoError(b, err)
+				d, err := lakewriter.New(o)
+				require.NoError(b, err)
+				b.StartTimer()
+				start := time.Now()
+				sum, err := d.DrainOnce(ctx)
+				require.NoError(b, err)
+				el := time.Since(start) - sum.RecoverDuration
+				b.ReportMetric(float64(sum.Rows)/el.Seconds(), "rows/s")
+				b.ReportMetric(float64(events)/el.Seconds(), "events/s")
+				b.ReportMetric(float64(sum.Rows), "rows")
+				b.ReportMetric(float64(goldRows), "gold_rows")
+				b.ReportMetric(float64(sum.TableCommits), "commits")
+			}
+		})
+	}
+}

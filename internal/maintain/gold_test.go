@@ -1,0 +1,68 @@
+package maintain_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+// TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal:
+// gold.lineage drained in many small batches is compacted, checkpointed
+// and (31 days on) vacuumed by oml lake maintain like the other tables;
+// its txn version does not move, and reconcile (which compares gold with
+// the journal row by row) is clean before and after.
+func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	b.load(t, workload.Config{Claims: 40, Seed: 31, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
+	b.drainAll(t, b.drainer(t, 4))
+	tabs := b.tables(t, tables.Gold)
+	var gold maintain.Table
+	for _, tab := range tabs {
+		if tab.Key.Tenant == b.tenants[0] {
+			gold = tab
+		}
+	}
+	require.NotNil(t, gold.Store)
+	before, err := delta.Load(ctx, gold.Store)
+	require.NoError(t, err)
+	require.Greater(t, before.NumFiles(), 5, "many small gold files")
+	txn, _ := before.TxnVersion(tables.AppID)
+	rows := len(readRows(t, gold.Store))
+	recon := func() {
+		rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
+		require.NoError(t, err)
+		require.Zero(t, rep.Total(), "%+v", rep.Findings)
+	}
+	recon()
+
+	reps, err := maintain.Run(ctx, []maintain.Table{gold}, maintain.RunOptions{Policy: maintain.Policy{MinSmallFiles: 2, CheckpointInterval: 2}})
+	require.NoError(t, err)
+	require.Empty(t, reps[0].Error)
+	require.Contains(t, tasks(reps[0].Plan), maintain.TaskOptimize)
+	require.Contains(t, tasks(reps[0].Plan), maintain.TaskCheckpoint)
+	after, err := delta.Load(ctx, gold.Store)
+	require.NoError(t, err)
+	require.Less(t, after.NumFiles(), before.NumFiles())
+	got, _ := after.TxnVersion(tables.AppID)
+	require.Equal(t, txn, got, "maintenance never moves the lake writer's txn version")
+	require.Len(t, readRows(t, gold.Store), rows)
+	recon()
+
+	later := func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
+	reps, err = maintain.Run(ctx, []maintain.Table{gold}, maintain.RunOptions{Now: later, Policy: maintain.Policy{VacuumMinFiles: 1}})
+	require.NoError(t, err)
+	require.Contains(t, tasks(reps[0].Plan), maintain.TaskVacuum)
+	require.NotZero(t, reps[0].Vacuumed.Deleted)
+	require.Len(t, readRows(t, gold.Store), rows)
+	recon()
+}

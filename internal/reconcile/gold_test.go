@@ -1,0 +1,73 @@
+package reconcile_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+// TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFound:
+// a drained workload with chained changes reconciles clean, gold included;
+// then one gold.lineage row is removed, one copied, one changed (its
+// actor) and one invented (a change the journal does not imply): reconcile
+// reports exactly a missing-in-lake, a duplicate-in-lake, a
+// digest-mismatch naming the column, and an unexpected-in-lake, each with
+// its journal seq and claim.
+func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	tn := b.tenants[0]
+	b.load(t, workload.Config{Claims: 30, Seed: 151, PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
+	require.Empty(t, b.drain(t))
+	rep := b.reconcile(t, reconcile.Options{})
+	requireClean(t, rep)
+	var goldSum *reconcile.TableSummary
+	for i, s := range rep.Tenants[len(rep.Tenants)-1].Tables {
+		if s.Table == (tables.TableKey{Tenant: tn, Kind: tables.Gold}).Path() {
+			goldSum = &rep.Tenants[len(rep.Tenants)-1].Tables[i]
+		}
+	}
+	require.NotNil(t, goldSum, "the report covers gold.lineage")
+	require.NotZero(t, goldSum.LakeRows)
+	require.Equal(t, goldSum.FoldRows, goldSum.LakeRows)
+
+	st := tableStore(t, b, tn, tables.Gold)
+	_, rows := readAll(t, st)
+	require.GreaterOrEqual(t, len(rows), 4)
+	key := func(r pq.Row) tables.GoldLineageRow { return tables.DecodeLineage(r) }
+	gone, copied, changed := key(rows[0]), key(rows[1]), key(rows[2])
+	invented := key(rows[3])
+	invented.JournalSeq, invented.ArtifactID = invented.JournalSeq+1, "never-promoted"
+	rewriteTable(t, st, func(rows []pq.Row) []pq.Row {
+		out := append([]pq.Row(nil), rows[1:]...) // drop rows[0]
+		out = append(out, append(pq.Row(nil), rows[1]...))
+		c := append(pq.Row(nil), rows[2]...)
+		c[tables.LineageActor] = "mallory"
+		out[1] = c
+		return append(out, invented.Row())
+	})
+
+	rep = b.reconcile(t, reconcile.Options{})
+	got := byClass(rep)
+	require.Len(t, got[reconcile.MissingInLake], 1, "%v", rep.Findings)
+	require.Len(t, got[reconcile.DuplicateInLake], 1, "%v", rep.Findings)
+	require.Len(t, got[reconcile.DigestMismatch], 1, "%v", rep.Findings)
+	require.Len(t, got[reconcile.UnexpectedInLake], 1, "%v", rep.Findings)
+	require.Equal(t, int64(4), rep.Total(), "%v", rep.Findings)
+	for cl, want := range map[reconcile.Class]tables.GoldLineageRow{
+		reconcile.MissingInLake: gone, reconcile.DuplicateInLake: copied, reconcile.DigestMismatch: changed, reconcile.UnexpectedInLake: invented,
+	} {
+		f := got[cl][0]
+		require.Equal(t, string(tables.Gold), f.Table, "%s", cl)
+		require.Equal(t, want.JournalSeq, f.Seq, "%s", cl)
+		require.Equal(t, want.ArtifactID, f.ArtifactID, "%s", cl)
+		require.Equal(t, want.Version, f.Version, "%s", cl)
+	}
+	require.Equal(t, "actor", got[reconcile.DigestMismatch][0].Evidence["column"])
+	require.Equal(t, "mallory", got[reconcile.DigestMismatch][0].Evidence["lake"])
+}

@@ -1,0 +1,50 @@
+package recovery
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
+)
+
+// goldRef is one gold.lineage row's identity: one change (journal seq) to
+// one claim.
+type goldRef struct {
+	journalSeq int64
+	artifact   string
+	version    int
+}
+
+// goldIndex reads the (journal seq, artifact, version) → outbox seq of
+// tenant's gold.lineage rows with journal seq ≥ from (the restored tail's
+// rows the lake applied; 0 for a row re-derived after prune, which has no
+// outbox seq). Restore-tail puts the tail's gold.lineage outbox rows back
+// at the seqs the lake applied them at, as it does for bronze and silver.
+func goldIndex(ctx context.Context, lake store.Store, tenant uuid.UUID, from int64) (map[goldRef]int64, error) {
+	out := map[goldRef]int64{}
+	key := tables.TableKey{Tenant: tenant, Kind: tables.Gold}
+	snap, st, err := loadTable(ctx, lake, key)
+	if err != nil || snap == nil {
+		return out, err
+	}
+	cols := tables.LineageColumns(tables.LineageJournalSeq, tables.LineageArtifactID, tables.LineageVersion, tables.LineageOutboxSeq)
+	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: cols.Columns()},
+		func(_ *delta.Add, rows []pq.Row) error {
+			for _, r := range rows {
+				g := cols.Decode(r)
+				if g.JournalSeq >= from {
+					out[goldRef{g.JournalSeq, g.ArtifactID, int(g.Version)}] = g.OutboxSeq
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key.Path(), err)
+	}
+	return out, nil
+}

@@ -43,6 +43,10 @@ import (
 //     describes to that claim, and the row's submission and previous change
 //     are events of the same claim that imply its attribution and its state
 //     before (journal.ImpliedLineage); the payload is exactly that.
+//   - After a prune: a row is poison when it cites an event whose rows of
+//     its table `oml outbox prune` deleted, and was inserted after them
+//     (checkPruned): the original was applied, and the copy check below
+//     can no longer see it.
 //   - Once: a row is poison when an earlier outbox row of the same implied
 //     identity (tenant, journal_seq, target, op, artifact, version) is not
 //     dead-lettered, because that row is in the lake or goes there first
@@ -123,8 +127,72 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 	if err := checkLineage(ctx, q, lins); err != nil {
 		return err
 	}
-	return checkOnce(ctx, q, items)
+	if err := checkOnce(ctx, q, items); err != nil {
+		return err
+	}
+	return checkPruned(ctx, q, items)
 }
+
+// checkPruned marks the rows that cite an event whose rows of the table
+// `oml outbox prune` deleted, inserted after that prune: a copy of a row
+// already applied, which outbox_implied_once and checkOnce can no longer
+// see (the original is gone). One query per batch, a probe of the small
+// oml.outbox_pruned per row.
+//
+// The rule (the mark is oml.outbox_pruned's through_seq and
+// through_journal_seq, raised in the prune's own transaction): a row with
+// seq above through_seq citing an event at or below through_journal_seq
+// did not come from its event's append, which inserts a table's rows in
+// event order. A re-enqueued dead letter's copy is judged by the row it
+// copies (a legitimate dead-lettered row kept inside the pruned prefix
+// passes; the re-enqueue of a refused forgery does not). Rows re-derived
+// from the journal (seq 0) are not outbox rows and are not checked here.
+func checkPruned(ctx context.Context, q querier, items []*item) error {
+	var seqs []int64
+	bySeq := map[int64]*item{}
+	for _, it := range items {
+		if it.poison == nil && !it.derived {
+			seqs = append(seqs, it.seq)
+			bySeq[it.seq] = it
+		}
+	}
+	if len(seqs) == 0 {
+		return nil
+	}
+	rows, err := q.Query(ctx, prunedCopiesQuery, seqs)
+	if err != nil {
+		return fmt.Errorf("look for copies of pruned outbox rows in the batch: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var seq, through, throughJournal int64
+		if err := rows.Scan(&seq, &through, &throughJournal); err != nil {
+			return fmt.Errorf("look for copies of pruned outbox rows in the batch: %w", err)
+		}
+		if it := bySeq[seq]; it != nil {
+			it.poison = poisonf(seq, "outbox row %d cites journal event %d, whose rows of %s were applied and then pruned (oml outbox prune, through event %d and outbox seq %d), yet it was inserted after them: a copy, not its event's row; the journal implies the row once",
+				seq, it.journalSeq, it.target, throughJournal, through)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("look for copies of pruned outbox rows in the batch: %w", err)
+	}
+	return nil
+}
+
+// prunedCopiesQuery returns, of the outbox rows $1, those that cite an
+// event at or below their table's prune mark and come (or, for a copy
+// naming a row of the same event, the row they copy comes) after it:
+// seq, the mark's through_seq and through_journal_seq. (prunedItems in
+// rederive.go leaves the same rows out of those it counts as still there.)
+const prunedCopiesQuery = `
+SELECT r.seq, p.through_seq, p.through_journal_seq
+FROM unnest($1::bigint[]) AS w(seq)
+JOIN oml.outbox r ON r.seq = w.seq
+JOIN oml.outbox_pruned p ON p.tenant_id = r.tenant_id AND p.target = r.target
+LEFT JOIN oml.outbox c ON c.seq = r.copy_of AND c.tenant_id = r.tenant_id AND c.target = r.target
+                      AND c.journal_seq = r.journal_seq
+WHERE r.journal_seq <= p.through_journal_seq AND coalesce(c.seq, r.seq) > p.through_seq`
 
 // checkOnce marks the rows that copy an earlier outbox row of the same
 // implied identity which is not dead-lettered (one query per batch; the

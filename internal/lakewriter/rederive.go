@@ -113,8 +113,12 @@ func prunedItems(ctx context.Context, tx pgx.Tx, key tables.TableKey) ([]*item, 
 		version int32
 	}
 	have := map[rowKey]int{}
+	// Not a copy of a pruned row either (checkPruned refuses those): the
+	// pruned original is what the journal implies, and is derived.
 	rows, err := tx.Query(ctx, `SELECT o.journal_seq, o.op, coalesce(o.artifact_id, ''), coalesce(o.version, 0) FROM oml.outbox o
-WHERE o.tenant_id = $1 AND o.target = $2 AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq)`,
+LEFT JOIN oml.outbox_pruned p ON p.tenant_id = o.tenant_id AND p.target = o.target
+WHERE o.tenant_id = $1 AND o.target = $2 AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq)
+  AND (p.tenant_id IS NULL OR o.copy_of IS NOT NULL OR o.journal_seq > p.through_journal_seq OR o.seq <= p.through_seq)`,
 		key.Tenant, string(key.Kind))
 	if err != nil {
 		return nil, fmt.Errorf("rebuild %s: read the rows still in the outbox: %w", key, err)

@@ -89,6 +89,11 @@ const (
 	StopAge      = "retention"  // a row younger than the retention
 	StopCopy     = "reenqueued" // a re-enqueued dead letter's copy (kept: DeriveOutbox cannot re-derive it)
 	StopEvent    = "event"      // an event whose rows straddle the bound (its rows go together)
+	// An open dead letter of a copy of a pruned row (the lake writer refused
+	// it: it cites an event at or below the table's prune mark and came
+	// after it). Kept, and everything after it, until it is abandoned: were
+	// the mark to move past it, its re-enqueue would no longer be refused.
+	StopRefusedCopy = "refused-copy"
 )
 
 // Prune deletes, for every table in opts.Tables, the prefix of its outbox
@@ -111,7 +116,10 @@ const (
 // A deleted row's oml.outbox_attempts row goes with it (it failed before
 // and was applied since: a row still inside its retry budget is never
 // applied, so never a candidate). Each transaction also raises the
-// table's oml.outbox_pruned.through_seq, the readers' cue to re-derive.
+// table's oml.outbox_pruned.through_seq, the readers' cue to re-derive,
+// and its through_journal_seq, the last event whose rows of the table all
+// went: a row citing it or an earlier event that comes later is not its
+// event's (the lake writer's row check refuses it, docs/security.md).
 func Prune(ctx context.Context, db Beginner, q Querier, opts PruneOptions) (PruneResult, error) {
 	if opts.OlderThan < 0 {
 		return PruneResult{}, errors.New("outbox prune: the retention must not be negative")
@@ -202,22 +210,30 @@ func pruneBound(ctx context.Context, q Querier, t TableBound, frontier int64, cu
 	}
 	// The first row of the table that stops the prefix. The scan walks
 	// the table's rows in seq order (index outbox_tenant_target_seq) and
-	// ends at the first young row or copy; rows already pruned are gone,
-	// so a run walks what it is about to delete, once.
+	// ends at the first young row, re-enqueued copy or refused copy of a
+	// pruned row (still open: see StopRefusedCopy); rows already pruned
+	// are gone, so a run walks what it is about to delete, once.
 	var stop *int64
-	var young *bool
-	err := q.QueryRow(ctx, `SELECT o.seq, o.created_at >= $4 FROM oml.outbox o
+	var young, refused *bool
+	err := q.QueryRow(ctx, `SELECT o.seq, o.created_at >= $4, refused FROM oml.outbox o
+LEFT JOIN oml.outbox_pruned pm ON pm.tenant_id = o.tenant_id AND pm.target = o.target
+CROSS JOIN LATERAL (SELECT o.copy_of IS NULL AND o.seq > pm.through_seq AND o.journal_seq <= pm.through_journal_seq
+                           AND EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq AND d.abandoned_at IS NULL) AS refused) r
 WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $3
-  AND (o.created_at >= $4 OR EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq))
-ORDER BY o.seq LIMIT 1`, t.Tenant, t.Target, tp.Through, cutoff).Scan(&stop, &young)
+  AND (o.created_at >= $4 OR EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq) OR r.refused)
+ORDER BY o.seq LIMIT 1`, t.Tenant, t.Target, tp.Through, cutoff).Scan(&stop, &young, &refused)
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return tp, fmt.Errorf("outbox prune: find where the prefix of %s/%s stops: %w", t.Tenant, t.Target, err)
 	}
 	if stop != nil {
 		tp.Through = *stop - 1
-		tp.StoppedBy = StopCopy
-		if *young {
+		switch {
+		case *young:
 			tp.StoppedBy = StopAge
+		case refused != nil && *refused:
+			tp.StoppedBy = StopRefusedCopy
+		default:
+			tp.StoppedBy = StopCopy
 		}
 	}
 	if tp.Through <= 0 {
@@ -247,7 +263,8 @@ ORDER BY seq DESC LIMIT 1`, t.Tenant, t.Target, tp.Through, *belowJ).Scan(&befor
 }
 
 // pruneBatchSQL deletes the next n prunable rows of one table (after $5,
-// the previous batch's last seq, and ≤ $3; not dead-lettered) and their
+// the previous batch's last seq, and ≤ $3; not dead-lettered; and the rest
+// of the last one's event) and their
 // attempt counters, and raises the table's prune mark, in one statement.
 // Starting after the previous batch matters: the rows it deleted are dead
 // index entries until vacuum, and an index scan from the table's start
@@ -257,20 +274,43 @@ ORDER BY seq DESC LIMIT 1`, t.Tenant, t.Target, tp.Through, *belowJ).Scan(&befor
 // the planner chose a hash semi join over a sequential scan of the whole
 // outbox for every batch (EXPLAIN ANALYZE: 890 ms per 5,000 rows of 200k).
 const pruneBatchSQL = `
-WITH gone AS (
+WITH pick AS (
+  SELECT c.seq, c.journal_seq FROM oml.outbox c
+   WHERE c.tenant_id = $1 AND c.target = $2 AND c.seq > $5 AND c.seq <= $3
+     AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = c.seq)
+   ORDER BY c.seq LIMIT $4
+), upto AS (
+  -- The batch takes the rest of its last event's rows too (the bound never
+  -- splits an event), so no batch ends inside an event: an interrupted run
+  -- leaves the mark on an event whose rows all went.
+  SELECT coalesce((SELECT max(e.seq) FROM oml.outbox e
+                    WHERE e.tenant_id = $1 AND e.target = $2 AND e.seq <= $3
+                      AND e.journal_seq = (SELECT max(journal_seq) FROM pick)), 0) AS seq
+), gone AS (
   DELETE FROM oml.outbox o
    WHERE o.seq = ANY (ARRAY(SELECT c.seq FROM oml.outbox c
-                    WHERE c.tenant_id = $1 AND c.target = $2 AND c.seq > $5 AND c.seq <= $3
+                    WHERE c.tenant_id = $1 AND c.target = $2 AND c.seq > $5 AND c.seq <= (SELECT seq FROM upto)
                       AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = c.seq)
-                    ORDER BY c.seq LIMIT $4))
-  RETURNING o.seq, o.created_at
+                    ORDER BY c.seq))
+  RETURNING o.seq, o.created_at, o.journal_seq
 ), att AS (
   DELETE FROM oml.outbox_attempts a USING gone WHERE a.outbox_seq = gone.seq RETURNING 1
+), last AS (
+  SELECT max(seq) AS seq, max(journal_seq) AS journal_seq, count(*) AS n FROM gone
 ), mark AS (
-  INSERT INTO oml.outbox_pruned AS p (tenant_id, target, through_seq, rows_pruned)
-  SELECT $1, $2, max(seq), count(*) FROM gone HAVING count(*) > 0
+  INSERT INTO oml.outbox_pruned AS p (tenant_id, target, through_seq, rows_pruned, through_journal_seq)
+  SELECT $1, $2, l.seq, l.n,
+         -- The last event whose rows all went: the batch's last event, unless
+         -- rows of it are left after the batch (kept dead-lettered): then the
+         -- one before it.
+         l.journal_seq - CASE WHEN EXISTS (SELECT 1 FROM oml.outbox r
+                                            WHERE r.tenant_id = $1 AND r.target = $2
+                                              AND r.journal_seq = l.journal_seq AND r.seq > l.seq)
+                              THEN 1 ELSE 0 END
+    FROM last l WHERE l.n > 0
   ON CONFLICT (tenant_id, target) DO UPDATE
      SET through_seq = greatest(p.through_seq, EXCLUDED.through_seq),
+         through_journal_seq = greatest(p.through_journal_seq, EXCLUDED.through_journal_seq),
          rows_pruned = p.rows_pruned + EXCLUDED.rows_pruned, pruned_at = now()
   RETURNING 1
 )

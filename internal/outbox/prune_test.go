@@ -108,6 +108,62 @@ func TestPrune_BoundIsTheTxnVersionTheFrontierAndWholeEvents(t *testing.T) {
 	require.Error(t, err)
 }
 
+// The prune mark's event: through_journal_seq is the last event whose rows
+// of the table all went. A batch takes the rest of its last row's event, so
+// a run interrupted after its first batch (batches of 3 rows; event 3 has
+// rows s[2..4]) leaves the mark on event 3 with every row of it gone; a
+// dead-lettered row kept at the end of an event (event 6's s[8]) holds the
+// mark on the event before (its re-enqueued copy is judged by it); and the
+// mark never goes down. The lake writer refuses, as a copy made after the
+// prune, a row citing an event at or below the mark (docs/security.md), so
+// a mark on an event with rows still to apply would dead-letter legitimate
+// rows, and a batch ending inside an event would leave copies of that
+// event's pruned rows unrefused.
+func TestPrune_MarkNamesTheLastEventWhoseRowsAllWent(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	plantEvents(t, pool, 6)
+	s := rowsOf(t, pool, 1, 2, 3, 3, 3, 4, 5, 6, 6)
+	setFrontier(t, pool, s[8])
+	tables := []outbox.TableBound{{Tenant: provider, Target: "silver.claims", TxnVersion: s[8]}}
+	mark := func() (seq, jseq int64) {
+		t.Helper()
+		require.NoError(t, pool.QueryRow(ctx, `SELECT through_seq, through_journal_seq FROM oml.outbox_pruned
+WHERE tenant_id = $1 AND target = 'silver.claims'`, provider).Scan(&seq, &jseq))
+		return seq, jseq
+	}
+
+	// Interrupted after the first batch: events 1, 2 and all of 3.
+	cctx, cancel := context.WithCancel(ctx)
+	_, err := outbox.Prune(cctx, pool, pool, outbox.PruneOptions{Tables: tables, BatchRows: 3,
+		OnBatch: func(outbox.PruneBatch) { cancel() }})
+	require.Error(t, err, "the run stops after its first batch")
+	require.Equal(t, s[5:], left(t, pool), "the batch took the rest of event 3")
+	seq, jseq := mark()
+	require.Equal(t, s[4], seq)
+	require.EqualValues(t, 3, jseq)
+
+	// Event 6's last row is dead-lettered: kept, and the mark stays on
+	// event 5.
+	_, err = pool.Exec(ctx, `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, version, payload,
+                             attempts, first_failed_at, last_failed_at, error, skipped_seq)
+SELECT seq, tenant_id, journal_seq, target, op, artifact_id, version, payload, 3, now(), now(), 'test', 1 FROM oml.outbox WHERE seq = $1`, s[8])
+	require.NoError(t, err)
+	_, err = outbox.Prune(ctx, pool, pool, outbox.PruneOptions{Tables: tables, BatchRows: 3})
+	require.NoError(t, err)
+	require.Equal(t, []int64{s[8]}, left(t, pool), "the dead-lettered row is kept")
+	seq, jseq = mark()
+	require.Equal(t, s[7], seq)
+	require.EqualValues(t, 5, jseq, "a row of event 6 is left (dead-lettered): the mark names event 5")
+
+	// Nothing more to prune: the mark stays.
+	_, err = outbox.Prune(ctx, pool, pool, outbox.PruneOptions{Tables: tables})
+	require.NoError(t, err)
+	seq, jseq = mark()
+	require.Equal(t, s[7], seq)
+	require.EqualValues(t, 5, jseq)
+}
+
 // BenchmarkPrune measures oml outbox prune over 1,000,000 applied outbox
 // rows of about 340 bytes (silver retracts of distinct claims: an outbox
 // identity may appear once) (-rows to change it): rows/s, and the longest a

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
@@ -22,7 +24,10 @@ import (
 // head (chainverify.ForkCheck) and holds the tenants whose chain lost its
 // tail or forked: their rows are not materialized, so the lake never builds
 // on a chain that is not the one that was witnessed. Other tenants go on.
-func (d *Drainer) checkForks(ctx context.Context) error {
+//
+// scan, when given, serves the bronze heads read at start (scan.go); nil
+// reads them now.
+func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	d.heldMu.Lock()
 	defer d.heldMu.Unlock()
 	d.lastForkCheck = time.Now()
@@ -30,7 +35,11 @@ func (d *Drainer) checkForks(ctx context.Context) error {
 		d.held = nil
 		return nil
 	}
-	res, err := chainverify.ForkCheck(ctx, d.db, d.opts.Lake, nil)
+	var read chainverify.HeadReader
+	if scan != nil {
+		read = scan.headReader(d.opts.Lake)
+	}
+	res, err := chainverify.ForkCheckWith(ctx, d.db, d.opts.Lake, nil, read)
 	if err != nil {
 		return fmt.Errorf("fork check against the witnessed heads: %w", err)
 	}
@@ -89,19 +98,27 @@ func (d *Drainer) dropHeld(items []*item) ([]*item, int) {
 }
 
 // catchUp brings every table of a tenant that is not held up to the
-// frontier, when rows were skipped while the tenant was held: one indexed
-// probe per table, and for a table that missed rows, one scoped pass over
-// (its txn version, frontier] of its own rows, committed with
+// frontier, when rows were skipped while the tenant was held: the tables
+// behind the frontier are probed in a few round trips (one indexed probe
+// each, missedTables), and a table that missed rows gets one scoped pass
+// over (its txn version, frontier] of its own rows, committed with
 // omlBatch.catchUp. Afterwards every table again holds all its rows up to
-// the frontier.
-func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
+// the frontier. scan, when given, holds the txn versions read at start.
+func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableScan) error {
 	f := d.frontier.Load()
 	if f == 0 {
 		return nil
 	}
+	if scan == nil {
+		var err error
+		if scan, err = d.scanTables(ctx, tenants, false); err != nil {
+			return err
+		}
+	}
 	d.heldMu.Lock()
 	held := d.held
 	d.heldMu.Unlock()
+	var behind []TablePosition
 	for _, t := range tenants {
 		if _, ok := held[t]; ok {
 			continue
@@ -111,42 +128,67 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 			if d.isHeldTable(key) {
 				continue
 			}
-			w, err := d.tables.writer(ctx, key, false)
-			if classify(err) == faultTable {
-				d.holdTable(ctx, key, err)
-				continue
-			}
-			if err != nil {
-				return err
-			}
 			v := int64(0)
-			if w != nil {
-				if tv, ok := w.Snapshot().TxnVersion(tables.AppID); ok {
-					v = tv
-				}
+			if s := scan.get(key); s != nil && s.hasTxn {
+				v = s.txn
+			} else if s == nil && !scan.absent[key] {
+				continue // held by the scan for a fault of its own
 			}
-			if v >= f {
-				continue
-			}
-			var missed bool
-			// A table with nothing in it also misses the rows prune
-			// deleted (they are re-derived from the journal, rederive.go).
-			if err := d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox
-WHERE tenant_id = $1 AND target = $2 AND seq > $3 AND seq <= $4)
-OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2))`, t, string(k), v, f).Scan(&missed); err != nil {
-				return fmt.Errorf("look for rows %s missed: %w", key, err)
-			}
-			if !missed {
-				continue
-			}
-			d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
-			scope := key
-			if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
-				return fmt.Errorf("catch %s up to %d: %w", key, f, err)
+			if v < f {
+				behind = append(behind, TablePosition{Key: key, TxnVersion: v})
 			}
 		}
 	}
+	missed, err := missedTables(ctx, d.db, behind, f)
+	if err != nil {
+		return err
+	}
+	for _, p := range missed {
+		key, v := p.Key, p.TxnVersion
+		d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
+		scope := key
+		if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
+			return fmt.Errorf("catch %s up to %d: %w", key, f, err)
+		}
+	}
 	return nil
+}
+
+// missedProbeChunk bounds the tables probed in one statement.
+const missedProbeChunk = 5000
+
+// missedTables returns the tables of behind that have rows in
+// (TxnVersion, f] (one indexed probe each, missedProbeChunk tables a
+// round trip), in the order given. A table with nothing in it also misses
+// the rows prune deleted (they are re-derived from the journal,
+// rederive.go).
+func missedTables(ctx context.Context, db *pgxpool.Pool, behind []TablePosition, f int64) ([]TablePosition, error) {
+	var out []TablePosition
+	for len(behind) > 0 {
+		chunk := behind[:min(len(behind), missedProbeChunk)]
+		behind = behind[len(chunk):]
+		ids := make([]uuid.UUID, len(chunk))
+		targets := make([]string, len(chunk))
+		versions := make([]int64, len(chunk))
+		for i, p := range chunk {
+			ids[i], targets[i], versions[i] = p.Key.Tenant, string(p.Key.Kind), p.TxnVersion
+		}
+		rows, err := db.Query(ctx, `SELECT t.i - 1 FROM unnest($1::uuid[], $2::text[], $3::bigint[]) WITH ORDINALITY AS t(tenant, target, v, i)
+WHERE EXISTS (SELECT 1 FROM oml.outbox o WHERE o.tenant_id = t.tenant AND o.target = t.target AND o.seq > t.v AND o.seq <= $4)
+   OR (t.v = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned p WHERE p.tenant_id = t.tenant AND p.target = t.target))
+ORDER BY t.i`, ids, targets, versions, f)
+		if err != nil {
+			return nil, fmt.Errorf("look for rows the tables missed: %w", err)
+		}
+		idx, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return nil, fmt.Errorf("look for rows the tables missed: %w", err)
+		}
+		for _, i := range idx {
+			out = append(out, chunk[i])
+		}
+	}
+	return out, nil
 }
 
 // maybeRecheckForks re-runs the fork check (and the catch-up of tenants it
@@ -158,9 +200,6 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 	if !due {
 		return nil
 	}
-	if err := d.checkForks(ctx); err != nil {
-		return err
-	}
 	if err := d.recheckHeldTables(ctx); err != nil {
 		return err
 	}
@@ -168,7 +207,14 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return d.catchUp(ctx, tenants)
+	scan, err := d.scanTables(ctx, tenants, !d.opts.NoForkCheck)
+	if err != nil {
+		return err
+	}
+	if err := d.checkForks(ctx, scan); err != nil {
+		return err
+	}
+	return d.catchUp(ctx, tenants, scan)
 }
 
 // witnessTouched publishes signed heads of the tenants a batch touched

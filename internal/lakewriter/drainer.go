@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
@@ -57,8 +58,9 @@ type Options struct {
 	// PoisonBudget is how many batch attempts a poison row may fail before it
 	// is dead-lettered (default 5).
 	PoisonBudget int
-	// Parallel bounds the tables committed at once (default 4), and the
-	// tables opened at once at start (default: store.Concurrency).
+	// Parallel bounds the tables committed at once, and opened at once at
+	// start (default: what suits the store, store.Concurrency — a few on
+	// a local disk, many on S3).
 	Parallel int
 	// MaxOpenTables bounds the Delta table writers kept open between
 	// batches (default DefaultMaxOpenTables; registry.go says why and what
@@ -224,9 +226,6 @@ func New(opts Options) (*Drainer, error) {
 	}
 	if opts.PoisonBudget <= 0 {
 		opts.PoisonBudget = 5
-	}
-	if opts.Parallel <= 0 {
-		opts.Parallel = 4
 	}
 	if opts.MaxOpenTables == 0 {
 		opts.MaxOpenTables = DefaultMaxOpenTables
@@ -529,29 +528,29 @@ func group(items []*item) (map[tables.TableKey][]*item, []tables.TableKey) {
 	return groups, order
 }
 
-// applyAll applies every table's part of the batch, at most Parallel at a
-// time. An infrastructure error from any table fails the batch (after the
-// others finished: what they committed stays committed and is skipped on
-// the retry).
+// applyAll applies every table's part of the batch, parallel() tables at a
+// time (a few on a local disk, many on S3: store.Concurrency). Each table's
+// rows are applied by one goroutine, in seq order; the caller advances the
+// frontier only after every table returned. An infrastructure error from
+// any table fails the batch (after the others finished: what they
+// committed stays committed and is skipped on the retry), so the group
+// carries no cancelling context.
 func (d *Drainer) applyAll(ctx context.Context, groups map[tables.TableKey][]*item, order []tables.TableKey, from, to int64, catchUp bool) ([]tableResult, error) {
 	results := make([]tableResult, len(order))
 	errs := make([]error, len(order))
-	sem := make(chan struct{}, d.opts.Parallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(d.parallel())
 	for i, key := range order {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int, key tables.TableKey) {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			r, err := d.applyTable(ctx, key, groups[key], from, to, catchUp)
 			if err == nil && r.committed >= 0 {
 				err = d.crash(AfterTableCommit, key)
 			}
 			results[i], errs[i] = r, err
-		}(i, key)
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every error is in errs
 	var crashed error
 	for _, err := range errs {
 		if errors.Is(err, ErrCrashed) {

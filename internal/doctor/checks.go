@@ -22,6 +22,7 @@ import (
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // checkDefs is every check in report order. The database check must stay
@@ -386,16 +387,12 @@ func checkOutbox(ctx context.Context, r *run, res *Result) {
 func (r *run) tenantNames(ctx context.Context) map[string]string {
 	r.namesOnce.Do(func() {
 		r.names = map[string]string{}
-		rows, err := r.pool.Query(ctx, `SELECT id::text, name FROM oml.tenants`)
+		names, err := tenant.Names(ctx, r.pool)
 		if err != nil {
 			return
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var id, name string
-			if rows.Scan(&id, &name) == nil {
-				r.names[id] = name
-			}
+		for id, name := range names {
+			r.names[id.String()] = name
 		}
 	})
 	return r.names
@@ -701,23 +698,15 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 
 // dbTableKeys lists every table of every tenant the database knows.
 func dbTableKeys(ctx context.Context, r *run) ([]tables.TableKey, error) {
-	rows, err := r.pool.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	ids, err := tenant.IDs(ctx, r.pool)
 	if err != nil {
-		return nil, fmt.Errorf("cannot list tenants: %w", err)
+		return nil, fmt.Errorf("cannot %w", err) // "cannot list tenants: …"
 	}
-	defer rows.Close()
 	var keys []tables.TableKey
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("cannot list tenants: %w", err)
-		}
+	for _, id := range tenant.ByID(ids) {
 		for _, k := range tables.Kinds {
 			keys = append(keys, tables.TableKey{Tenant: id, Kind: k})
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("cannot list tenants: %w", err)
 	}
 	return keys, nil
 }

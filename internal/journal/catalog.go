@@ -238,6 +238,11 @@ type RepairedTable struct {
 	RowsRemoved  int64            `json:"rows_removed"`
 	RowsAdded    int64            `json:"rows_added"`
 	Archive      string           `json:"archive"` // the archive manifest's key under the lake root
+	// TenantID names the table's tenant when it is not the chain's own:
+	// a tenant of a lost timeline (created only in a history the
+	// database no longer has) has no chain, so the removal of its tables
+	// is journalled on the provider chain, which held its tenant.created.
+	TenantID string `json:"tenant_id,omitempty"`
 }
 
 func (LakeRepaired) EventType() Type { return TypeLakeRepaired }
@@ -503,9 +508,14 @@ func (p LakeRepaired) Validate() error {
 			return fmt.Errorf("table %q is not bronze.events, silver.claims or gold.lineage", t.Table)
 		}
 		switch t.Action {
-		case "rewind", "rebuild", "rewrite":
+		case "rewind", "rebuild", "rewrite", "remove":
 		default:
-			return fmt.Errorf("action %q is not rewind, rebuild or rewrite", t.Action)
+			return fmt.Errorf("action %q is not rewind, rebuild, rewrite or remove", t.Action)
+		}
+		if t.TenantID != "" {
+			if _, err := uuid.Parse(t.TenantID); err != nil {
+				return fmt.Errorf("%s: tenant_id %q is not a tenant id", t.Table, t.TenantID)
+			}
 		}
 		if t.DeltaVersion < 1 || t.TxnVersion < 0 || t.RowsRemoved < 0 || t.RowsAdded < 0 {
 			return fmt.Errorf("%s: delta_version must be 1 or more, txn_version and row counts not negative", t.Table)
@@ -513,7 +523,7 @@ func (p LakeRepaired) Validate() error {
 		if !digestRE.MatchString(t.PlanDigest) {
 			return fmt.Errorf("%s: plan_digest must be 64 lowercase hex characters", t.Table)
 		}
-		key := fmt.Sprintf("%s@%d", t.Table, t.DeltaVersion)
+		key := fmt.Sprintf("%s/%s@%d", t.TenantID, t.Table, t.DeltaVersion)
 		if seen[key] {
 			return fmt.Errorf("%s version %d is listed twice", t.Table, t.DeltaVersion)
 		}

@@ -98,6 +98,7 @@ func writeArchive(ctx context.Context, lake, table store.Store, snap *delta.Snap
 				if len(take) == 0 {
 					return nil
 				}
+				tp.erase.scrub(take) // never an erased body in the archive (erasure.go)
 				return pw.Write(take)
 			})
 			if errors.Is(err, store.ErrNotFound) || errors.Is(err, delta.ErrCorruptData) {

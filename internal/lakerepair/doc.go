@@ -30,7 +30,10 @@
 //     state-mismatch finding has every copy removed copy-on-write (the
 //     files holding one rewritten without it) and the rows the database
 //     says it must hold put back, built by the drain's own code
-//     (lakewriter.TableRows: the same query, decoding and row check), up to
+//     (lakewriter.TableRowsThrough: the same query, decoding and row
+//     check; the one home for "the rows of table T up to seq S, pruned or
+//     not", which re-derives the rows `oml outbox prune` deleted from the
+//     journal, journal.DeriveOutbox, in the same snapshot), up to
 //     the table's txn version and never above it — a row above it is the
 //     drain's to apply, and putting it back here would make the drain
 //     apply it twice (TestRepair_RewindNeedsVacuumedFiles_RebuildsFromTheDatabase
@@ -38,11 +41,25 @@
 //     pending. A data file the store lost (or that is not Parquet) is
 //     dropped from the log and its rows put back by the next pass of the
 //     same run; a table that is gone is created and filled at its cutoff.
-//     The txn version is preserved (only a rebuilt table gets one). Memory
-//     grows with the number of findings (one key each), not with the
-//     table: files are scanned one at a time on their key columns, a
-//     rewritten file is held alone, and rows put back are built and
-//     written 10,000 keys at a time.
+//     The txn version is preserved (only a rebuilt table gets one, and a
+//     table below its outbox prune mark — restored from an old copy,
+//     rewound below it — is caught up to its cutoff: every key reconcile
+//     finds wrong there is put back and the commit sets the txn version to
+//     the cutoff; the drain holds such a table, since it cannot read the
+//     pruned rows in between). Memory grows with the number of findings
+//     (one key each) and the rows put back, not with the table: files are
+//     scanned one at a time on their key columns, a rewritten file is held
+//     alone, rows put back are written 10,000 to a data file; a table
+//     whose rows were pruned also replays its tenant's chain once per
+//     table repaired.
+//   - The tables of a tenant the database does not know (lost.go: created
+//     only in a timeline a failover lost): found by listing the lake
+//     root, every row archived, every file removed; journalled on the
+//     provider chain with the tenant's id.
+//   - Erasure (erasure.go): a repair never writes an erased row's body —
+//     not in a file a rewind re-adds (one `oml lake maintain` had
+//     rewritten to null it since), not in the rows it puts back or keeps,
+//     not in the archive.
 //   - The archive: before a table is changed, every row the change removes
 //     (for a rewind: every row of a removed file above the restored txn
 //     version; for a rebuild: every row) is written as Parquet under

@@ -20,6 +20,7 @@ import (
 const historyScan = 200
 
 type commitRef struct {
+	tenant     string // RepairedTable.TenantID: "" for the chain's own tables
 	table      string
 	version    int64
 	planDigest string
@@ -33,18 +34,28 @@ func journalPending(ctx context.Context, opts Options, planDigest string) ([]Jou
 	if err != nil {
 		return nil, err
 	}
+	lost, err := unjournalledLost(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
 	ids := make([]uuid.UUID, 0, len(names))
 	for id := range names {
-		if opts.Tenant == nil || *opts.Tenant == id {
+		if opts.Tenant == nil || *opts.Tenant == id || (id == journal.ProviderTenant && len(lost) > 0) {
 			ids = append(ids, id)
 		}
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
 	out := []Journalled{}
 	for _, id := range ids {
-		tables, err := unjournalled(ctx, opts, id)
-		if err != nil {
-			return out, err
+		var tables []journal.RepairedTable
+		if opts.Tenant == nil || *opts.Tenant == id {
+			if tables, err = unjournalled(ctx, opts, id); err != nil {
+				return out, err
+			}
+		}
+		if id == journal.ProviderTenant {
+			// Lost tenants' tables are journalled on the provider chain (lost.go).
+			tables = append(tables, lost...)
 		}
 		if len(tables) == 0 {
 			continue
@@ -82,44 +93,65 @@ func unjournalled(ctx context.Context, opts Options, tenant uuid.UUID) ([]journa
 		if !opts.inScope(key) {
 			continue
 		}
-		st, err := store.Sub(opts.Lake, key.Path())
+		ts, err := repairCommits(ctx, opts.Lake, key)
 		if err != nil {
 			return nil, err
 		}
-		hist, err := delta.History(ctx, st, delta.HistoryOptions{Limit: historyScan})
-		if errors.Is(err, delta.ErrTableNotFound) {
+		found = append(found, ts...)
+	}
+	return notJournalled(ctx, opts, tenant, found)
+}
+
+// repairCommits lists the repair commits among the newest historyScan of
+// key's table (none when the table does not exist).
+func repairCommits(ctx context.Context, lake store.Store, key tables.TableKey) ([]journal.RepairedTable, error) {
+	st, err := store.Sub(lake, key.Path())
+	if err != nil {
+		return nil, err
+	}
+	hist, err := delta.History(ctx, st, delta.HistoryOptions{Limit: historyScan})
+	if errors.Is(err, delta.ErrTableNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the history of %s: %w", key, err)
+	}
+	var found []journal.RepairedTable
+	for _, h := range hist {
+		if h.Operation != Operation {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("read the history of %s: %w", key, err)
+		r, ok := parseRepairRecord(h.CommitInfo)
+		if !ok {
+			continue
 		}
-		for _, h := range hist {
-			if h.Operation != Operation {
-				continue
-			}
-			r, ok := parseRepairRecord(h.CommitInfo)
-			if !ok {
-				continue
-			}
-			found = append(found, journal.RepairedTable{Table: string(k), Action: r.Action, DeltaVersion: h.Version,
-				TxnVersion: r.TxnVersion, PlanDigest: r.PlanDigest, Classes: r.Classes, RowsRemoved: r.RowsRemoved,
-				RowsAdded: r.RowsAdded, Archive: r.Archive})
-		}
+		found = append(found, journal.RepairedTable{Table: string(key.Kind), Action: r.Action, DeltaVersion: h.Version,
+			TxnVersion: r.TxnVersion, PlanDigest: r.PlanDigest, Classes: r.Classes, RowsRemoved: r.RowsRemoved,
+			RowsAdded: r.RowsAdded, Archive: r.Archive})
 	}
+	return found, nil
+}
+
+// notJournalled keeps those of found that no lake.repaired on chain's
+// chain names, in table order.
+func notJournalled(ctx context.Context, opts Options, chain uuid.UUID, found []journal.RepairedTable) ([]journal.RepairedTable, error) {
 	if len(found) == 0 {
 		return nil, nil
 	}
-	done, err := journalledCommits(ctx, opts, tenant)
+	done, err := journalledCommits(ctx, opts, chain)
 	if err != nil {
 		return nil, err
 	}
 	var out []journal.RepairedTable
 	for _, t := range found {
-		if !done[commitRef{t.Table, t.DeltaVersion, t.PlanDigest}] {
+		if !done[commitRef{t.TenantID, t.Table, t.DeltaVersion, t.PlanDigest}] {
 			out = append(out, t)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
+		if out[i].TenantID != out[j].TenantID {
+			return out[i].TenantID < out[j].TenantID
+		}
 		if out[i].Table != out[j].Table {
 			return out[i].Table < out[j].Table
 		}
@@ -148,7 +180,7 @@ func journalledCommits(ctx context.Context, opts Options, tenant uuid.UUID) (map
 			return nil, fmt.Errorf("a lake.repaired event of tenant %s does not decode: %w; run oml chain verify", tenant, err)
 		}
 		for _, t := range p.(journal.LakeRepaired).Tables {
-			done[commitRef{t.Table, t.DeltaVersion, t.PlanDigest}] = true
+			done[commitRef{t.TenantID, t.Table, t.DeltaVersion, t.PlanDigest}] = true
 		}
 	}
 	return done, rows.Err()

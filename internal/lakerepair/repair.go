@@ -21,6 +21,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Class names what a table plan repairs. Diverged is the continuity
@@ -150,6 +151,11 @@ type TablePlan struct {
 	record  json.RawMessage // the omlBatch of the restored txn version
 	rewrite []*delta.Add    // row-level: files rewritten without the affected keys
 	rows    *rowWork        // row-level: what the findings said
+	// restored is the snapshot a rewind restores (its files are re-added
+	// from it); erase nulls erased claims' bodies in what the repair
+	// writes and archives (erasure.go).
+	restored *delta.Snapshot
+	erase    *eraser
 }
 
 // Skipped is a table or finding the plan leaves alone, and why.
@@ -289,9 +295,12 @@ func runPass(ctx context.Context, opts Options, plan *Plan, res *Result) error {
 		tp := &plan.Tables[i]
 		var tr TableResult
 		var err error
-		if tp.rows != nil {
+		switch {
+		case tp.Action == ActionRemove:
+			tr, err = applyRemove(ctx, opts, plan.Digest, tp)
+		case tp.rows != nil:
 			tr, err = applyRewrite(ctx, opts, plan.Digest, tp)
-		} else {
+		default:
 			tr, err = apply(ctx, opts, plan.Digest, tp)
 		}
 		if err != nil {
@@ -329,6 +338,11 @@ func MakePlan(ctx context.Context, opts Options) (*Plan, error) {
 		if err := planRows(ctx, opts, plan); err != nil {
 			return nil, err
 		}
+	}
+	// Whatever the continuity check says: the tables of tenants the
+	// database does not know are in no history it has (lost.go).
+	if err := planLost(ctx, opts, plan); err != nil {
+		return nil, err
 	}
 	sort.Slice(plan.Tables, func(i, j int) bool { return plan.Tables[i].Path < plan.Tables[j].Path })
 	plan.Digest = digest(plan)
@@ -433,19 +447,5 @@ func parseTablePath(p string) (tables.TableKey, bool) {
 }
 
 func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string, error) {
-	rows, err := pool.Query(ctx, `SELECT id, name FROM oml.tenants`)
-	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
-	}
-	defer rows.Close()
-	out := map[uuid.UUID]string{}
-	for rows.Next() {
-		var id uuid.UUID
-		var name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, fmt.Errorf("list tenants: %w", err)
-		}
-		out[id] = name
-	}
-	return out, rows.Err()
+	return tenant.Names(ctx, pool)
 }

@@ -122,7 +122,7 @@ func planRewind(ctx context.Context, lake store.Store, key tables.TableKey, shar
 	}
 	sort.Slice(tp.removes, func(i, j int) bool { return tp.removes[i].Path < tp.removes[j].Path })
 	sort.Slice(tp.readds, func(i, j int) bool { return tp.readds[i].Path < tp.readds[j].Path })
-	tp.Action, tp.RestoreVersion = ActionRewind, restore
+	tp.Action, tp.RestoreVersion, tp.restored = ActionRewind, restore, old
 	tp.RemoveFiles, tp.ReaddFiles = len(tp.removes), len(tp.readds)
 	tp.Detail = fmt.Sprintf("restore version %d (txn version %d, at or below the shared seq %d): remove %d file(s) added since, re-add %d removed since",
 		restore, tp.TargetTxnVersion, shared, tp.RemoveFiles, tp.ReaddFiles)
@@ -183,6 +183,9 @@ func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) 
 	if err != nil {
 		return res, err
 	}
+	if tp.erase, err = newEraser(tp.key, w.Snapshot()); err != nil {
+		return res, err
+	}
 	arch, err := writeArchive(ctx, opts.Lake, st, w.Snapshot(), planDigest, tp, func(r pq.Row) bool {
 		s, ok := r[seqCol[0]].(int64)
 		return !ok || s > tp.TargetTxnVersion
@@ -194,6 +197,12 @@ func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) 
 	if err := opts.crash(AfterArchive, tp.Path); err != nil {
 		return res, err
 	}
+	// Files re-added from before an `oml lake maintain` may hold bodies
+	// of claims erased since: never bring them back (erasure.go).
+	nulled, err := scrubReadds(ctx, st, w, tp.restored, tp)
+	if err != nil {
+		return res, err
+	}
 	c := delta.Commit{
 		Operation: Operation,
 		OperationParameters: map[string]any{
@@ -201,6 +210,7 @@ func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) 
 		},
 		OperationMetrics: map[string]any{
 			"numRemovedFiles": len(tp.removes), "numAddedFiles": len(tp.readds), "numRemovedRows": arch.Rows,
+			"numErasedBodiesNulled": nulled,
 		},
 		Adds:      tp.readds,
 		Txn:       &delta.Txn{AppID: tables.AppID, Version: tp.TargetTxnVersion},

@@ -68,6 +68,13 @@ func journalOf(t *testing.T, pool *pgxpool.Pool) (map[string]string, map[string]
 // tenant on the promoted database.
 func newForked(t *testing.T, lake store.Store) *forked {
 	t.Helper()
+	return newForkedWith(t, lake, nil)
+}
+
+// newForkedWith is newForked with lostTail run after the lost tail was
+// drained, before the primary dies (nil: nothing).
+func newForkedWith(t *testing.T, lake store.Store, lostTail func(*forked)) *forked {
+	t.Helper()
 	ctx := context.Background()
 	primary := testdb.NewPrimary(t)
 	d := testkit.NewDeploymentAt(t, primary.CreateDatabase(t, "oml", schema.Migrate), 2)
@@ -79,6 +86,9 @@ func newForked(t *testing.T, lake store.Store) *forked {
 	promoted := testdb.LoseTail(t, primary, standby, func() {
 		f.load(t, d.Tenants, 3) // the lost tail, drained into the lake
 		f.drain(t)
+		if lostTail != nil {
+			lostTail(f)
+		}
 		f.oldEvents, f.oldClaims = journalOf(t, f.pool)
 		f.pool.Close()
 	})
@@ -137,7 +147,12 @@ func requireJournalledOnce(t *testing.T, f *forked, commits int) {
 		for _, ev := range evs {
 			require.NotEmpty(t, ev.Counts)
 			for _, tb := range ev.Tables {
-				named[fmt.Sprintf("%s/%s@%d", id, tb.Table, tb.DeltaVersion)]++
+				owner := id.String()
+				if tb.TenantID != "" { // a lost tenant's table, on the provider chain
+					require.Equal(t, uuid.Nil, id)
+					owner = tb.TenantID
+				}
+				named[fmt.Sprintf("%s/%s@%d", owner, tb.Table, tb.DeltaVersion)]++
 				require.NotEmpty(t, tb.Archive)
 			}
 		}

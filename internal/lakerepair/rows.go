@@ -46,8 +46,35 @@ const (
 // ActionRewrite is a row-level repair commit.
 const ActionRewrite = "rewrite"
 
+// BelowPruneMark is a table whose txn version is below its outbox prune
+// mark (oml.outbox_pruned): restored from an old copy, or rewound below
+// it. The drain holds it (the rows in between are gone from the outbox);
+// the repair catches it up from rows re-derived from the journal.
+const BelowPruneMark Class = "below-prune-mark"
+
 // RowClasses are the classes repaired row by row.
-var RowClasses = []Class{MissingInLake, UnexpectedInLake, DuplicateInLake, DigestMismatch, StateMismatch, CorruptFile}
+var RowClasses = []Class{MissingInLake, UnexpectedInLake, DuplicateInLake, DigestMismatch, StateMismatch, CorruptFile, BelowPruneMark}
+
+// pruneMarks reads every table's outbox prune mark.
+func pruneMarks(ctx context.Context, pool *pgxpool.Pool) (map[tables.TableKey]int64, error) {
+	rows, err := pool.Query(ctx, `SELECT tenant_id, target, through_seq FROM oml.outbox_pruned`)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+	}
+	defer rows.Close()
+	out := map[tables.TableKey]int64{}
+	for rows.Next() {
+		var key tables.TableKey
+		var target string
+		var through int64
+		if err := rows.Scan(&key.Tenant, &target, &through); err != nil {
+			return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+		}
+		key.Kind = tables.Kind(target)
+		out[key] = through
+	}
+	return out, rows.Err()
+}
 
 // notHere are the reconcile classes repair leaves to other commands.
 var notHere = map[reconcile.Class][2]string{
@@ -64,6 +91,10 @@ type rowWork struct {
 	missing map[string]bool // the keys that are missing-in-lake
 	files   map[string]bool // data files to drop from the log (lost or corrupt)
 	breach  int64           // never-promoted claims found in silver
+	// catchUp: the table is below its prune mark; the repair puts back
+	// every wrong key up to limit (the cutoff) and sets its txn version
+	// to limit.
+	catchUp bool
 	// limit is the outbox seq up to which rows are put back: the table's
 	// txn version (a table at txn version v holds every row ≤ v; rows
 	// above it are the drain's to apply, and putting them back here would
@@ -167,6 +198,33 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 	if err != nil {
 		return nil, err
 	}
+	marks, err := pruneMarks(ctx, opts.Pool)
+	if err != nil {
+		return nil, err
+	}
+	for _, tn := range rep.Tenants {
+		for _, ts := range tn.Tables {
+			key, ok := parseTablePath(ts.Table)
+			if !ok || !opts.inScope(key) || !ts.Exists || ts.TxnVersion <= 0 || marks[key] <= ts.TxnVersion || !opts.wants(BelowPruneMark) {
+				continue
+			}
+			// Below its prune mark (restored from an old copy, rewound
+			// below it): the drain holds it, since rows in (txn, mark]
+			// are gone from the outbox. The repair catches it up to its
+			// cutoff from rows re-derived from the journal: every key
+			// reconcile found wrong at the cutoff is put back, and the
+			// commit sets the txn version to the cutoff.
+			if ts.Cutoff < marks[key] {
+				other["below-mark/"+key.Path()] = &Skipped{Tenant: key.Tenant, Table: string(key.Kind), Class: string(BelowPruneMark), Count: 1,
+					Reason:  fmt.Sprintf("%s is at txn version %d, below its prune mark %d, and is compared only up to %d (its tenant is held by the chain check)", key, ts.TxnVersion, marks[key], ts.Cutoff),
+					Command: "oml chain verify (then oml lake repair again)"}
+				continue
+			}
+			w := get(key)
+			w.classes[string(BelowPruneMark)] = 1
+			w.catchUp = true
+		}
+	}
 	for _, tn := range rep.Tenants {
 		for _, ts := range tn.Tables {
 			for key, w := range work {
@@ -174,7 +232,7 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 					continue
 				}
 				w.limit = ts.Cutoff
-				if !ts.Exists || ts.TxnVersion >= ts.Cutoff {
+				if !ts.Exists || ts.TxnVersion >= ts.Cutoff || w.catchUp {
 					continue
 				}
 				// Behind the frontier (a table no recent batch touched,
@@ -222,48 +280,44 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 }
 
 // keysAtOrBelow returns those of keys (encoded, missing from the table)
-// that have an outbox row at or below limit: the rows the table's txn
-// version says it holds, which no drain will apply again.
+// that have a row at or below limit, pruned from the outbox or not: the
+// rows the table's txn version says it holds, which no drain will apply
+// again.
 func keysAtOrBelow(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey, keys map[string]bool, limit int64) (map[string]bool, error) {
 	found := map[string]bool{}
 	if len(keys) == 0 {
 		return found, nil
 	}
+	rows, err := lakewriter.TableRowsThrough(ctx, pool, key, limit, selection(key, keys))
+	if err != nil {
+		return nil, fmt.Errorf("read the rows of %s at or below its txn version: %w", key, err)
+	}
+	for _, r := range rows {
+		found[builtKey(key, r)] = true
+	}
+	return found, nil
+}
+
+// selection is the lakewriter selection of a set of encoded keys.
+func selection(key tables.TableKey, keys map[string]bool) *lakewriter.RowKeys {
+	sel := &lakewriter.RowKeys{}
 	if key.Kind == tables.Silver {
 		arts, vers := decodeSilverKeys(keys)
-		rows, err := pool.Query(ctx, `
-SELECT DISTINCT o.artifact_id, o.version FROM oml.outbox o JOIN unnest($3::text[], $4::int[]) AS k(a, v) ON o.artifact_id = k.a AND o.version = k.v
- WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $5`, key.Tenant, string(key.Kind), arts, vers, limit)
-		if err != nil {
-			return nil, fmt.Errorf("read the outbox rows of %s at or below its txn version: %w", key, err)
+		for i := range arts {
+			sel.Claims = append(sel.Claims, lakewriter.ClaimRef{ArtifactID: arts[i], Version: vers[i]})
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var a string
-			var v int32
-			if err := rows.Scan(&a, &v); err != nil {
-				return nil, err
-			}
-			found[encodeSilver(a, v)] = true
-		}
-		return found, rows.Err()
+		return sel
 	}
-	js := decodeBronzeKeys(keys)
-	rows, err := pool.Query(ctx, `
-SELECT DISTINCT o.journal_seq FROM oml.outbox o
- WHERE o.tenant_id = $1 AND o.target = $2 AND o.journal_seq = ANY($3::bigint[]) AND o.seq <= $4`, key.Tenant, string(key.Kind), js, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read the outbox rows of %s at or below its txn version: %w", key, err)
+	sel.JournalSeqs = decodeBronzeKeys(keys)
+	return sel
+}
+
+// builtKey is the encoded key of a row lakewriter built.
+func builtKey(key tables.TableKey, r lakewriter.TableRow) string {
+	if key.Kind == tables.Silver {
+		return encodeSilver(r.Claim.ArtifactID, r.Claim.Version)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var j int64
-		if err := rows.Scan(&j); err != nil {
-			return nil, err
-		}
-		found[encodeBronze(j)] = true
-	}
-	return found, rows.Err()
+	return encodeBronze(r.JournalSeq)
 }
 
 // planRows turns the collected work into table plans (read-only: it
@@ -278,7 +332,7 @@ func planRows(ctx context.Context, opts Options, plan *Plan) error {
 		return err
 	}
 	for _, w := range work {
-		if len(w.keys) == 0 && len(w.files) == 0 {
+		if len(w.keys) == 0 && len(w.files) == 0 && !w.catchUp {
 			continue
 		}
 		tp, err := planRewrite(ctx, opts, w)
@@ -332,6 +386,9 @@ func planRewrite(ctx context.Context, opts Options, w *rowWork) (*TablePlan, err
 	if v, ok := snap.TxnVersion(tables.AppID); ok {
 		tp.TxnVersion, tp.TargetTxnVersion = v, v
 	}
+	if w.catchUp {
+		tp.TargetTxnVersion = w.limit
+	}
 	for _, f := range snap.Files() {
 		p, _ := delta.DecodePath(f.Path)
 		if w.files[f.Path] || w.files[p] {
@@ -361,6 +418,10 @@ func planRewrite(ctx context.Context, opts Options, w *rowWork) (*TablePlan, err
 	tp.RemoveFiles = len(tp.removes) + len(tp.rewrite)
 	tp.ReaddFiles = len(tp.rewrite)
 	tp.Detail = fmt.Sprintf("%d key(s): remove every copy (rewrite %d file(s) without them), put back what the journal says at seq %d", len(w.keys), len(tp.rewrite), w.limit)
+	if w.catchUp {
+		tp.Detail = fmt.Sprintf("below its outbox prune mark at txn version %d: catch it up to %d from rows re-derived from the journal (%d key(s), %d file(s) rewritten), txn version %d",
+			tp.TxnVersion, w.limit, len(w.keys), len(tp.rewrite), w.limit)
+	}
 	if len(tp.removes) > 0 {
 		tp.Detail += fmt.Sprintf("; drop %d lost or unreadable file(s) from the log (their rows come back on the next pass)", len(tp.removes))
 	}
@@ -373,89 +434,39 @@ func planRewrite(ctx context.Context, opts Options, w *rowWork) (*TablePlan, err
 
 var errStopScan = errors.New("stop scan")
 
-// expectedSeqs reads the outbox rows key's table must hold for the
-// affected keys at cutoff, in seq order: the one place repair reads
-// outbox rows (the prune engineer's re-derivation of pruned rows belongs
-// behind it and lakewriter.TableRows).
-//
-// The result is grouped: one group per key whose rows must be folded
-// together (a silver claim's materialize and its retracts, in seq order).
-func expectedSeqs(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey, keys map[string]bool, cutoff int64) ([][]int64, error) {
-	var groups [][]int64
-	if key.Kind == tables.Silver {
-		arts, vers := decodeSilverKeys(keys)
-		rows, err := pool.Query(ctx, `
-SELECT o.seq, o.artifact_id, o.version FROM oml.outbox o JOIN unnest($3::text[], $4::int[]) AS k(a, v) ON o.artifact_id = k.a AND o.version = k.v
- WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $5 ORDER BY o.artifact_id COLLATE "C", o.version, o.seq`, key.Tenant, string(key.Kind), arts, vers, cutoff)
-		if err != nil {
-			return nil, fmt.Errorf("read the outbox rows of %s to repair: %w", key, err)
-		}
-		defer rows.Close()
-		last := ""
-		for rows.Next() {
-			var s int64
-			var a string
-			var v int32
-			if err := rows.Scan(&s, &a, &v); err != nil {
-				return nil, err
-			}
-			if k := encodeSilver(a, v); k != last || len(groups) == 0 {
-				groups, last = append(groups, nil), k
-			}
-			groups[len(groups)-1] = append(groups[len(groups)-1], s)
-		}
-		return groups, rows.Err()
-	}
-	js := decodeBronzeKeys(keys)
-	rows, err := pool.Query(ctx, `
-SELECT o.seq FROM oml.outbox o
- WHERE o.tenant_id = $1 AND o.target = $2 AND o.journal_seq = ANY($3::bigint[]) AND o.seq <= $4
-   AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq AND d.outbox_seq IN
-        (SELECT p.seq FROM oml.outbox p WHERE p.tenant_id = o.tenant_id AND p.target = o.target AND p.journal_seq = o.journal_seq AND p.seq < o.seq))
- ORDER BY o.seq`, key.Tenant, string(key.Kind), js, cutoff)
-	if err != nil {
-		return nil, fmt.Errorf("read the outbox rows of %s to repair: %w", key, err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var s int64
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		groups = append(groups, []int64{s})
-	}
-	return groups, rows.Err()
-}
-
-// rebuildChunk bounds how many keys' rows are built and held at once
-// before they are written as a data file (a rebuilt table's memory does
-// not grow with the table).
+// rebuildChunk bounds how many rows go into one data file a repair writes.
 const rebuildChunk = 10_000
 
-// writeExpected builds the rows of groups, chunk by chunk, and writes each
-// chunk as a data file.
-func writeExpected(ctx context.Context, pool *pgxpool.Pool, dw *delta.Writer, key tables.TableKey, groups [][]int64) ([]*delta.Add, int64, error) {
+// expectedRows builds the rows key's table must hold for the affected keys
+// at limit (lakewriter.TableRowsThrough: the one home for "rows of table T
+// up to seq S, pruned or not"; rows `oml outbox prune` deleted are
+// re-derived from the journal), in table order.
+func expectedRows(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey, keys map[string]bool, limit int64) ([]pq.Row, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	built, err := lakewriter.TableRowsThrough(ctx, pool, key, limit, selection(key, keys))
+	if err != nil {
+		return nil, fmt.Errorf("build the rows %s must hold: %w", key, err)
+	}
+	rows := make([]pq.Row, len(built))
+	for i, r := range built {
+		rows[i] = r.Row
+	}
+	return rows, nil
+}
+
+// writeExpected writes rows as data files of at most rebuildChunk rows.
+func writeExpected(ctx context.Context, dw *delta.Writer, key tables.TableKey, rows []pq.Row) ([]*delta.Add, int64, error) {
 	var adds []*delta.Add
-	var n int64
-	for start := 0; start < len(groups); start += rebuildChunk {
-		var seqs []int64
-		for _, g := range groups[start:min(start+rebuildChunk, len(groups))] {
-			seqs = append(seqs, g...)
-		}
-		rows, err := lakewriter.TableRows(ctx, pool, key, seqs)
-		if err != nil {
-			return nil, 0, fmt.Errorf("build the rows %s must hold: %w", key, err)
-		}
-		if len(rows) == 0 {
-			continue
-		}
-		add, err := dw.WriteFile(ctx, map[string]*string{}, rows)
+	for start := 0; start < len(rows); start += rebuildChunk {
+		add, err := dw.WriteFile(ctx, map[string]*string{}, rows[start:min(start+rebuildChunk, len(rows))])
 		if err != nil {
 			return nil, 0, fmt.Errorf("write the repaired rows of %s: %w", key, err)
 		}
-		adds, n = append(adds, add), n+int64(len(rows))
+		adds = append(adds, add)
 	}
-	return adds, n, nil
+	return adds, int64(len(rows)), nil
 }
 
 // applyRewrite carries out a row-level plan: archive and rewrite the files
@@ -463,7 +474,7 @@ func writeExpected(ctx context.Context, pool *pgxpool.Pool, dw *delta.Writer, ke
 func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *TablePlan) (TableResult, error) {
 	res := TableResult{Path: tp.Path, Action: tp.Action, TxnVersion: tp.TargetTxnVersion}
 	w := tp.rows
-	groups, err := expectedSeqs(ctx, opts.Pool, tp.key, w.keys, w.limit)
+	want, err := expectedRows(ctx, opts.Pool, tp.key, w.keys, w.limit)
 	if err != nil {
 		return res, err
 	}
@@ -495,12 +506,22 @@ func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *Tabl
 	if err != nil {
 		return res, err
 	}
+	// Never write (or archive) an erased claim's body (erasure.go).
+	if tp.erase, err = newEraser(tp.key, snap); err != nil {
+		return res, err
+	}
+	built, err := newEraser(tp.key, nil)
+	if err != nil {
+		return res, err
+	}
+	built.scrub(want)
 	arch, err := writeArchive(ctx, opts.Lake, st, snap, planDigest, tp, func(r pq.Row) bool {
 		return w.keys[rowKey(tp.key.Kind, pq.Row{r[kc[0]], pickSecond(r, kc)})]
 	}, func(kept []pq.Row) error {
 		if len(kept) == 0 {
 			return nil
 		}
+		tp.erase.scrub(kept)
 		add, err := dw.WriteFile(ctx, map[string]*string{}, kept)
 		if err != nil {
 			return err
@@ -515,7 +536,7 @@ func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *Tabl
 	if err := opts.crash(AfterArchive, tp.Path); err != nil {
 		return res, err
 	}
-	added, rebuilt, err := writeExpected(ctx, opts.Pool, dw, tp.key, groups)
+	added, rebuilt, err := writeExpected(ctx, dw, tp.key, want)
 	if err != nil {
 		return res, err
 	}
@@ -530,7 +551,7 @@ func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *Tabl
 			ReadVersion: tp.ReadVersion, RestoreVersion: -1, TxnVersion: tp.TargetTxnVersion, RowsRemoved: arch.Rows,
 			RowsAdded: rebuilt, Archive: arch.Manifest}},
 	}
-	if tp.Action == ActionRebuild && tp.TargetTxnVersion > 0 {
+	if (tp.Action == ActionRebuild || w.catchUp) && tp.TargetTxnVersion > 0 {
 		c.Txn = &delta.Txn{AppID: tables.AppID, Version: tp.TargetTxnVersion}
 	}
 	for _, a := range tp.removes {

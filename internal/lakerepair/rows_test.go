@@ -169,17 +169,20 @@ func TestRepair_EveryPlantedRowClass_FileLake_ReconcileCleanArchiveJournal(t *te
 	lake, err := store.NewFile(t.TempDir())
 	require.NoError(t, err)
 	e, t0, t1 := newRowsEnv(t, lake)
-	runPlantedRows(t, e, t0, t1)
+	runPlantedRows(t, e, t0, t1, true)
 }
 
 // TestRepair_PlantedRowClasses_S3Lake is the same on S3 (versitygw).
 func TestRepair_PlantedRowClasses_S3Lake(t *testing.T) {
 	t.Parallel()
 	e, t0, t1 := newRowsEnv(t, s3test.NewBucket(t, nil).Store)
-	runPlantedRows(t, e, t0, t1)
+	runPlantedRows(t, e, t0, t1, true)
 }
 
-func runPlantedRows(t *testing.T, e *env, t0, t1 uuid.UUID) {
+// runPlantedRows plants every row class, repairs and checks the result.
+// greenBeforeDrain: the repair alone makes reconcile clean (false when a
+// table is left for the drain's catch-up: see the prune test).
+func runPlantedRows(t *testing.T, e *env, t0, t1 uuid.UUID, greenBeforeDrain bool) {
 	t.Helper()
 	ctx := context.Background()
 	breach := plantRowProblems(t, e, t0, t1)
@@ -210,8 +213,10 @@ func runPlantedRows(t *testing.T, e *env, t0, t1 uuid.UUID) {
 	require.Zero(t, res.Remaining, "%+v %+v", res.Plan.NotRepaired, res.Plan.Tables)
 	require.NotEmpty(t, res.Repaired)
 
-	requireChecksGreen(t, e) // before a drain: the repair alone made reconcile clean
-	e.drain(t)               // the lake.repaired events' own bronze rows
+	if greenBeforeDrain {
+		requireChecksGreen(t, e) // before a drain: the repair alone made reconcile clean
+	}
+	e.drain(t) // the lake.repaired events' own bronze rows
 	requireLakeEqualsJournal(t, e)
 	archived := map[string]bool{}
 	for _, rows := range archivedRows(t, e.lake, tables.Silver, "artifact_id", "version", "body") {

@@ -11,6 +11,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
 )
 
 // tableResult is what applying one table's part of a batch did.
@@ -157,12 +158,7 @@ func (d *Drainer) gapRows(ctx context.Context, key tables.TableKey, applied, fro
 	if from <= 0 {
 		return nil, nil // (applied, 0] is empty (a catch-up from 0 already carries every row)
 	}
-	var missed bool
-	err := d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox o
-WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3 AND o.seq <= $4
-  AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = o.seq))
-OR ($3 = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned p WHERE p.tenant_id = $1 AND p.target = $2))`,
-		key.Tenant, string(key.Kind), max(applied, 0), from).Scan(&missed)
+	missed, err := outbox.TableHasLiveRows(ctx, d.db, key.Tenant, string(key.Kind), max(applied, 0), from)
 	if err != nil {
 		return nil, fmt.Errorf("look for rows %s missed before the batch: %w", key, err)
 	}

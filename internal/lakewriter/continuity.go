@@ -18,6 +18,8 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Continuity: the lake knows which database history it was drained from,
@@ -195,15 +197,11 @@ func checkRows(ctx context.Context, db rowQuerier, b tables.BatchBounds) (anchor
 	if b.Rows == nil {
 		return anchorAgrees, nil
 	}
-	var n int64
-	var oldest *int64
-	var pruned bool
-	err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM oml.outbox WHERE seq > $1 AND seq <= $2), (SELECT min(seq) FROM oml.outbox),
-       EXISTS (SELECT 1 FROM oml.outbox_pruned WHERE through_seq > $1)`,
-		b.Start, b.End).Scan(&n, &oldest, &pruned)
+	c, err := outbox.CountRange(ctx, db, b.Start, b.End)
 	if err != nil {
-		return 0, fmt.Errorf("count the outbox rows of batch (%d, %d]: %w", b.Start, b.End, err)
+		return 0, err
 	}
+	n, oldest, pruned := c.Rows, c.Oldest, c.Pruned
 	switch {
 	case n == *b.Rows:
 		return anchorAgrees, nil
@@ -496,8 +494,8 @@ func (k *checker) classify() error {
 		}
 	}
 	if k.c.State == ContinuityAhead {
-		var newer bool
-		if err := k.db.QueryRow(k.ctx, `SELECT EXISTS (SELECT 1 FROM oml.outbox WHERE seq > $1)`, k.c.LakePosition).Scan(&newer); err != nil {
+		newer, err := outbox.AnyAfter(k.ctx, k.db, k.c.LakePosition)
+		if err != nil {
 			return fmt.Errorf("look for outbox rows past the lake: %w", err)
 		}
 		if newer {
@@ -602,14 +600,11 @@ func CheckLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) (Continu
 // are left out). A table whose log cannot be read is an error: callers
 // that act on the positions (`oml outbox prune`) must not guess.
 func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]TablePosition, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	ids, err := tenant.IDs(ctx, db)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, err
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
-	}
+	tenant.ByID(ids)
 	reg := newRegistry(lake, deltaOptions(), true, oneShotOpenTables)
 	all := make([]TablePosition, 0, len(ids)*len(tables.Kinds))
 	for _, id := range ids {

@@ -92,7 +92,11 @@
 // applied. The readers here that could need them: the replay of the newest
 // batch (an interrupted batch is above the frontier cache, which prune never
 // passes), gap rows and catch-ups (above the table's txn version, which
-// prune never passes) and the rebuild of a table the lake does not hold,
+// prune never passes — unless the table was restored from an old copy or
+// rewound below its prune mark: then the load refuses and the table is
+// held, ThroughPruneMarkError, for `oml lake repair` to catch up; never
+// a silent skip) and the rebuild of a table the lake does not hold,
 // which re-derives the table's pruned rows from the journal
 // (journal.DeriveOutbox) in one snapshot with the rows still there.
+// Readers outside a batch (repair) use TableRowsThrough (through.go).
 package lakewriter

@@ -22,6 +22,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // CrashPoint names a step of the drain protocol. Tests stop the writer there
@@ -334,9 +335,12 @@ func (d *Drainer) recover(ctx context.Context) error {
 	if err := d.checkContinuity(ctx, tenants, scan); err != nil {
 		return err
 	}
-	cache, err := readFrontier(ctx, d.db)
+	cache, missing, err := readFrontier(ctx, d.db)
 	if err != nil {
 		return err
+	}
+	if missing {
+		d.log.Warn("the frontier cache row oml.lake_frontier was missing (deleted by hand?); recreating it from the lake, the authority")
 	}
 	if !haveAny {
 		if cache > 0 {
@@ -344,6 +348,11 @@ func (d *Drainer) recover(ctx context.Context) error {
 				"frontier_cache", cache)
 		}
 		d.frontier.Store(0)
+		if missing {
+			if err := writeFrontier(ctx, d.db, 0, 0, 0); err != nil {
+				return err
+			}
+		}
 		d.recovered = true
 		return d.catchUp(ctx, tenants, scan)
 	}
@@ -413,20 +422,11 @@ func (d *Drainer) batchStart(ctx context.Context, key tables.TableKey, end int64
 }
 
 func (d *Drainer) tenants(ctx context.Context) ([]uuid.UUID, error) {
-	rows, err := d.db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY id`)
+	ids, err := tenant.IDs(ctx, d.db)
 	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	var out []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
+	return tenant.ByID(ids), nil
 }
 
 // errPoisonRetry means the batch hit poison rows still inside their budget.

@@ -1,12 +1,6 @@
 package lakewriter
 
-import (
-	"context"
-	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
-)
+import "time"
 
 // Batches that grow with their fan-out. Every table a batch touches costs
 // one commit (a data file, a log entry, their fsyncs) whatever its row
@@ -32,13 +26,4 @@ func cutDue(n, tables int, age, maxWait time.Duration) bool {
 		return true
 	}
 	return n >= fanoutRowsPerTable*tables
-}
-
-// pendingTables counts the tables the rows in (from, to] touch.
-func pendingTables(ctx context.Context, db *pgxpool.Pool, from, to int64) (int, error) {
-	var n int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM (SELECT DISTINCT tenant_id, target FROM oml.outbox WHERE seq > $1 AND seq <= $2) t`, from, to).Scan(&n); err != nil {
-		return 0, fmt.Errorf("count the tables of the pending batch: %w", err)
-	}
-	return n, nil
 }

@@ -41,6 +41,7 @@ const (
 
 func classify(err error) fault {
 	var schemaErr *SchemaError
+	var pruneErr *ThroughPruneMarkError
 	switch {
 	case errors.Is(err, store.ErrConfig):
 		return faultConfig
@@ -48,7 +49,9 @@ func classify(err error) fault {
 		errors.Is(err, delta.ErrUnsupported), errors.Is(err, delta.ErrVersionNotFound),
 		// A file the table's log lists and the store lacks.
 		errors.Is(err, store.ErrNotFound),
-		errors.As(err, &schemaErr):
+		errors.As(err, &schemaErr),
+		// A table below its outbox prune mark (through.go).
+		errors.As(err, &pruneErr):
 		return faultTable
 	}
 	return faultOutage

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
@@ -100,7 +98,7 @@ func (d *Drainer) dropHeld(items []*item) ([]*item, int) {
 // catchUp brings every table of a tenant that is not held up to the
 // frontier, when rows were skipped while the tenant was held: the tables
 // behind the frontier are probed in a few round trips (one indexed probe
-// each, missedTables), and a table that missed rows gets one scoped pass
+// each, outbox.TablesHaveRows), and a table that missed rows gets one scoped pass
 // over (its txn version, frontier] of its own rows, committed with
 // omlBatch.catchUp. Afterwards every table again holds all its rows up to
 // the frontier. scan, when given, holds the txn versions read at start.
@@ -139,56 +137,31 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 			}
 		}
 	}
-	missed, err := missedTables(ctx, d.db, behind, f)
-	if err != nil {
-		return err
+	// A table below its prune mark also misses the rows prune deleted:
+	// from nothing they are re-derived from the journal (rederive.go);
+	// from a txn version below the mark the load refuses and the table is
+	// held (through.go).
+	probes := make([]outbox.TableProbe, len(behind))
+	for i, p := range behind {
+		probes[i] = outbox.TableProbe{Tenant: p.Key.Tenant, Target: string(p.Key.Kind), After: p.TxnVersion}
 	}
-	for _, p := range missed {
-		key, v := p.Key, p.TxnVersion
+	missed, err := outbox.TablesHaveRows(ctx, d.db, probes, f)
+	if err != nil {
+		return fmt.Errorf("look for rows the tables missed: %w", err)
+	}
+	for _, i := range missed {
+		key, v := behind[i].Key, behind[i].TxnVersion
 		d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
 		scope := key
 		if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
+			if classify(err) == faultTable {
+				d.holdTable(ctx, key, err)
+				continue
+			}
 			return fmt.Errorf("catch %s up to %d: %w", key, f, err)
 		}
 	}
 	return nil
-}
-
-// missedProbeChunk bounds the tables probed in one statement.
-const missedProbeChunk = 5000
-
-// missedTables returns the tables of behind that have rows in
-// (TxnVersion, f] (one indexed probe each, missedProbeChunk tables a
-// round trip), in the order given. A table with nothing in it also misses
-// the rows prune deleted (they are re-derived from the journal,
-// rederive.go).
-func missedTables(ctx context.Context, db *pgxpool.Pool, behind []TablePosition, f int64) ([]TablePosition, error) {
-	var out []TablePosition
-	for len(behind) > 0 {
-		chunk := behind[:min(len(behind), missedProbeChunk)]
-		behind = behind[len(chunk):]
-		ids := make([]uuid.UUID, len(chunk))
-		targets := make([]string, len(chunk))
-		versions := make([]int64, len(chunk))
-		for i, p := range chunk {
-			ids[i], targets[i], versions[i] = p.Key.Tenant, string(p.Key.Kind), p.TxnVersion
-		}
-		rows, err := db.Query(ctx, `SELECT t.i - 1 FROM unnest($1::uuid[], $2::text[], $3::bigint[]) WITH ORDINALITY AS t(tenant, target, v, i)
-WHERE EXISTS (SELECT 1 FROM oml.outbox o WHERE o.tenant_id = t.tenant AND o.target = t.target AND o.seq > t.v AND o.seq <= $4)
-   OR (t.v = 0 AND EXISTS (SELECT 1 FROM oml.outbox_pruned p WHERE p.tenant_id = t.tenant AND p.target = t.target))
-ORDER BY t.i`, ids, targets, versions, f)
-		if err != nil {
-			return nil, fmt.Errorf("look for rows the tables missed: %w", err)
-		}
-		idx, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return nil, fmt.Errorf("look for rows the tables missed: %w", err)
-		}
-		for _, i := range idx {
-			out = append(out, chunk[i])
-		}
-	}
-	return out, nil
 }
 
 // maybeRecheckForks re-runs the fork check (and the catch-up of tenants it

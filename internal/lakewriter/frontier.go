@@ -2,18 +2,25 @@ package lakewriter
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/outbox"
 )
 
-// readFrontier reads the frontier cache.
-func readFrontier(ctx context.Context, db *pgxpool.Pool) (int64, error) {
-	var f int64
-	if err := db.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&f); err != nil {
-		return 0, fmt.Errorf("read the frontier cache (oml.lake_frontier): %w", err)
+// readFrontier reads the frontier cache (outbox.ReadFrontier is its one
+// read; the writes are below, the lake writer's own). A deleted row reads
+// as 0 with missing set: the cache is derived from the lake (the start
+// resumes from the tables' txn versions whatever it says) and
+// writeFrontier recreates it.
+func readFrontier(ctx context.Context, db *pgxpool.Pool) (seq int64, missing bool, err error) {
+	f, err := outbox.ReadFrontier(ctx, db)
+	if errors.Is(err, outbox.ErrFrontierMissing) {
+		return 0, true, nil
 	}
-	return f, nil
+	return f.Seq, false, err
 }
 
 // writeFrontier advances the frontier cache to end after a batch (start,
@@ -24,16 +31,19 @@ func readFrontier(ctx context.Context, db *pgxpool.Pool) (int64, error) {
 // the newest fence the snapshot horizon had passed (every outbox row at or
 // below its seq was final when the batch was cut; 0 keeps the recorded
 // one). It is for status and lag metrics; the Delta logs are the recovery
-// authority.
+// authority. A missing row (deleted by hand) is recreated.
 func writeFrontier(ctx context.Context, db *pgxpool.Pool, start, end int64, fenceXid uint64) error {
 	_, err := db.Exec(ctx, `
 WITH i AS (`+identitySQL+`)
-UPDATE oml.lake_frontier
-SET frontier = GREATEST(frontier, LEAST($2, i.last_seq)), batch_start = $1, batch_end = $2,
-    horizon_xid = CASE WHEN $3::bigint > 0 THEN $3::bigint::text::xid8 ELSE horizon_xid END,
-    system_identifier = i.system_identifier, timeline = i.tli::text,
-    updated_at = now()
-FROM i`, start, end, int64(fenceXid))
+INSERT INTO oml.lake_frontier AS f (id, frontier, batch_start, batch_end, horizon_xid, system_identifier, timeline, updated_at)
+SELECT true, greatest(LEAST($2, i.last_seq), 0), $1, $2, CASE WHEN $3::bigint > 0 THEN $3::bigint::text::xid8 END,
+       i.system_identifier, i.tli::text, now()
+FROM i
+ON CONFLICT (id) DO UPDATE
+SET frontier = GREATEST(f.frontier, EXCLUDED.frontier), batch_start = EXCLUDED.batch_start, batch_end = EXCLUDED.batch_end,
+    horizon_xid = coalesce(EXCLUDED.horizon_xid, f.horizon_xid),
+    system_identifier = EXCLUDED.system_identifier, timeline = EXCLUDED.timeline,
+    updated_at = EXCLUDED.updated_at`, start, end, int64(fenceXid))
 	if err != nil {
 		return fmt.Errorf("advance the frontier cache to %d: %w", end, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -77,4 +78,42 @@ SELECT (SELECT horizon_xid::text::bigint FROM oml.lake_frontier),
        (SELECT coalesce(max(xid::text::bigint), 0) FROM oml.outbox)`).Scan(&x, &maxRow))
 	require.NotNil(t, x, "horizon_xid is recorded, not left NULL")
 	require.Greater(t, *x, maxRow)
+}
+
+// TestFrontier_DeletedCacheRow_WriterRecreatesItFromTheLake: the frontier
+// cache row deleted by hand is not an outage to wait out for ever. Readers
+// other than the lake writer stop with outbox.ErrFrontierMissing (prune
+// must not act on a frontier of 0); the lake writer's next start resumes
+// from the lake (the authority), drains what is new exactly once and
+// recreates the row at the right frontier. Both with a lake that already
+// holds commits and with an empty one.
+func TestFrontier_DeletedCacheRow_WriterRecreatesItFromTheLake(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, name := range []string{"LakeHoldsCommits", "EmptyLake"} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t, 2)
+			lake := store.NewMem()
+			b.load(t, workload.Config{Claims: 6, Seed: 71})
+			if name == "LakeHoldsCommits" {
+				d, err := lakewriter.New(b.opts(lake))
+				require.NoError(t, err)
+				b.drainAll(t, d)
+				b.load(t, workload.Config{Claims: 6, Seed: 72})
+			}
+			_, err := b.pool.Exec(ctx, `DELETE FROM oml.lake_frontier`)
+			require.NoError(t, err)
+			_, err = outbox.ReadFrontier(ctx, b.pool)
+			require.ErrorIs(t, err, outbox.ErrFrontierMissing, "a reader other than the writer stops with the named error")
+
+			d, err := lakewriter.New(b.opts(lake))
+			require.NoError(t, err)
+			b.drainAll(t, d)
+			f, err := outbox.ReadFrontier(ctx, b.pool)
+			require.NoError(t, err, "the writer recreated the cache row")
+			require.Equal(t, b.lastSeq(t), f.Seq, "the recreated cache says what the lake holds")
+			b.verifyLake(t, lake)
+		})
+	}
 }

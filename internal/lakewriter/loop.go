@@ -283,7 +283,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 				if age < fanoutWaitFactor*d.opts.MaxWait {
 					// A small batch over many tables is many tiny commits:
 					// give it a while longer to fill (fanout.go).
-					t, err := pendingTables(ctx, d.db, d.frontier.Load(), end)
+					t, err := outbox.PendingTables(ctx, d.db, d.frontier.Load(), end)
 					if err != nil {
 						if werr := d.outage(ctx, "cut", err, 0); werr != nil {
 							return leaseErr(ctx, werr)
@@ -466,11 +466,7 @@ func (d *Drainer) reportLag(ctx context.Context, blocked bool) {
 	if d.opts.Metrics == nil {
 		return
 	}
-	var last int64
-	var age float64
-	_ = d.db.QueryRow(ctx, `SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
-       coalesce((SELECT extract(epoch FROM now() - created_at) FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1), 0)`,
-		d.frontier.Load()).Scan(&last, &age)
+	last, age, _ := outbox.Lag(ctx, d.db, d.frontier.Load())
 	d.opts.Metrics.lag(max(0, last-d.frontier.Load()), age, blocked)
 	d.opts.Metrics.heldTenants(d.Refused())
 }

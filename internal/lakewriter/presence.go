@@ -50,7 +50,7 @@ func CheckLakeHoldsFrontier(ctx context.Context, lake store.Store, frontier int6
 // CheckDrainedLake is CheckLakeHoldsFrontier with the frontier read from
 // the frontier cache, for commands that have not read the status already.
 func CheckDrainedLake(ctx context.Context, db *pgxpool.Pool, lake store.Store) error {
-	frontier, err := readFrontier(ctx, db)
+	frontier, _, err := readFrontier(ctx, db)
 	if err != nil {
 		return err
 	}

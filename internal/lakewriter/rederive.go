@@ -2,7 +2,6 @@ package lakewriter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -29,9 +28,11 @@ import (
 // compares outbox_seq with the journal (reconcile compares hashes,
 // digests, attribution and state).
 //
-// A table that exists but is behind the prune mark (rewound below it by
-// hand or by a repair) cannot be caught up this way; loadRebuild is only
-// for a table with nothing in it.
+// A table that exists but is behind the prune mark (restored from an old
+// copy, rewound below it) cannot be caught up this way; loadRebuild is only
+// for a table with nothing in it. loadBatch refuses such a table
+// (belowPruneMark, through.go) and the drain holds it until `oml lake
+// repair` catches it up.
 
 type txBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
@@ -59,10 +60,9 @@ func loadRebuild(ctx context.Context, db txBeginner, chk *rowChecker, to int64, 
 		return nil, fmt.Errorf("rebuild %s: begin: %w", key, err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	var through int64
-	err = tx.QueryRow(ctx, `SELECT through_seq FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2`, key.Tenant, string(key.Kind)).Scan(&through)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("rebuild %s: read the prune mark: %w", key, err)
+	through, err := PruneMark(ctx, tx, key)
+	if err != nil {
+		return nil, fmt.Errorf("rebuild %s: %w", key, err)
 	}
 	var derived []*item
 	if through > 0 {

@@ -99,6 +99,13 @@ func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, 
 			// journal (rederive.go).
 			return loadRebuild(ctx, db, chk, to, *scope)
 		}
+		if from > 0 {
+			// A table caught up from its txn version must not be below
+			// its prune mark (through.go).
+			if err := belowPruneMark(ctx, q, *scope, from); err != nil {
+				return nil, err
+			}
+		}
 	}
 	rows, err := q.Query(ctx, batchQuery, from, to, tenant, target)
 	if err != nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
@@ -15,6 +13,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Status is what `oml lake status` shows: where the lake writer is and what
@@ -79,14 +78,13 @@ type TableStatus struct {
 // every tenant table's log); withTables also lists every table.
 func ReadStatus(ctx context.Context, db *pgxpool.Pool, lake store.Store, withTables bool) (Status, error) {
 	var s Status
-	var fat *time.Time
-	err := db.QueryRow(ctx, `SELECT frontier, coalesce(batch_start, 0), coalesce(batch_end, 0), updated_at FROM oml.lake_frontier`).
-		Scan(&s.Frontier, &s.LastBatchStart, &s.LastBatchEnd, &fat)
+	fr, err := outbox.ReadFrontier(ctx, db)
 	if err != nil {
-		return s, fmt.Errorf("read the frontier cache: %w", err)
+		return s, err
 	}
-	if fat != nil {
-		s.FrontierAt = *fat
+	s.Frontier, s.LastBatchStart, s.LastBatchEnd = fr.Seq, fr.BatchStart, fr.BatchEnd
+	if fr.UpdatedAt != nil {
+		s.FrontierAt = *fr.UpdatedAt
 	}
 	err = db.QueryRow(ctx, `
 SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
@@ -176,13 +174,9 @@ func tablesError(ts []TableStatus) error {
 // read is listed with its error and left out of the check, as the check
 // itself would refuse it).
 func readTables(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]TableStatus, []TablePosition, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY name`)
+	ids, err := tenant.IDs(ctx, db)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list tenants: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, nil, fmt.Errorf("list tenants: %w", err)
+		return nil, nil, err
 	}
 	reg := newRegistry(lake, deltaOptions(), false, oneShotOpenTables)
 	out := make([]TableStatus, 0, len(ids)*len(tables.Kinds))

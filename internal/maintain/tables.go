@@ -1,12 +1,10 @@
 package maintain
 
 import (
-	"context"
 	"errors"
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
@@ -17,25 +15,6 @@ import (
 type Table struct {
 	Key   tables.TableKey
 	Store store.Store
-}
-
-// Tenants lists every tenant id known to the database (the provider tenant
-// included: its chain has a bronze table), ordered by name.
-func Tenants(ctx context.Context, db *pgxpool.Pool) ([]uuid.UUID, error) {
-	rows, err := db.Query(ctx, `SELECT id FROM oml.tenants ORDER BY name`)
-	if err != nil {
-		return nil, fmt.Errorf("list tenants: %w", err)
-	}
-	defer rows.Close()
-	var ids []uuid.UUID
-	for rows.Next() {
-		var id uuid.UUID
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("list tenants: %w", err)
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // Tables names the tables of tenants of the given kinds (nil: all kinds)

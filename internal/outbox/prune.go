@@ -120,11 +120,12 @@ func Prune(ctx context.Context, db Beginner, q Querier, opts PruneOptions) (Prun
 		opts.BatchRows = DefaultPruneBatch
 	}
 	res := PruneResult{DryRun: opts.DryRun, Tables: []TablePrune{}}
-	var now time.Time
-	if err := q.QueryRow(ctx, `SELECT frontier, now() FROM oml.lake_frontier`).Scan(&res.Frontier, &now); err != nil {
-		return res, fmt.Errorf("outbox prune: read the frontier cache: %w", err)
+	fr, err := ReadFrontier(ctx, q)
+	if err != nil {
+		return res, fmt.Errorf("outbox prune: %w", err)
 	}
-	res.Cutoff = now.Add(-opts.OlderThan)
+	res.Frontier = fr.Seq
+	res.Cutoff = fr.Now.Add(-opts.OlderThan)
 	tables := append([]TableBound(nil), opts.Tables...)
 	sort.Slice(tables, func(i, j int) bool {
 		if tables[i].Tenant != tables[j].Tenant {
@@ -300,13 +301,12 @@ func pruneBatch(ctx context.Context, db Beginner, t TableBound, after, through i
 // them (nil: none). It walks what a prune would walk to find each table's
 // bound, and reads one row per table; it deletes nothing.
 func Prunable(ctx context.Context, q Querier, tables []TableBound) (oldest *time.Time, n int, err error) {
-	var frontier int64
-	var now time.Time
-	if err := q.QueryRow(ctx, `SELECT frontier, now() FROM oml.lake_frontier`).Scan(&frontier, &now); err != nil {
-		return nil, 0, fmt.Errorf("outbox: read the frontier cache: %w", err)
+	fr, err := ReadFrontier(ctx, q)
+	if err != nil {
+		return nil, 0, fmt.Errorf("outbox: %w", err)
 	}
 	for _, t := range tables {
-		tp, err := pruneBound(ctx, q, t, frontier, now)
+		tp, err := pruneBound(ctx, q, t, fr.Seq, fr.Now)
 		if err != nil {
 			return nil, 0, err
 		}

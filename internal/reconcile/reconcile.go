@@ -23,6 +23,8 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Class names a kind of finding (docs/reconcile.md).
@@ -224,27 +226,16 @@ func Run(ctx context.Context, pool *pgxpool.Pool, lake store.Store, opts Options
 	}
 	r := &runner{pool: pool, lake: lake, opts: opts, rep: rep, kept: map[Class]int{}, names: map[uuid.UUID]string{}}
 
-	type tenantRow struct {
-		id   uuid.UUID
-		name string
-	}
-	var tenants []tenantRow
-	rows, err := pool.Query(ctx, `SELECT id, name FROM oml.tenants WHERE $1::uuid IS NULL OR id = $1 ORDER BY name`, opts.Tenant)
+	refs, err := tenant.Refs(ctx, pool)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: list tenants: %w", err)
+		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-	for rows.Next() {
-		var t tenantRow
-		if err := rows.Scan(&t.id, &t.name); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("reconcile: list tenants: %w", err)
+	var tenants []tenant.Ref
+	for _, t := range refs {
+		if opts.Tenant == nil || t.ID == *opts.Tenant {
+			tenants = append(tenants, t)
+			r.names[t.ID] = t.Name
 		}
-		tenants = append(tenants, t)
-		r.names[t.id] = t.name
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("reconcile: list tenants: %w", err)
 	}
 	var events, claims int64
 	if err := pool.QueryRow(ctx, `
@@ -269,14 +260,16 @@ SELECT (SELECT coalesce(sum(seq), 0) FROM oml.chain_heads WHERE $1::uuid IS NULL
 		r.held[fc.Findings[i].Tenant] = &fc.Findings[i]
 	}
 	for _, t := range tenants {
-		if err := r.tenant(ctx, t.id, t.name); err != nil {
+		if err := r.tenant(ctx, t.ID, t.Name); err != nil {
 			return nil, err
 		}
 		opts.Progress.TenantsDone.Add(1)
 	}
-	if err := pool.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&rep.Frontier); err != nil {
-		return nil, fmt.Errorf("reconcile: read the frontier: %w", err)
+	fr, err := outbox.ReadFrontier(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
 	}
+	rep.Frontier = fr.Seq
 	rep.OK = rep.Total() == 0
 	rep.Stats.ElapsedSeconds = time.Since(start).Seconds()
 	return rep, nil
@@ -428,10 +421,11 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	// snapshots, then the PostgreSQL snapshot, so everything in the lake
 	// snapshot is visible to PostgreSQL and everything at or below the
 	// frontier is in the lake snapshot.
-	var frontier int64
-	if err := r.pool.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&frontier); err != nil {
-		return fmt.Errorf("reconcile: read the frontier: %w", err)
+	fr, err := outbox.ReadFrontier(ctx, r.pool)
+	if err != nil {
+		return fmt.Errorf("reconcile: %w", err)
 	}
+	frontier := fr.Seq
 	bronze, err := r.loadTable(ctx, id, tables.Bronze, frontier)
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -207,19 +208,9 @@ func createdBy(res *RestoreResult) []uuid.UUID {
 }
 
 func names(ctx context.Context, q Querier, res *RestoreResult) error {
-	rows, err := q.Query(ctx, `SELECT id, name FROM oml.tenants`)
+	m, err := tenant.Names(ctx, q)
 	if err != nil {
-		return fmt.Errorf("read oml.tenants: %w", err)
-	}
-	defer rows.Close()
-	m := map[uuid.UUID]string{}
-	for rows.Next() {
-		var id uuid.UUID
-		var n string
-		if err := rows.Scan(&id, &n); err != nil {
-			return err
-		}
-		m[id] = n
+		return err
 	}
 	for _, r := range res.Tenants {
 		r.Name = m[r.Tenant]
@@ -227,7 +218,7 @@ func names(ctx context.Context, q Querier, res *RestoreResult) error {
 			r.Name = "provider"
 		}
 	}
-	return rows.Err()
+	return nil
 }
 
 // restoreTenant restores one planned tail in one transaction, under the

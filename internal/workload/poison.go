@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/outbox"
 )
 
 // Poison kinds.
@@ -24,10 +26,11 @@ const (
 // (it writes behind the application's back). Fewer than n rows are planted
 // when there are not enough candidates.
 func PlantPoison(ctx context.Context, pool *pgxpool.Pool, n int, seed uint64) ([]Poison, error) {
-	var frontier int64
-	if err := pool.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&frontier); err != nil {
-		return nil, fmt.Errorf("workload: read the frontier: %w", err)
+	fr, err := outbox.ReadFrontier(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("workload: %w", err)
 	}
+	frontier := fr.Seq
 	type cand struct {
 		seq      int64
 		tenant   uuid.UUID

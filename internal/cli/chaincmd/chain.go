@@ -10,10 +10,8 @@ package chaincmd
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
@@ -56,13 +54,12 @@ func resolveTenant(ctx context.Context, pool *pgxpool.Pool, s string) (uuid.UUID
 	if id, err := uuid.Parse(s); err == nil {
 		return id, nil
 	}
-	var id uuid.UUID
-	err := pool.QueryRow(ctx, `SELECT id FROM oml.tenants WHERE name = $1`, s).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
+	id, err := tenant.IDByName(ctx, pool, s)
+	if errors.Is(err, tenant.ErrUnknown) {
 		return uuid.UUID{}, cliutil.FlagErrorf("no tenant is named %q: give a tenant name or id (see oml tenant list)", s)
 	}
 	if err != nil {
-		return uuid.UUID{}, cliutil.AsConfigError(fmt.Errorf("look up tenant %q: %w", s, err))
+		return uuid.UUID{}, cliutil.AsConfigError(err)
 	}
 	return id, nil
 }
@@ -70,23 +67,12 @@ func resolveTenant(ctx context.Context, pool *pgxpool.Pool, s string) (uuid.UUID
 // tenantNames maps tenant ids to names (the provider is tenant.ProviderName,
 // the one spelling every command shows).
 func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string, error) {
-	names := map[uuid.UUID]string{chainverify.ProviderTenant: tenant.ProviderName}
-	rows, err := pool.Query(ctx, `SELECT id, name FROM oml.tenants`)
+	names, err := tenant.Names(ctx, pool)
 	if err != nil {
-		return nil, fmt.Errorf("read oml.tenants: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var id uuid.UUID
-		var name string
-		if err := rows.Scan(&id, &name); err != nil {
-			return nil, err
-		}
-		if id != chainverify.ProviderTenant {
-			names[id] = name
-		}
-	}
-	return names, rows.Err()
+	names[chainverify.ProviderTenant] = tenant.ProviderName
+	return names, nil
 }
 
 // issuedKeys returns the deployment's issued public keys by id, for

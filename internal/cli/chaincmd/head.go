@@ -192,24 +192,14 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 }
 
 func readHeads(ctx context.Context, pool *pgxpool.Pool, only *uuid.UUID) ([]*headRow, error) {
-	rs, err := pool.Query(ctx, `
-SELECT h.tenant_id, h.seq, h.hash, h.updated_at, c.seq, c.verified_at
-FROM oml.chain_heads h LEFT JOIN oml.chain_checkpoints c USING (tenant_id)
-WHERE $1::uuid IS NULL OR h.tenant_id = $1
-ORDER BY h.tenant_id`, only)
+	hs, err := chainverify.StoredHeads(ctx, pool, only)
 	if err != nil {
-		return nil, fmt.Errorf("read oml.chain_heads: %w", err)
+		return nil, err
 	}
-	defer rs.Close()
-	var out []*headRow
-	for rs.Next() {
-		r := &headRow{}
-		var hash []byte
-		if err := rs.Scan(&r.Tenant, &r.Seq, &hash, &r.UpdatedAt, &r.CheckpointSeq, &r.CheckpointAt); err != nil {
-			return nil, fmt.Errorf("read oml.chain_heads: %w", err)
-		}
-		r.Hash = hex.EncodeToString(hash)
-		out = append(out, r)
+	out := make([]*headRow, 0, len(hs))
+	for _, h := range hs {
+		out = append(out, &headRow{Tenant: h.Tenant, Seq: h.Seq, Hash: hex.EncodeToString(h.Hash), UpdatedAt: h.UpdatedAt,
+			CheckpointSeq: h.CheckpointSeq, CheckpointAt: h.CheckpointAt})
 	}
-	return out, rs.Err()
+	return out, nil
 }

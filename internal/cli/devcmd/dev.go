@@ -1,28 +1,12 @@
 package devcmd
 
 import (
-	"sync"
-
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
 )
 
 const defaultDatabase = "oml"
-
-var (
-	regMu      sync.Mutex
-	registered []func(*cliutil.Factory, *Options) *cobra.Command
-)
-
-// Register adds a subcommand to `oml dev` (for example `dev load`, from its
-// own file's init). The constructor gets the shared Options so it can find
-// the working directory's .oml/ the same way up/down/env do.
-func Register(newCmd func(f *cliutil.Factory, opts *Options) *cobra.Command) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	registered = append(registered, newCmd)
-}
 
 // Options are shared by every `oml dev` subcommand.
 type Options struct {
@@ -54,11 +38,6 @@ above .oml/. See docs/dev-cluster.md.`,
   oml dev down --purge`,
 	}
 	cmd.PersistentFlags().StringVar(&opts.Dir, "dir", ".", "directory holding .oml/")
-	cmd.AddCommand(newUpCmd(f, opts), newDownCmd(f, opts), newEnvCmd(f, opts))
-	regMu.Lock()
-	for _, c := range registered {
-		cmd.AddCommand(c(f, opts))
-	}
-	regMu.Unlock()
+	cmd.AddCommand(newUpCmd(f, opts), newDownCmd(f, opts), newEnvCmd(f, opts), NewCmdLoad(f, nil))
 	return cmd
 }

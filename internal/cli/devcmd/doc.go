@@ -1,7 +1,7 @@
 // Package devcmd implements `oml dev`: a private PostgreSQL for one working
 // directory (`dev up`, `dev down`, `dev env`), built on internal/pgdev, and
-// the home of the other developer commands (`dev load` registers itself
-// with Register from its own file).
+// the home of the other developer commands (`dev load`); each verb lives in
+// its own file and NewCmd adds them all explicitly.
 //
 // Everything lives under .oml/ in the working directory (or --dir):
 //

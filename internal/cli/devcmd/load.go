@@ -16,10 +16,6 @@ import (
 	"github.com/omlhq/oml/internal/workload"
 )
 
-func init() {
-	Register(func(f *cliutil.Factory, _ *Options) *cobra.Command { return NewCmdLoad(f, nil) })
-}
-
 // LoadOptions are the inputs of `oml dev load`.
 type LoadOptions struct {
 	Factory      *cliutil.Factory

@@ -10,8 +10,6 @@ import (
 	"github.com/omlhq/oml/internal/maintain"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdCheckpoint(f, nil) }) }
-
 // CheckpointOptions are the inputs of `oml lake checkpoint`.
 type CheckpointOptions struct {
 	Factory *cliutil.Factory

@@ -27,8 +27,6 @@ import (
 	"github.com/omlhq/oml/internal/schema"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdDrain(f, nil) }) }
-
 // DrainOptions are the inputs of `oml lake drain`.
 type DrainOptions struct {
 	Factory          *cliutil.Factory

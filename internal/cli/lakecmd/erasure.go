@@ -14,8 +14,6 @@ import (
 	"github.com/omlhq/oml/internal/tenant"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdErasureStatus(f, nil) }) }
-
 // ErasureStatusOptions are the inputs of `oml lake erasure-status`.
 type ErasureStatusOptions struct {
 	Factory *cliutil.Factory

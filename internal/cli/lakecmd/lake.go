@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -15,19 +14,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/tenant"
 )
-
-var (
-	regMu      sync.Mutex
-	registered []func(*cliutil.Factory) *cobra.Command
-)
-
-// Register adds a subcommand to `oml lake` (drain, status, checkpoint, ...)
-// from its own file's init, so each subcommand lives in its own file.
-func Register(newCmd func(f *cliutil.Factory) *cobra.Command) {
-	regMu.Lock()
-	defer regMu.Unlock()
-	registered = append(registered, newCmd)
-}
 
 // NewCmd builds `oml lake` and its subcommands.
 func NewCmd(f *cliutil.Factory) *cobra.Command {
@@ -44,12 +30,14 @@ id, _provider for the provider), resolved under the lake root given by
 TENANT is the directory it spells). Tables are listed with
 the tenant's name beside the id path. See docs/delta.md.`,
 	}
-	cmd.AddCommand(NewCmdInspect(f, nil), NewCmdHistory(f, nil))
-	regMu.Lock()
-	for _, c := range registered {
-		cmd.AddCommand(c(f))
-	}
-	regMu.Unlock()
+	// One verb per file; each is added here, explicitly (no init()
+	// registry), so the tree is read in one place.
+	cmd.AddCommand(
+		NewCmdInspect(f, nil), NewCmdHistory(f, nil),
+		NewCmdDrain(f, nil), NewCmdStatus(f, nil), NewCmdRepair(f, nil),
+		NewCmdCheckpoint(f, nil), NewCmdOptimize(f, nil), NewCmdVacuum(f, nil), NewCmdMaintain(f, nil),
+		NewCmdErasureStatus(f, nil),
+	)
 	return cmd
 }
 

@@ -19,8 +19,6 @@ import (
 	"github.com/omlhq/oml/internal/tenant"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdMaintain(f, nil) }) }
-
 // tableSelection is the --tenant/--table pair the maintenance commands share.
 type tableSelection struct {
 	Tenant string
@@ -75,7 +73,7 @@ func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (st
 				return nil, nil, cliutil.FlagErrorf("--tenant: %v", err)
 			}
 			ids = []uuid.UUID{tn.ID}
-		} else if ids, err = maintain.Tenants(ctx, pool); err != nil {
+		} else if ids, err = tenant.IDs(ctx, pool); err != nil {
 			return nil, nil, cliutil.AsConfigError(err)
 		}
 	}

@@ -11,8 +11,6 @@ import (
 	"github.com/omlhq/oml/internal/maintain"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdOptimize(f, nil) }) }
-
 // OptimizeOptions are the inputs of `oml lake optimize`.
 type OptimizeOptions struct {
 	Factory *cliutil.Factory

@@ -17,8 +17,6 @@ import (
 	"github.com/omlhq/oml/internal/tenant"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdRepair(f, nil) }) }
-
 // repairLeaseWait bounds how long a repair waits for a running drain to let
 // go of the lake writer lease (a drain releases it between batches when
 // stopped; a crashed one's lease expires after its TTL, 30 s by default).
@@ -52,7 +50,12 @@ lost is dropped from the log and its rows put back; a table that is gone is
 rebuilt. A containment breach (a never-promoted claim in silver) is named
 loudly: the replaced files keep its ciphertext until oml lake vacuum.
 dead-lettered and stale-frontier are not repaired here; the plan names the
-command that handles them.
+command that handles them. Rows oml outbox prune deleted are re-derived from
+the journal; a table below its outbox prune mark (restored from an old copy),
+which the lake writer holds, is caught up to the frontier (below-prune-mark).
+The tables of a tenant the database does not know (created only in a
+timeline a failover lost) are archived and emptied (lost-timeline-tenant),
+journalled on the provider chain.
 
 A table whose history diverged from the database's (a failover or a
 point-in-time restore lost a tail the lake had drained, and the database
@@ -109,7 +112,7 @@ configuration or connection error. See docs/lake-repair.md.`,
 }
 
 func repairClasses() []string {
-	out := []string{string(lakerepair.Diverged)}
+	out := []string{string(lakerepair.Diverged), string(lakerepair.LostTenant)}
 	for _, c := range lakerepair.RowClasses {
 		out = append(out, string(c))
 	}

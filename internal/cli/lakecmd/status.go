@@ -19,8 +19,6 @@ import (
 	"github.com/omlhq/oml/internal/schema"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdStatus(f, nil) }) }
-
 // StatusOptions are the inputs of `oml lake status`.
 type StatusOptions struct {
 	Factory   *cliutil.Factory

@@ -13,8 +13,6 @@ import (
 	"github.com/omlhq/oml/internal/maintain"
 )
 
-func init() { Register(func(f *cliutil.Factory) *cobra.Command { return NewCmdVacuum(f, nil) }) }
-
 // ackFlag is the explicit acknowledgement a retention below the table's
 // needs besides --force: it deletes files that readers pinned to recent
 // versions (and time travel) still need.

@@ -125,26 +125,13 @@ func run(ctx context.Context, opts *Options) error {
 		rep.LastDrainAt = &t
 	}
 
-	rows, err := pool.Query(ctx, `
-SELECT h.tenant_id, coalesce(t.name, ''), h.seq, h.hash, h.updated_at
-  FROM oml.chain_heads h LEFT JOIN oml.tenants t ON t.id = h.tenant_id
- ORDER BY t.name, h.tenant_id`)
+	heads, err := chainverify.StoredHeadsByName(ctx, pool)
 	if err != nil {
-		return cliutil.AsConfigError(fmt.Errorf("read oml.chain_heads: %w", err))
+		return cliutil.AsConfigError(err)
 	}
-	for rows.Next() {
-		var c Chain
-		var hash []byte
-		if err := rows.Scan(&c.Tenant, &c.Name, &c.Seq, &hash, &c.UpdatedAt); err != nil {
-			rows.Close()
-			return cliutil.AsConfigError(fmt.Errorf("read oml.chain_heads: %w", err))
-		}
-		c.Hash, c.Status = hex.EncodeToString(hash), "unchecked"
-		rep.Chains = append(rep.Chains, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return cliutil.AsConfigError(fmt.Errorf("read oml.chain_heads: %w", err))
+	for _, h := range heads {
+		rep.Chains = append(rep.Chains, Chain{Tenant: h.Tenant, Name: h.Name, Seq: h.Seq, Hash: hex.EncodeToString(h.Hash),
+			UpdatedAt: h.UpdatedAt, Status: "unchecked"})
 	}
 
 	broken := 0

@@ -1,0 +1,73 @@
+package chainverify
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// StoredHead is a tenant's row of oml.chain_heads with the last verified
+// checkpoint beside it (nil when the chain was never checkpointed).
+type StoredHead struct {
+	Tenant        uuid.UUID
+	Name          string // oml.tenants.name; "" when the tenant has no row
+	Seq           int64
+	Hash          []byte
+	UpdatedAt     time.Time
+	CheckpointSeq *int64
+	CheckpointAt  *time.Time
+}
+
+// StoredHeads reads oml.chain_heads joined with oml.chain_checkpoints
+// (only: one tenant; nil: all), in tenant id order. Name is not read.
+func StoredHeads(ctx context.Context, q Querier, only *uuid.UUID) ([]StoredHead, error) {
+	rs, err := q.Query(ctx, `
+SELECT h.tenant_id, h.seq, h.hash, h.updated_at, c.seq, c.verified_at
+FROM oml.chain_heads h LEFT JOIN oml.chain_checkpoints c USING (tenant_id)
+WHERE $1::uuid IS NULL OR h.tenant_id = $1
+ORDER BY h.tenant_id`, only)
+	if err != nil {
+		return nil, fmt.Errorf("read oml.chain_heads: %w", err)
+	}
+	defer rs.Close()
+	var out []StoredHead
+	for rs.Next() {
+		var h StoredHead
+		if err := rs.Scan(&h.Tenant, &h.Seq, &h.Hash, &h.UpdatedAt, &h.CheckpointSeq, &h.CheckpointAt); err != nil {
+			return nil, fmt.Errorf("read oml.chain_heads: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read oml.chain_heads: %w", err)
+	}
+	return out, nil
+}
+
+// StoredHeadsByName reads every row of oml.chain_heads with its tenant's
+// name, ordered by name then id (the order `oml status` lists chains in).
+// The checkpoint is not read.
+func StoredHeadsByName(ctx context.Context, q Querier) ([]StoredHead, error) {
+	rs, err := q.Query(ctx, `
+SELECT h.tenant_id, coalesce(t.name, ''), h.seq, h.hash, h.updated_at
+  FROM oml.chain_heads h LEFT JOIN oml.tenants t ON t.id = h.tenant_id
+ ORDER BY t.name, h.tenant_id`)
+	if err != nil {
+		return nil, fmt.Errorf("read oml.chain_heads: %w", err)
+	}
+	defer rs.Close()
+	var out []StoredHead
+	for rs.Next() {
+		var h StoredHead
+		if err := rs.Scan(&h.Tenant, &h.Name, &h.Seq, &h.Hash, &h.UpdatedAt); err != nil {
+			return nil, fmt.Errorf("read oml.chain_heads: %w", err)
+		}
+		out = append(out, h)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, fmt.Errorf("read oml.chain_heads: %w", err)
+	}
+	return out, nil
+}

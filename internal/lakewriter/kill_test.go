@@ -179,7 +179,8 @@ func TestKill9_RealProcess(t *testing.T) {
 						require.Truef(t, time.Now().Before(deadline), "round %d: the writer never reached the frontier update of a new batch", round)
 						var pid int32
 						err := b.pool.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity
-WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE oml.lake_frontier%' LIMIT 1`).Scan(&pid)
+WHERE datname = current_database() AND wait_event_type = 'Lock'
+  AND (query LIKE '%UPDATE oml.lake_frontier%' OR query LIKE '%INSERT INTO oml.lake_frontier%') LIMIT 1`).Scan(&pid)
 						if err != nil {
 							require.ErrorIs(t, err, pgx.ErrNoRows)
 							time.Sleep(5 * time.Millisecond)

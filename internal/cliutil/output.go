@@ -213,3 +213,13 @@ func Count[N int | int64](n N, noun string) string {
 	}
 	return fmt.Sprintf("%d %ss", n, noun)
 }
+
+// NonNil is s, or an empty slice when s is nil, so a list in a -o json
+// document is always an array ([]), never null: scripts iterate it without
+// a null check.
+func NonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

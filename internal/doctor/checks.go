@@ -137,7 +137,7 @@ func (r *run) lakeWriterStatus(ctx context.Context) (*lakeStatus, error) {
 		// Not the first caller's context: its timeout would fail the others.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
 		defer cancel()
-		st, err := lakewriter.ReadStatus(sctx, r.pool, nil, false)
+		st, err := lakewriter.ReadStatus(sctx, r.pool, lakewriter.StatusOptions{})
 		if err != nil {
 			r.statusErr = err
 			return

@@ -317,11 +317,70 @@ type folder struct {
 
 func (f *folder) isProvider() bool { return f.st.Tenant == ProviderTenant }
 
+// apply folds one event, one step each: check it (tenant, chain shape,
+// signing key), mirror it into bronze.events, then its own effects, one
+// method per event type (applyKeyIssued, applyClaimPromoted, ...).
 func (f *folder) apply(a Applied, ev Event) error {
 	st, plan := f.st, f.plan
 	seq := int64(a.Seq)
 	t := ev.Type
 
+	if err := f.check(a, ev); err != nil {
+		return err
+	}
+
+	// Every event is mirrored into bronze.events, first, so the event's own
+	// row precedes the rows of its effects in outbox order.
+	plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetBronzeEvents, Op: OpAppend,
+		Payload: jsonObj("event_type", string(t))})
+
+	switch p := ev.decoded.(type) {
+	case KeyIssued:
+		return f.applyKeyIssued(a, ev, p)
+	case KeyRevoked:
+		return f.applyKeyRevoked(a, ev, p)
+	case TenantCreated:
+		return f.applyTenantCreated(a, ev, p)
+	case TenantGenesis:
+		return f.applyTenantGenesis(a, ev, p)
+	case ClaimSubmitted:
+		return f.applyClaimSubmitted(a, ev, p)
+	case ClaimPromoted:
+		return f.applyClaimPromoted(a, ev, p)
+	case ClaimDemoted:
+		return f.applyClaimDemoted(a, ev, p)
+	case ClaimReassigned:
+		return f.applyClaimReassigned(a, ev, p)
+	case ClaimErased:
+		return f.applyClaimErased(a, ev, p)
+	case SimulationEnded:
+		return f.applySimulationEnded(a, ev, p)
+	case MaterializeSkipped:
+		return f.applyMaterializeSkipped(a, ev, p)
+	case DeadletterReenqueued:
+		return f.applyDeadletterReenqueued(a, ev, p)
+	case DeadletterAbandoned:
+		return f.applyDeadletterAbandoned(a, ev, p)
+	case ChainTailRestored:
+		return f.applyChainTailRestored(a, ev, p)
+	case ChainForkAccepted:
+		// Recorded on the provider chain; read by the fork check.
+
+	case LakeRepaired:
+		// The audit record of a lake repair: the lake is derived, so no
+		// fold state changes (its bronze row is implied like any event's).
+
+	default:
+		return reject("no fold for event type %s", t)
+	}
+	return nil
+}
+
+// check is the part of apply that every event passes before its effects:
+// the tenant exists, the chain's shape rules, and the signing key.
+func (f *folder) check(a Applied, ev Event) error {
+	st := f.st
+	t := ev.Type
 	if st.TenantRow == nil && !(f.isProvider() && a.Seq == 1) && !f.replay {
 		if f.isProvider() {
 			return fmt.Errorf("%w: the deployment is not initialised (no provider tenant): run `oml init`", ErrUnknownTenant)
@@ -354,354 +413,397 @@ func (f *folder) apply(a Applied, ev Event) error {
 	} else if k.Revoked {
 		return reject("the signing key %s is revoked", f.signer)
 	}
+	return nil
+}
 
-	// Every event is mirrored into bronze.events, first, so the event's own
-	// row precedes the rows of its effects in outbox order.
-	plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetBronzeEvents, Op: OpAppend,
-		Payload: jsonObj("event_type", string(t))})
-
-	switch p := ev.decoded.(type) {
-	case KeyIssued:
-		if _, dup := st.SigningKeys[p.KeyID]; dup {
-			return reject("key %s is already issued", p.KeyID)
-		}
-		pub, _ := base64.StdEncoding.DecodeString(p.PublicKey)
-		if a.Seq == 1 && p.KeyID != f.signer && !f.replay {
-			return reject("the root key.issued must issue the key that signs it (%s), not %s", f.signer, p.KeyID)
-		}
-		if want := keyIDOf(pub); want != p.KeyID {
-			return reject("key.issued key_id %s does not match its public key (expected %s)", p.KeyID, want)
-		}
-		st.SigningKeys[p.KeyID] = SigningKey{KeyID: p.KeyID}
-		plan.addStmt(stmt{
-			sql: `INSERT INTO oml.signing_keys (key_id, algorithm, public_key, issued_seq, issued_hash, issued_at)
-			      VALUES ($1, $2, $3, $4, $5, $6)`,
-			args:     []any{p.KeyID, p.Algorithm, pub, seq, a.Hash[:], a.RecordedAt},
-			wantRows: 1, what: "register the signing key",
-		})
-		if a.Seq == 1 {
-			st.TenantRow = &TenantRow{ID: ProviderTenant, Name: ProviderTenantName, CreatedAt: a.RecordedAt, ProviderSeq: 1, ProviderHash: a.Hash[:]}
-			plan.addStmt(stmt{
-				sql: `INSERT INTO oml.tenants (id, name, created_at, provider_seq, provider_hash)
-				      VALUES ($1, $2, $3, $4, $5)`,
-				args:     []any{ProviderTenant, ProviderTenantName, a.RecordedAt, seq, a.Hash[:]},
-				wantRows: 1, what: "create the provider tenant",
-			})
-		}
-
-	case KeyRevoked:
-		if f.replay {
-			break
-		}
-		if p.KeyID == f.signer {
-			return reject("key.revoked: key %s cannot revoke itself: issue a new key (oml key rotate), sign with it, then revoke this one", p.KeyID)
-		}
-		k, ok := st.SigningKeys[p.KeyID]
-		if !ok {
-			return reject("key.revoked: key %s was never issued", p.KeyID)
-		}
-		if k.Revoked {
-			return reject("key.revoked: key %s is already revoked", p.KeyID)
-		}
-		k.Revoked = true
-		st.SigningKeys[p.KeyID] = k
-		tenants := make([]uuid.UUID, len(p.Heads))
-		seqs := make([]int64, len(p.Heads))
-		hashes := make([][]byte, len(p.Heads))
-		for i, h := range p.Heads {
-			tenants[i], seqs[i], hashes[i] = uuid.MustParse(h.TenantID), h.Seq, hexDigest(h.Hash)
-		}
-		// One statement: the key is marked revoked only if every head the
-		// event names is in the journal (the heads are what verifiers cut
-		// at; a head that is not there would make the cut a lie).
-		plan.addStmt(stmt{
-			sql: `UPDATE oml.signing_keys SET revoked_at = $2, revoked_seq = $3
-			       WHERE key_id = $1 AND revoked_at IS NULL
-			         AND (SELECT count(*) FROM unnest($4::uuid[], $5::bigint[], $6::bytea[]) AS h(t, s, x)
-			                JOIN oml.journal j ON j.tenant_id = h.t AND j.seq = h.s AND j.hash = h.x) = $7`,
-			args:     []any{p.KeyID, a.RecordedAt, seq, tenants, seqs, hashes, len(p.Heads)},
-			wantRows: 1, what: "revoke the signing key (every head it names must be in the journal)",
-		})
-
-	case TenantCreated:
-		id := uuid.MustParse(p.TenantID)
-		if id == ProviderTenant {
-			return reject("tenant.created cannot create the provider tenant")
-		}
+func (f *folder) applyKeyIssued(a Applied, ev Event, p KeyIssued) error {
+	st := f.st
+	plan := f.plan
+	seq := int64(a.Seq)
+	if _, dup := st.SigningKeys[p.KeyID]; dup {
+		return reject("key %s is already issued", p.KeyID)
+	}
+	pub, _ := base64.StdEncoding.DecodeString(p.PublicKey)
+	if a.Seq == 1 && p.KeyID != f.signer && !f.replay {
+		return reject("the root key.issued must issue the key that signs it (%s), not %s", f.signer, p.KeyID)
+	}
+	if want := keyIDOf(pub); want != p.KeyID {
+		return reject("key.issued key_id %s does not match its public key (expected %s)", p.KeyID, want)
+	}
+	st.SigningKeys[p.KeyID] = SigningKey{KeyID: p.KeyID}
+	plan.addStmt(stmt{
+		sql: `INSERT INTO oml.signing_keys (key_id, algorithm, public_key, issued_seq, issued_hash, issued_at)
+		      VALUES ($1, $2, $3, $4, $5, $6)`,
+		args:     []any{p.KeyID, p.Algorithm, pub, seq, a.Hash[:], a.RecordedAt},
+		wantRows: 1, what: "register the signing key",
+	})
+	if a.Seq == 1 {
+		st.TenantRow = &TenantRow{ID: ProviderTenant, Name: ProviderTenantName, CreatedAt: a.RecordedAt, ProviderSeq: 1, ProviderHash: a.Hash[:]}
 		plan.addStmt(stmt{
 			sql: `INSERT INTO oml.tenants (id, name, created_at, provider_seq, provider_hash)
 			      VALUES ($1, $2, $3, $4, $5)`,
-			args:     []any{id, p.Name, a.RecordedAt, seq, a.Hash[:]},
-			wantRows: 1, what: "create the tenant",
+			args:     []any{ProviderTenant, ProviderTenantName, a.RecordedAt, seq, a.Hash[:]},
+			wantRows: 1, what: "create the provider tenant",
 		})
+	}
+	return nil
+}
 
-	case TenantGenesis:
-		if f.replay {
-			break
-		}
-		tr := st.TenantRow
-		if p.TenantID != st.Tenant.String() || p.Name != tr.Name {
-			return reject("tenant.genesis names tenant %s (%s) but is appended to tenant %s (%s)", p.TenantID, p.Name, st.Tenant, tr.Name)
-		}
-		if uint64(tr.ProviderSeq) != p.ProviderSeq || hex.EncodeToString(tr.ProviderHash) != p.ProviderHash {
-			return reject("tenant.genesis references provider event %d/%s but the tenant was created by provider event %d/%x", p.ProviderSeq, p.ProviderHash, tr.ProviderSeq, tr.ProviderHash)
-		}
+func (f *folder) applyKeyRevoked(a Applied, ev Event, p KeyRevoked) error {
+	st := f.st
+	plan := f.plan
+	seq := int64(a.Seq)
+	if f.replay {
+		return nil
+	}
+	if p.KeyID == f.signer {
+		return reject("key.revoked: key %s cannot revoke itself: issue a new key (oml key rotate), sign with it, then revoke this one", p.KeyID)
+	}
+	k, ok := st.SigningKeys[p.KeyID]
+	if !ok {
+		return reject("key.revoked: key %s was never issued", p.KeyID)
+	}
+	if k.Revoked {
+		return reject("key.revoked: key %s is already revoked", p.KeyID)
+	}
+	k.Revoked = true
+	st.SigningKeys[p.KeyID] = k
+	tenants := make([]uuid.UUID, len(p.Heads))
+	seqs := make([]int64, len(p.Heads))
+	hashes := make([][]byte, len(p.Heads))
+	for i, h := range p.Heads {
+		tenants[i], seqs[i], hashes[i] = uuid.MustParse(h.TenantID), h.Seq, hexDigest(h.Hash)
+	}
+	// One statement: the key is marked revoked only if every head the
+	// event names is in the journal (the heads are what verifiers cut
+	// at; a head that is not there would make the cut a lie).
+	plan.addStmt(stmt{
+		sql: `UPDATE oml.signing_keys SET revoked_at = $2, revoked_seq = $3
+		       WHERE key_id = $1 AND revoked_at IS NULL
+		         AND (SELECT count(*) FROM unnest($4::uuid[], $5::bigint[], $6::bytea[]) AS h(t, s, x)
+		                JOIN oml.journal j ON j.tenant_id = h.t AND j.seq = h.s AND j.hash = h.x) = $7`,
+		args:     []any{p.KeyID, a.RecordedAt, seq, tenants, seqs, hashes, len(p.Heads)},
+		wantRows: 1, what: "revoke the signing key (every head it names must be in the journal)",
+	})
+	return nil
+}
 
-	case ClaimSubmitted:
-		ref := ClaimRef{p.ArtifactID, p.Version}
-		if _, exists := st.Claims[ref]; exists {
-			return reject("claim %s v%d already exists in tenant %s; submit a new version instead", p.ArtifactID, p.Version, st.Tenant)
-		}
-		for r, c := range st.Claims {
-			if r.ArtifactID == p.ArtifactID && c.State == StateErased {
-				return reject("artifact %s was erased; its data key is destroyed and it takes no new versions", p.ArtifactID)
-			}
-		}
-		if f.replay || f.restore {
-			// bodies and data keys are not in the chain (nor in the lake)
-		} else if sum := sha256.Sum256(ev.Body); hex.EncodeToString(sum[:]) != p.CiphertextDigest {
-			return reject("claim %s v%d: the ciphertext body's SHA-256 is %x, not the ciphertext_digest %s the event carries", p.ArtifactID, p.Version, sum, p.CiphertextDigest)
-		} else if dek, ok := st.DataKeys[p.ArtifactID]; ok {
-			if !bytes.Equal(dek, ev.DataKey) {
-				return reject("claim %s v%d: artifact %s already has a different data key; encrypt new versions under the artifact's key", p.ArtifactID, p.Version, p.ArtifactID)
-			}
-		} else {
-			st.DataKeys[p.ArtifactID] = ev.DataKey
-			plan.keyInserts[p.ArtifactID] = ev.DataKey
-			plan.keyOrder = append(plan.keyOrder, p.ArtifactID)
-		}
-		c := &Claim{
-			ArtifactID: p.ArtifactID, Version: p.Version, WorkareaID: p.WorkareaID, Writer: p.Writer,
-			Principal: p.Principal, Provenance: p.Provenance,
-			PlaintextDigest: hexDigest(p.PlaintextDigest), CiphertextDigest: hexDigest(p.CiphertextDigest),
-			State: StateHeld, SubmittedSeq: seq, SubmittedAt: a.RecordedAt, UpdatedAt: a.RecordedAt, LastSeq: seq,
-			isNew: true,
-		}
-		st.Claims[ref] = c
-		plan.touch(c)
-		if !f.restore {
-			plan.bodies = append(plan.bodies, bodyRow{ref: ref, body: ev.Body})
-		}
+func (f *folder) applyTenantCreated(a Applied, ev Event, p TenantCreated) error {
+	plan := f.plan
+	seq := int64(a.Seq)
+	id := uuid.MustParse(p.TenantID)
+	if id == ProviderTenant {
+		return reject("tenant.created cannot create the provider tenant")
+	}
+	plan.addStmt(stmt{
+		sql: `INSERT INTO oml.tenants (id, name, created_at, provider_seq, provider_hash)
+		      VALUES ($1, $2, $3, $4, $5)`,
+		args:     []any{id, p.Name, a.RecordedAt, seq, a.Hash[:]},
+		wantRows: 1, what: "create the tenant",
+	})
+	return nil
+}
 
-	case ClaimPromoted:
-		c, err := f.claim(t, p.ArtifactID, p.Version)
+func (f *folder) applyTenantGenesis(a Applied, ev Event, p TenantGenesis) error {
+	st := f.st
+	if f.replay {
+		return nil
+	}
+	tr := st.TenantRow
+	if p.TenantID != st.Tenant.String() || p.Name != tr.Name {
+		return reject("tenant.genesis names tenant %s (%s) but is appended to tenant %s (%s)", p.TenantID, p.Name, st.Tenant, tr.Name)
+	}
+	if uint64(tr.ProviderSeq) != p.ProviderSeq || hex.EncodeToString(tr.ProviderHash) != p.ProviderHash {
+		return reject("tenant.genesis references provider event %d/%s but the tenant was created by provider event %d/%x", p.ProviderSeq, p.ProviderHash, tr.ProviderSeq, tr.ProviderHash)
+	}
+	return nil
+}
+
+func (f *folder) applyClaimSubmitted(a Applied, ev Event, p ClaimSubmitted) error {
+	st := f.st
+	plan := f.plan
+	seq := int64(a.Seq)
+	ref := ClaimRef{p.ArtifactID, p.Version}
+	if _, exists := st.Claims[ref]; exists {
+		return reject("claim %s v%d already exists in tenant %s; submit a new version instead", p.ArtifactID, p.Version, st.Tenant)
+	}
+	for r, c := range st.Claims {
+		if r.ArtifactID == p.ArtifactID && c.State == StateErased {
+			return reject("artifact %s was erased; its data key is destroyed and it takes no new versions", p.ArtifactID)
+		}
+	}
+	if f.replay || f.restore {
+		// bodies and data keys are not in the chain (nor in the lake)
+	} else if sum := sha256.Sum256(ev.Body); hex.EncodeToString(sum[:]) != p.CiphertextDigest {
+		return reject("claim %s v%d: the ciphertext body's SHA-256 is %x, not the ciphertext_digest %s the event carries", p.ArtifactID, p.Version, sum, p.CiphertextDigest)
+	} else if dek, ok := st.DataKeys[p.ArtifactID]; ok {
+		if !bytes.Equal(dek, ev.DataKey) {
+			return reject("claim %s v%d: artifact %s already has a different data key; encrypt new versions under the artifact's key", p.ArtifactID, p.Version, p.ArtifactID)
+		}
+	} else {
+		st.DataKeys[p.ArtifactID] = ev.DataKey
+		plan.keyInserts[p.ArtifactID] = ev.DataKey
+		plan.keyOrder = append(plan.keyOrder, p.ArtifactID)
+	}
+	c := &Claim{
+		ArtifactID: p.ArtifactID, Version: p.Version, WorkareaID: p.WorkareaID, Writer: p.Writer,
+		Principal: p.Principal, Provenance: p.Provenance,
+		PlaintextDigest: hexDigest(p.PlaintextDigest), CiphertextDigest: hexDigest(p.CiphertextDigest),
+		State: StateHeld, SubmittedSeq: seq, SubmittedAt: a.RecordedAt, UpdatedAt: a.RecordedAt, LastSeq: seq,
+		isNew: true,
+	}
+	st.Claims[ref] = c
+	plan.touch(c)
+	if !f.restore {
+		plan.bodies = append(plan.bodies, bodyRow{ref: ref, body: ev.Body})
+	}
+	return nil
+}
+
+func (f *folder) applyClaimPromoted(a Applied, ev Event, p ClaimPromoted) error {
+	st := f.st
+	plan := f.plan
+	seq := int64(a.Seq)
+	t := ev.Type
+	c, err := f.claim(t, p.ArtifactID, p.Version)
+	if err != nil {
+		return err
+	}
+	if c.State == StateBodyLost {
+		return reject("claim %s v%d is body_lost: its held body was lost in a failover (chain.tail_restored at journal seq %d) and never reached the lake, so it cannot be promoted; submit its content again as a new version", p.ArtifactID, p.Version, c.LastSeq)
+	}
+	if c.State != StateHeld {
+		return reject("claim %s v%d is %s; only a held claim can be promoted", p.ArtifactID, p.Version, c.State)
+	}
+	if p.By == c.Writer {
+		return reject("claim %s v%d cannot be promoted by its own writer %q; promotion needs a second identity", p.ArtifactID, p.Version, p.By)
+	}
+	by := p.By
+	c.State, c.PromotedBy, c.PromotedSeq, c.PromotedAt = StatePromoted, &by, &seq, &a.RecordedAt
+	f.changed(c, a)
+	ref := ClaimRef{c.ArtifactID, c.Version}
+	plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetSilverClaims, Op: OpMaterialize,
+		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: materializePayload(c)})
+	return nil
+}
+
+func (f *folder) applyClaimDemoted(a Applied, ev Event, p ClaimDemoted) error {
+	t := ev.Type
+	c, err := f.claim(t, p.ArtifactID, p.Version)
+	if err != nil {
+		return err
+	}
+	if !heldLike(c.State) && c.State != StatePromoted {
+		return reject("claim %s v%d is %s; only a held (or body_lost) or promoted claim can be demoted", p.ArtifactID, p.Version, c.State)
+	}
+	f.retire(c, a, StateDemoted, p.By, p.Reason)
+	return nil
+}
+
+func (f *folder) applyClaimReassigned(a Applied, ev Event, p ClaimReassigned) error {
+	t := ev.Type
+	c, err := f.claim(t, p.ArtifactID, p.Version)
+	if err != nil {
+		return err
+	}
+	if !heldLike(c.State) && c.State != StatePromoted && c.State != StateDemoted {
+		return reject("claim %s v%d is %s; only a held (or body_lost), promoted or demoted claim can be reassigned", p.ArtifactID, p.Version, c.State)
+	}
+	if p.ToWorkareaID == c.WorkareaID {
+		return reject("claim %s v%d is already in workarea %s", p.ArtifactID, p.Version, p.ToWorkareaID)
+	}
+	f.retire(c, a, StateReassigned, p.By, p.Reason)
+	return nil
+}
+
+func (f *folder) applyClaimErased(a Applied, ev Event, p ClaimErased) error {
+	st := f.st
+	plan := f.plan
+	var versions []*Claim
+	for r, c := range st.Claims {
+		if r.ArtifactID == p.ArtifactID {
+			versions = append(versions, c)
+		}
+	}
+	if len(versions) == 0 {
+		return reject("claim.erased: tenant %s has no artifact %s", st.Tenant, p.ArtifactID)
+	}
+	sortClaims(versions)
+	n := 0
+	for _, c := range versions {
+		if c.State != StateErased {
+			f.retire(c, a, StateErased, p.By, p.Reason)
+			n++
+		}
+	}
+	if n == 0 {
+		return reject("artifact %s is already erased", p.ArtifactID)
+	}
+	if _, ok := plan.keyInserts[p.ArtifactID]; ok {
+		delete(plan.keyInserts, p.ArtifactID) // submitted and erased in one batch: never store it
+	} else if _, ok := st.DataKeys[p.ArtifactID]; ok {
+		plan.keyDeletes = append(plan.keyDeletes, p.ArtifactID)
+	}
+	delete(st.DataKeys, p.ArtifactID)
+	return nil
+}
+
+func (f *folder) applySimulationEnded(a Applied, ev Event, p SimulationEnded) error {
+	t := ev.Type
+	for _, r := range p.Claims {
+		c, err := f.claim(t, r.ArtifactID, r.Version)
 		if err != nil {
 			return err
 		}
-		if c.State == StateBodyLost {
-			return reject("claim %s v%d is body_lost: its held body was lost in a failover (chain.tail_restored at journal seq %d) and never reached the lake, so it cannot be promoted; submit its content again as a new version", p.ArtifactID, p.Version, c.LastSeq)
-		}
-		if c.State != StateHeld {
-			return reject("claim %s v%d is %s; only a held claim can be promoted", p.ArtifactID, p.Version, c.State)
-		}
-		if p.By == c.Writer {
-			return reject("claim %s v%d cannot be promoted by its own writer %q; promotion needs a second identity", p.ArtifactID, p.Version, p.By)
-		}
-		by := p.By
-		c.State, c.PromotedBy, c.PromotedSeq, c.PromotedAt = StatePromoted, &by, &seq, &a.RecordedAt
-		f.changed(c, a)
-		ref := ClaimRef{c.ArtifactID, c.Version}
-		plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetSilverClaims, Op: OpMaterialize,
-			ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: materializePayload(c)})
-
-	case ClaimDemoted:
-		c, err := f.claim(t, p.ArtifactID, p.Version)
-		if err != nil {
-			return err
-		}
-		if !heldLike(c.State) && c.State != StatePromoted {
-			return reject("claim %s v%d is %s; only a held (or body_lost) or promoted claim can be demoted", p.ArtifactID, p.Version, c.State)
-		}
-		f.retire(c, a, StateDemoted, p.By, p.Reason)
-
-	case ClaimReassigned:
-		c, err := f.claim(t, p.ArtifactID, p.Version)
-		if err != nil {
-			return err
+		if c.Provenance != ProvenanceSimulation {
+			return reject("simulation.ended lists claim %s v%d whose provenance is %q, not %q", r.ArtifactID, r.Version, c.Provenance, ProvenanceSimulation)
 		}
 		if !heldLike(c.State) && c.State != StatePromoted && c.State != StateDemoted {
-			return reject("claim %s v%d is %s; only a held (or body_lost), promoted or demoted claim can be reassigned", p.ArtifactID, p.Version, c.State)
+			return reject("simulation.ended lists claim %s v%d which is already %s", r.ArtifactID, r.Version, c.State)
 		}
-		if p.ToWorkareaID == c.WorkareaID {
-			return reject("claim %s v%d is already in workarea %s", p.ArtifactID, p.Version, p.ToWorkareaID)
-		}
-		f.retire(c, a, StateReassigned, p.By, p.Reason)
+		f.retire(c, a, StateSimulationEnded, p.By, p.SimulationID)
+	}
+	return nil
+}
 
-	case ClaimErased:
-		var versions []*Claim
-		for r, c := range st.Claims {
-			if r.ArtifactID == p.ArtifactID {
-				versions = append(versions, c)
-			}
+func (f *folder) applyMaterializeSkipped(a Applied, ev Event, p MaterializeSkipped) error {
+	st := f.st
+	plan := f.plan
+	seq := int64(a.Seq)
+	if f.replay {
+		return nil
+	}
+	o, ok := st.Outbox[p.OutboxSeq]
+	if !ok && f.restore {
+		// The row may be one this restore puts back; the dead-letter
+		// insert below still needs it to exist (exactly one row).
+		o = &OutboxRow{TenantID: st.Tenant, Target: p.Target, Op: p.Op, JournalSeq: p.JournalSeq}
+	} else if !ok {
+		return reject("materialize.skipped: no outbox row %d", p.OutboxSeq)
+	}
+	if o.TenantID != st.Tenant {
+		// The one exception: a row of no tenant (a ghost tenant id the
+		// application chose) has no chain of its own, so the provider
+		// chain records its skip.
+		if !f.isProvider() || st.OutboxTenantCreated[p.OutboxSeq] {
+			return reject("materialize.skipped: outbox row %d belongs to tenant %s, not %s", p.OutboxSeq, o.TenantID, st.Tenant)
 		}
-		if len(versions) == 0 {
-			return reject("claim.erased: tenant %s has no artifact %s", st.Tenant, p.ArtifactID)
-		}
-		sortClaims(versions)
-		n := 0
-		for _, c := range versions {
-			if c.State != StateErased {
-				f.retire(c, a, StateErased, p.By, p.Reason)
-				n++
-			}
-		}
-		if n == 0 {
-			return reject("artifact %s is already erased", p.ArtifactID)
-		}
-		if _, ok := plan.keyInserts[p.ArtifactID]; ok {
-			delete(plan.keyInserts, p.ArtifactID) // submitted and erased in one batch: never store it
-		} else if _, ok := st.DataKeys[p.ArtifactID]; ok {
-			plan.keyDeletes = append(plan.keyDeletes, p.ArtifactID)
-		}
-		delete(st.DataKeys, p.ArtifactID)
+	}
+	if o.Target != p.Target || o.Op != p.Op || o.JournalSeq != p.JournalSeq {
+		return reject("materialize.skipped: outbox row %d is %s %s of journal seq %d, not what the event says", p.OutboxSeq, o.Target, o.Op, o.JournalSeq)
+	}
+	if st.DeadOutbox[p.OutboxSeq] {
+		return reject("outbox row %d is already dead-lettered", p.OutboxSeq)
+	}
+	st.DeadOutbox[p.OutboxSeq] = true
+	plan.addStmt(stmt{
+		sql: `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, version,
+		          payload, attempts, first_failed_at, last_failed_at, error, skipped_seq)
+		      SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.version, o.payload,
+		             $2, coalesce(a.first_failed_at, $3), coalesce(a.last_failed_at, $3), $4, $5
+		        FROM oml.outbox o LEFT JOIN oml.outbox_attempts a ON a.outbox_seq = o.seq
+		       WHERE o.seq = $1`,
+		args:     []any{p.OutboxSeq, p.Attempts, a.RecordedAt, p.Error, seq},
+		wantRows: 1, what: "dead-letter the outbox row",
+	})
+	return nil
+}
 
-	case SimulationEnded:
-		for _, r := range p.Claims {
-			c, err := f.claim(t, r.ArtifactID, r.Version)
-			if err != nil {
-				return err
-			}
-			if c.Provenance != ProvenanceSimulation {
-				return reject("simulation.ended lists claim %s v%d whose provenance is %q, not %q", r.ArtifactID, r.Version, c.Provenance, ProvenanceSimulation)
-			}
-			if !heldLike(c.State) && c.State != StatePromoted && c.State != StateDemoted {
-				return reject("simulation.ended lists claim %s v%d which is already %s", r.ArtifactID, r.Version, c.State)
-			}
-			f.retire(c, a, StateSimulationEnded, p.By, p.SimulationID)
-		}
+func (f *folder) applyDeadletterReenqueued(a Applied, ev Event, p DeadletterReenqueued) error {
+	st := f.st
+	plan := f.plan
+	seq := int64(a.Seq)
+	if f.replay {
+		return nil
+	}
+	if f.restore {
+		// The copy would draw a new outbox seq, not the one the lost
+		// primary gave it (which the lake may have applied).
+		// recovery refuses such a tail at plan time with the full
+		// sentence; this is the fold's own guard.
+		return reject("deadletter.reenqueued at seq %d cannot be restored from the lake: accept the fork instead (oml chain accept-fork) and repair the lake (oml lake repair)", seq)
+	}
+	d, ok := st.DeadLetters[p.DeadLetterID]
+	if !ok {
+		return reject("deadletter.reenqueued: no dead letter %d", p.DeadLetterID)
+	}
+	if d.TenantID != st.Tenant || d.OutboxSeq != p.OutboxSeq {
+		return reject("deadletter.reenqueued: dead letter %d is outbox row %d of tenant %s, not what the event says", d.ID, d.OutboxSeq, d.TenantID)
+	}
+	if d.Reenqueued {
+		return reject("dead letter %d was already re-enqueued", d.ID)
+	}
+	if d.Abandoned {
+		return reject("dead letter %d was abandoned (deadletter.abandoned): it will never reach the lake and cannot be re-enqueued", d.ID)
+	}
+	d.Reenqueued = true
+	// The copy keeps the original row's journal_seq, target, op and
+	// payload: it is the same work, at a new outbox position. copy_of
+	// names the dead-lettered row: the one copy of an implied row the
+	// database allows (outbox_implied_once, docs/security.md).
+	plan.addStmt(stmt{
+		sql: `WITH o AS (
+		          INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of)
+		          SELECT tenant_id, journal_seq, target, op, artifact_id, version, payload, outbox_seq
+		            FROM oml.dead_letter WHERE id = $1 AND reenqueued_at IS NULL
+		          RETURNING seq)
+		      UPDATE oml.dead_letter d
+		         SET reenqueued_at = $2, reenqueued_seq = $3, new_outbox_seq = o.seq,
+		             reenqueued_by = $4, reenqueue_reason = $5
+		        FROM o WHERE d.id = $1`,
+		args:     []any{p.DeadLetterID, a.RecordedAt, seq, p.By, p.Reason},
+		wantRows: 1, what: "re-enqueue the dead letter",
+	})
+	return nil
+}
 
-	case MaterializeSkipped:
-		if f.replay {
-			break
-		}
-		o, ok := st.Outbox[p.OutboxSeq]
-		if !ok && f.restore {
-			// The row may be one this restore puts back; the dead-letter
-			// insert below still needs it to exist (exactly one row).
-			o = &OutboxRow{TenantID: st.Tenant, Target: p.Target, Op: p.Op, JournalSeq: p.JournalSeq}
-		} else if !ok {
-			return reject("materialize.skipped: no outbox row %d", p.OutboxSeq)
-		}
-		if o.TenantID != st.Tenant {
-			// The one exception: a row of no tenant (a ghost tenant id the
-			// application chose) has no chain of its own, so the provider
-			// chain records its skip.
-			if !f.isProvider() || st.OutboxTenantCreated[p.OutboxSeq] {
-				return reject("materialize.skipped: outbox row %d belongs to tenant %s, not %s", p.OutboxSeq, o.TenantID, st.Tenant)
-			}
-		}
-		if o.Target != p.Target || o.Op != p.Op || o.JournalSeq != p.JournalSeq {
-			return reject("materialize.skipped: outbox row %d is %s %s of journal seq %d, not what the event says", p.OutboxSeq, o.Target, o.Op, o.JournalSeq)
-		}
-		if st.DeadOutbox[p.OutboxSeq] {
-			return reject("outbox row %d is already dead-lettered", p.OutboxSeq)
-		}
-		st.DeadOutbox[p.OutboxSeq] = true
-		plan.addStmt(stmt{
-			sql: `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, version,
-			          payload, attempts, first_failed_at, last_failed_at, error, skipped_seq)
-			      SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.version, o.payload,
-			             $2, coalesce(a.first_failed_at, $3), coalesce(a.last_failed_at, $3), $4, $5
-			        FROM oml.outbox o LEFT JOIN oml.outbox_attempts a ON a.outbox_seq = o.seq
-			       WHERE o.seq = $1`,
-			args:     []any{p.OutboxSeq, p.Attempts, a.RecordedAt, p.Error, seq},
-			wantRows: 1, what: "dead-letter the outbox row",
-		})
+func (f *folder) applyDeadletterAbandoned(a Applied, ev Event, p DeadletterAbandoned) error {
+	st := f.st
+	plan := f.plan
+	seq := int64(a.Seq)
+	if f.replay {
+		return nil
+	}
+	d, ok := st.DeadLetters[p.DeadLetterID]
+	if !ok {
+		return reject("deadletter.abandoned: no dead letter %d", p.DeadLetterID)
+	}
+	own := d.TenantID == st.Tenant || (f.isProvider() && !d.TenantHasChain)
+	if !own || d.OutboxSeq != p.OutboxSeq {
+		return reject("deadletter.abandoned: dead letter %d is outbox row %d of tenant %s, not what the event says (abandon it on its tenant's chain)", d.ID, d.OutboxSeq, d.TenantID)
+	}
+	if d.Reenqueued {
+		return reject("dead letter %d was already re-enqueued; there is nothing to abandon", d.ID)
+	}
+	if d.Abandoned {
+		return reject("dead letter %d was already abandoned", d.ID)
+	}
+	d.Abandoned = true
+	plan.addStmt(stmt{
+		sql: `UPDATE oml.dead_letter
+		         SET abandoned_at = $2, abandoned_seq = $3, abandoned_by = $4, abandon_reason = $5
+		       WHERE id = $1 AND reenqueued_at IS NULL AND abandoned_at IS NULL`,
+		args:     []any{p.DeadLetterID, a.RecordedAt, seq, p.By, p.Reason},
+		wantRows: 1, what: "abandon the dead letter",
+	})
+	return nil
+}
 
-	case DeadletterReenqueued:
-		if f.replay {
-			break
+func (f *folder) applyChainTailRestored(a Applied, ev Event, p ChainTailRestored) error {
+	t := ev.Type
+	// The claims it lists were held and lost their body with the tail:
+	// they become body_lost (migration 007), their named state. It must
+	// not name a claim that is not held.
+	for _, r := range p.BodyLost {
+		c, err := f.claim(t, r.ArtifactID, r.Version)
+		if err != nil {
+			return err
 		}
-		if f.restore {
-			// The copy would draw a new outbox seq, not the one the lost
-			// primary gave it (which the lake may have applied).
-			// recovery refuses such a tail at plan time with the full
-			// sentence; this is the fold's own guard.
-			return reject("deadletter.reenqueued at seq %d cannot be restored from the lake: accept the fork instead (oml chain accept-fork) and repair the lake (oml lake repair)", seq)
+		if c.State != StateHeld {
+			return reject("chain.tail_restored lists claim %s v%d as body_lost, but it is %s, not held", r.ArtifactID, r.Version, c.State)
 		}
-		d, ok := st.DeadLetters[p.DeadLetterID]
-		if !ok {
-			return reject("deadletter.reenqueued: no dead letter %d", p.DeadLetterID)
-		}
-		if d.TenantID != st.Tenant || d.OutboxSeq != p.OutboxSeq {
-			return reject("deadletter.reenqueued: dead letter %d is outbox row %d of tenant %s, not what the event says", d.ID, d.OutboxSeq, d.TenantID)
-		}
-		if d.Reenqueued {
-			return reject("dead letter %d was already re-enqueued", d.ID)
-		}
-		if d.Abandoned {
-			return reject("dead letter %d was abandoned (deadletter.abandoned): it will never reach the lake and cannot be re-enqueued", d.ID)
-		}
-		d.Reenqueued = true
-		// The copy keeps the original row's journal_seq, target, op and
-		// payload: it is the same work, at a new outbox position. copy_of
-		// names the dead-lettered row: the one copy of an implied row the
-		// database allows (outbox_implied_once, docs/security.md).
-		plan.addStmt(stmt{
-			sql: `WITH o AS (
-			          INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of)
-			          SELECT tenant_id, journal_seq, target, op, artifact_id, version, payload, outbox_seq
-			            FROM oml.dead_letter WHERE id = $1 AND reenqueued_at IS NULL
-			          RETURNING seq)
-			      UPDATE oml.dead_letter d
-			         SET reenqueued_at = $2, reenqueued_seq = $3, new_outbox_seq = o.seq,
-			             reenqueued_by = $4, reenqueue_reason = $5
-			        FROM o WHERE d.id = $1`,
-			args:     []any{p.DeadLetterID, a.RecordedAt, seq, p.By, p.Reason},
-			wantRows: 1, what: "re-enqueue the dead letter",
-		})
-
-	case DeadletterAbandoned:
-		if f.replay {
-			break
-		}
-		d, ok := st.DeadLetters[p.DeadLetterID]
-		if !ok {
-			return reject("deadletter.abandoned: no dead letter %d", p.DeadLetterID)
-		}
-		own := d.TenantID == st.Tenant || (f.isProvider() && !d.TenantHasChain)
-		if !own || d.OutboxSeq != p.OutboxSeq {
-			return reject("deadletter.abandoned: dead letter %d is outbox row %d of tenant %s, not what the event says (abandon it on its tenant's chain)", d.ID, d.OutboxSeq, d.TenantID)
-		}
-		if d.Reenqueued {
-			return reject("dead letter %d was already re-enqueued; there is nothing to abandon", d.ID)
-		}
-		if d.Abandoned {
-			return reject("dead letter %d was already abandoned", d.ID)
-		}
-		d.Abandoned = true
-		plan.addStmt(stmt{
-			sql: `UPDATE oml.dead_letter
-			         SET abandoned_at = $2, abandoned_seq = $3, abandoned_by = $4, abandon_reason = $5
-			       WHERE id = $1 AND reenqueued_at IS NULL AND abandoned_at IS NULL`,
-			args:     []any{p.DeadLetterID, a.RecordedAt, seq, p.By, p.Reason},
-			wantRows: 1, what: "abandon the dead letter",
-		})
-	case ChainTailRestored:
-		// The claims it lists were held and lost their body with the tail:
-		// they become body_lost (migration 007), their named state. It must
-		// not name a claim that is not held.
-		for _, r := range p.BodyLost {
-			c, err := f.claim(t, r.ArtifactID, r.Version)
-			if err != nil {
-				return err
-			}
-			if c.State != StateHeld {
-				return reject("chain.tail_restored lists claim %s v%d as body_lost, but it is %s, not held", r.ArtifactID, r.Version, c.State)
-			}
-			c.State = StateBodyLost
-			f.changed(c, a)
-		}
-
-	case ChainForkAccepted:
-		// Recorded on the provider chain; read by the fork check.
-
-	case LakeRepaired:
-		// The audit record of a lake repair: the lake is derived, so no
-		// fold state changes (its bronze row is implied like any event's).
-
-	default:
-		return reject("no fold for event type %s", t)
+		c.State = StateBodyLost
+		f.changed(c, a)
 	}
 	return nil
 }

@@ -207,122 +207,173 @@ type claimKey struct {
 // files whose stats may hold a retracted key are read, and only the files
 // that do hold one are rewritten (remove + add in the same commit).
 func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
-	inserts := map[claimKey]pq.Row{}
-	var order []claimKey
-	existing := map[claimKey]*change{}
+	m := foldSilver(todo)
+	var stats commitStats
+	var commit delta.Commit
+	if len(m.existing) > 0 {
+		snap := w.Snapshot()
+		candidates := pruneFiles(snap.Files(), m.existing)
+		hits, found, err := m.locate(ctx, w, snap, key, candidates)
+		if err != nil {
+			return commit, stats, nil, err
+		}
+		poison, err := m.missing(key, found)
+		if err != nil || len(poison) > 0 {
+			return commit, stats, poison, err
+		}
+		for _, f := range candidates {
+			if !hits[f.Path] {
+				continue
+			}
+			if err := m.rewrite(ctx, w, snap, key, f, &commit, &stats); err != nil {
+				return commit, stats, nil, err
+			}
+		}
+	}
+	if len(m.order) > 0 {
+		if err := m.insert(ctx, w, key, &commit, &stats); err != nil {
+			return commit, stats, nil, err
+		}
+	}
+	describeSilverCommit(&commit, stats)
+	return commit, stats, nil, nil
+}
+
+// silverMerge is a batch's silver operations folded per claim: the rows
+// the batch inserts (in first-seen order, a retract later in the batch
+// already applied to them), and the retracts of rows already in the table.
+type silverMerge struct {
+	inserts  map[claimKey]pq.Row
+	order    []claimKey
+	existing map[claimKey]*change
+}
+
+func foldSilver(todo []*item) *silverMerge {
+	m := &silverMerge{inserts: map[claimKey]pq.Row{}, existing: map[claimKey]*change{}}
 	for _, it := range todo {
 		k := claimKey{it.artifact, it.version}
 		if it.retract == nil {
-			if _, dup := inserts[k]; !dup {
-				order = append(order, k)
+			if _, dup := m.inserts[k]; !dup {
+				m.order = append(m.order, k)
 			}
 			row := append(pq.Row(nil), it.row...)
-			inserts[k] = row
+			m.inserts[k] = row
 			continue
 		}
-		if row, ok := inserts[k]; ok {
+		if row, ok := m.inserts[k]; ok {
 			setRetract(row, it)
 			continue
 		}
-		existing[k] = &change{it: it}
+		m.existing[k] = &change{it: it}
 	}
+	return m
+}
 
-	var stats commitStats
-	var commit delta.Commit
+// locate reads the key columns of the candidate files: which files hold a
+// retracted claim (hits), and which claims were found at all.
+func (m *silverMerge) locate(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, candidates []*delta.Add) (hits map[string]bool, found map[claimKey]bool, err error) {
+	hits, found = map[string]bool{}, map[claimKey]bool{}
+	if len(candidates) == 0 {
+		return hits, found, nil
+	}
+	keys := tables.SilverColumns(tables.SilverArtifactID, tables.SilverVersion)
+	err = snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: keys.Columns(), Files: candidates},
+		func(f *delta.Add, rows []pq.Row) error {
+			for _, r := range rows {
+				c := keys.Decode(r)
+				k := claimKey{c.ArtifactID, c.Version}
+				if _, ok := m.existing[k]; ok {
+					hits[f.Path] = true
+					found[k] = true
+				}
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s to merge retracts: %w", key, err)
+	}
+	return hits, found, nil
+}
+
+// missing turns the retracts of claims the table does not hold into
+// poison rows, in seq order. A re-derived retract (its outbox row was
+// pruned) of a claim a rebuilt table lacks is an error instead: the
+// journal implies the claim is there.
+func (m *silverMerge) missing(key tables.TableKey, found map[claimKey]bool) ([]*item, error) {
 	var poison []*item
-	if len(existing) > 0 {
-		snap := w.Snapshot()
-		candidates := pruneFiles(snap.Files(), existing)
-		hits := map[string]bool{} // files that hold a key
-		found := map[claimKey]bool{}
-		if len(candidates) > 0 {
-			keys := tables.SilverColumns(tables.SilverArtifactID, tables.SilverVersion)
-			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: keys.Columns(), Files: candidates},
-				func(f *delta.Add, rows []pq.Row) error {
-					for _, r := range rows {
-						c := keys.Decode(r)
-						k := claimKey{c.ArtifactID, c.Version}
-						if _, ok := existing[k]; ok {
-							hits[f.Path] = true
-							found[k] = true
-						}
-					}
-					return nil
-				})
-			if err != nil {
-				return commit, stats, nil, fmt.Errorf("read %s to merge retracts: %w", key, err)
+	for k, c := range m.existing {
+		if !found[k] {
+			if c.it.derived {
+				return nil, fmt.Errorf("rebuild %s: the retract journal seq %d implies (its outbox row was pruned) names %s v%d, which the rebuilt table lacks; run oml reconcile",
+					key, c.it.journalSeq, k.artifact, k.version)
 			}
-		}
-		for k, c := range existing {
-			if !found[k] {
-				if c.it.derived {
-					return commit, stats, nil, fmt.Errorf("rebuild %s: the retract journal seq %d implies (its outbox row was pruned) names %s v%d, which the rebuilt table lacks; run oml reconcile",
-						key, c.it.journalSeq, k.artifact, k.version)
-				}
-				poison = append(poison, &item{seq: c.it.seq, journalSeq: c.it.journalSeq, table: key, target: c.it.target, op: c.it.op,
-					artifact: k.artifact, version: k.version,
-					poison: poisonf(c.it.seq, "retract of %s v%d, which is not in %s (was its promotion dead-lettered?)", k.artifact, k.version, key)})
-			}
-		}
-		if len(poison) > 0 {
-			sort.Slice(poison, func(i, j int) bool { return poison[i].seq < poison[j].seq })
-			return commit, stats, poison, nil
-		}
-		var rewrite []*delta.Add
-		for _, f := range candidates {
-			if hits[f.Path] {
-				rewrite = append(rewrite, f)
-			}
-		}
-		for _, f := range rewrite {
-			var rows []pq.Row
-			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
-				for _, r := range batch {
-					a, v := tables.SilverClaim(r)
-					k := claimKey{a, v}
-					if c, ok := existing[k]; ok {
-						setRetract(r, c.it)
-						stats.merged++
-					}
-					rows = append(rows, r)
-				}
-				return nil
-			})
-			if err != nil {
-				return commit, stats, nil, fmt.Errorf("read %s to merge retracts: %w", key, err)
-			}
-			path, err := delta.DecodePath(f.Path)
-			if err != nil {
-				return commit, stats, nil, err
-			}
-			rm, err := w.Remove(path, true)
-			if err != nil {
-				return commit, stats, nil, err
-			}
-			sortSilver(rows)
-			add, err := w.WriteFile(ctx, map[string]*string{}, rows)
-			if err != nil {
-				return commit, stats, nil, fmt.Errorf("rewrite a data file of %s: %w", key, err)
-			}
-			commit.Removes = append(commit.Removes, rm)
-			commit.Adds = append(commit.Adds, add)
-			stats.bytes += add.Size
+			poison = append(poison, &item{seq: c.it.seq, journalSeq: c.it.journalSeq, table: key, target: c.it.target, op: c.it.op,
+				artifact: k.artifact, version: k.version,
+				poison: poisonf(c.it.seq, "retract of %s v%d, which is not in %s (was its promotion dead-lettered?)", k.artifact, k.version, key)})
 		}
 	}
-	if len(order) > 0 {
-		rows := make([]pq.Row, 0, len(order))
-		for _, k := range order {
-			rows = append(rows, inserts[k])
+	sort.Slice(poison, func(i, j int) bool { return poison[i].seq < poison[j].seq })
+	return poison, nil
+}
+
+// rewrite copies data file f with the retracts applied to its rows: the
+// commit removes f and adds the copy.
+func (m *silverMerge) rewrite(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add, commit *delta.Commit, stats *commitStats) error {
+	var rows []pq.Row
+	err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
+		for _, r := range batch {
+			a, v := tables.SilverClaim(r)
+			k := claimKey{a, v}
+			if c, ok := m.existing[k]; ok {
+				setRetract(r, c.it)
+				stats.merged++
+			}
+			rows = append(rows, r)
 		}
-		sortSilver(rows)
-		add, err := w.WriteFile(ctx, map[string]*string{}, rows)
-		if err != nil {
-			return commit, stats, nil, fmt.Errorf("write a data file for %s: %w", key, err)
-		}
-		commit.Adds = append(commit.Adds, add)
-		stats.rows += len(rows)
-		stats.bytes += add.Size
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read %s to merge retracts: %w", key, err)
 	}
+	path, err := delta.DecodePath(f.Path)
+	if err != nil {
+		return err
+	}
+	rm, err := w.Remove(path, true)
+	if err != nil {
+		return err
+	}
+	sortSilver(rows)
+	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+	if err != nil {
+		return fmt.Errorf("rewrite a data file of %s: %w", key, err)
+	}
+	commit.Removes = append(commit.Removes, rm)
+	commit.Adds = append(commit.Adds, add)
+	stats.bytes += add.Size
+	return nil
+}
+
+// insert writes the batch's new claims as one data file.
+func (m *silverMerge) insert(ctx context.Context, w *delta.Writer, key tables.TableKey, commit *delta.Commit, stats *commitStats) error {
+	rows := make([]pq.Row, 0, len(m.order))
+	for _, k := range m.order {
+		rows = append(rows, m.inserts[k])
+	}
+	sortSilver(rows)
+	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+	if err != nil {
+		return fmt.Errorf("write a data file for %s: %w", key, err)
+	}
+	commit.Adds = append(commit.Adds, add)
+	stats.rows += len(rows)
+	stats.bytes += add.Size
+	return nil
+}
+
+// describeSilverCommit names the commit the way Spark would: a streaming
+// append, or a MERGE when it rewrites files.
+func describeSilverCommit(commit *delta.Commit, stats commitStats) {
 	commit.Operation = "STREAMING UPDATE"
 	commit.OperationParameters = map[string]any{"outputMode": "Append", "queryId": tables.AppID}
 	if len(commit.Removes) > 0 {
@@ -337,7 +388,6 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 		"numTargetFilesRemoved": fmt.Sprint(len(commit.Removes)),
 		"numOutputBytes":        fmt.Sprint(stats.bytes),
 	}
-	return commit, stats, nil, nil
 }
 
 func setRetract(row pq.Row, it *item) {

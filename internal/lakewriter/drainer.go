@@ -214,37 +214,37 @@ func New(opts Options) (*Drainer, error) {
 		return nil, errors.New("lake writer: a database pool and a lake store are required")
 	}
 	if opts.Limits.Rows <= 0 {
-		opts.Limits.Rows = 10000
+		opts.Limits.Rows = DefaultBatchRows
 	}
 	if opts.Limits.Bytes <= 0 {
-		opts.Limits.Bytes = 64 << 20
+		opts.Limits.Bytes = DefaultBatchBytes
 	}
 	if opts.MaxWait <= 0 {
-		opts.MaxWait = time.Second
+		opts.MaxWait = DefaultMaxWait
 	}
 	if opts.Poll <= 0 {
-		opts.Poll = 250 * time.Millisecond
+		opts.Poll = DefaultPoll
 	}
 	if opts.PoisonBudget <= 0 {
-		opts.PoisonBudget = 5
+		opts.PoisonBudget = DefaultPoisonBudget
 	}
 	if opts.MaxOpenTables == 0 {
 		opts.MaxOpenTables = DefaultMaxOpenTables
 	}
 	if opts.BackoffMin <= 0 {
-		opts.BackoffMin = 200 * time.Millisecond
+		opts.BackoffMin = DefaultBackoffMin
 	}
 	if opts.BackoffMax <= 0 {
-		opts.BackoffMax = 30 * time.Second
+		opts.BackoffMax = DefaultBackoffMax
 	}
 	if opts.HorizonTimeout <= 0 {
-		opts.HorizonTimeout = time.Minute
+		opts.HorizonTimeout = DefaultHorizonTimeout
 	}
 	if opts.MaxOutage <= 0 {
 		opts.MaxOutage = DefaultMaxOutage
 	}
 	if opts.LeaseTTL <= 0 {
-		opts.LeaseTTL = 30 * time.Second
+		opts.LeaseTTL = DefaultLeaseTTL
 	}
 	if opts.Holder == "" {
 		host, _ := os.Hostname()
@@ -254,16 +254,16 @@ func New(opts Options) (*Drainer, error) {
 		opts.Log = slog.New(slog.DiscardHandler)
 	}
 	if opts.ForkCheckInterval <= 0 {
-		opts.ForkCheckInterval = time.Minute
+		opts.ForkCheckInterval = DefaultForkCheckInterval
 	}
 	if opts.ContinuityRecheck <= 0 {
-		opts.ContinuityRecheck = 30 * time.Second
+		opts.ContinuityRecheck = DefaultContinuityRecheck
 	}
 	if opts.DurableTimeout <= 0 {
-		opts.DurableTimeout = time.Minute
+		opts.DurableTimeout = DefaultDurableTimeout
 	}
 	if opts.WitnessInterval == 0 {
-		opts.WitnessInterval = 10 * time.Second
+		opts.WitnessInterval = DefaultWitnessInterval
 	}
 	d := &Drainer{
 		opts:   opts,

@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sort"
 	"time"
 
+	"github.com/omlhq/oml/internal/backoff"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 )
@@ -414,12 +414,7 @@ func (d *Drainer) wait(ctx context.Context, what string, err error, attempt int,
 }
 
 func (d *Drainer) backoff(attempt int) time.Duration {
-	b := d.opts.BackoffMin << min(attempt, 20)
-	if b <= 0 || b > d.opts.BackoffMax {
-		b = d.opts.BackoffMax
-	}
-	// Full jitter in [b/2, b).
-	return b/2 + time.Duration(rand.Int64N(int64(b/2)+1))
+	return backoff.Policy{Min: d.opts.BackoffMin, Max: d.opts.BackoffMax, Jitter: backoff.Half}.Delay(attempt)
 }
 
 // waitFinal polls the horizon until the fence is final or timeout passes.
@@ -471,16 +466,7 @@ func (d *Drainer) reportLag(ctx context.Context, blocked bool) {
 	d.opts.Metrics.heldTenants(d.Refused())
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+func sleep(ctx context.Context, d time.Duration) error { return backoff.Sleep(ctx, d) }
 
 // isContinuity reports a refusal of the continuity check: not an outage,
 // so never retried as one.

@@ -73,10 +73,19 @@ type TableStatus struct {
 	Error           string `json:"error,omitempty"`
 }
 
-// ReadStatus gathers the status. lake may be nil (then Tables stays empty
-// and Continuity nil); with a lake the continuity check runs (it reads
-// every tenant table's log); withTables also lists every table.
-func ReadStatus(ctx context.Context, db *pgxpool.Pool, lake store.Store, withTables bool) (Status, error) {
+// StatusOptions say how much ReadStatus reads beyond the database.
+type StatusOptions struct {
+	// Lake, when set, runs the continuity check (it reads every tenant
+	// table's log) and reads the held tables; nil leaves Continuity nil.
+	Lake store.Store
+	// Tables also lists every table (needs Lake).
+	Tables bool
+}
+
+// ReadStatus gathers the status: the frontier, the backlog and the lease
+// from the database, and what opts asks of the lake.
+func ReadStatus(ctx context.Context, db *pgxpool.Pool, opts StatusOptions) (Status, error) {
+	lake, withTables := opts.Lake, opts.Tables
 	var s Status
 	fr, err := outbox.ReadFrontier(ctx, db)
 	if err != nil {

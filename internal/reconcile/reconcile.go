@@ -276,7 +276,7 @@ SELECT (SELECT coalesce(sum(seq), 0) FROM oml.chain_heads WHERE $1::uuid IS NULL
 }
 
 func (r *runner) staleFrontier(ctx context.Context) error {
-	st, err := lakewriter.ReadStatus(ctx, r.pool, nil, false)
+	st, err := lakewriter.ReadStatus(ctx, r.pool, lakewriter.StatusOptions{})
 	if err != nil {
 		return fmt.Errorf("reconcile: read the lake writer's status: %w", err)
 	}

@@ -1,6 +1,7 @@
 // Package tenant owns deployment genesis (Init: the provider tenant and the
 // root key.issued) and tenants (Create, List, Resolve), all written through
-// the chain append path.
+// the chain append path, and every read of oml.tenants other packages make
+// (read.go: Refs, IDs, Names, IDByName; one listing, ordered by name).
 //
 // Invariants:
 //   - The provider chain (tenant 00000000-0000-0000-0000-000000000000) opens

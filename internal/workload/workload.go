@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/omlhq/oml/internal/backoff"
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/journal"
 )
@@ -360,13 +361,7 @@ func (l *limiter) wait(ctx context.Context, n int) error {
 	l.next = l.next.Add(time.Duration(n) * l.interval)
 	l.mu.Unlock()
 	if d := time.Until(at); d > 0 {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
+		return backoff.Sleep(ctx, d)
 	}
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/witness"
 )
@@ -64,6 +63,18 @@ func resolveTenant(ctx context.Context, pool *pgxpool.Pool, s string) (uuid.UUID
 	return id, nil
 }
 
+// onlyTenant is the --tenant filter: nil (every tenant) when s is empty.
+func onlyTenant(ctx context.Context, pool *pgxpool.Pool, s string) (*uuid.UUID, error) {
+	if s == "" {
+		return nil, nil
+	}
+	id, err := resolveTenant(ctx, pool, s)
+	if err != nil {
+		return nil, err
+	}
+	return &id, nil
+}
+
 // tenantNames maps tenant ids to names (the provider is tenant.ProviderName,
 // the one spelling every command shows).
 func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string, error) {
@@ -79,19 +90,6 @@ func tenantNames(ctx context.Context, pool *pgxpool.Pool) (map[uuid.UUID]string,
 // checking witness signatures.
 func issuedKeys(ctx context.Context, pool *pgxpool.Pool) (witness.KeyLookup, error) {
 	return chainverify.IssuedKeys(ctx, pool)
-}
-
-// openLake opens the lake store, or returns nil when no lake is configured.
-func openLake(ctx context.Context, f *cliutil.Factory) (store.Store, error) {
-	u := f.LakeURL()
-	if u == "" {
-		return nil, nil
-	}
-	st, err := store.Open(ctx, u)
-	if err != nil {
-		return nil, cliutil.AsConfigError(err)
-	}
-	return st, nil
 }
 
 func short(hexHash string) string {

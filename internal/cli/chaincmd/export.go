@@ -12,7 +12,6 @@ import (
 	"github.com/omlhq/oml/internal/bundle"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // ExportOptions are `oml chain export`'s flags.
@@ -79,12 +78,9 @@ func exportRun(ctx context.Context, opts *ExportOptions) error {
 			return cliutil.FlagErrorf("%s already exists: pass --force to replace it", opts.Out)
 		}
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	tenant, err := resolveTenant(ctx, pool, opts.Tenant)
 	if err != nil {
@@ -94,7 +90,7 @@ func exportRun(ctx context.Context, opts *ExportOptions) error {
 	if names, err := tenantNames(ctx, pool); err == nil {
 		eo.TenantName = names[tenant]
 	}
-	if eo.Lake, err = openLake(ctx, f); err != nil {
+	if eo.Lake, err = f.OptionalLake(ctx); err != nil {
 		return err
 	}
 	if p := f.SigningKeyPath(); p != "" {

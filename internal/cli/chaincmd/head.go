@@ -12,7 +12,6 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -78,22 +77,13 @@ type headRow struct {
 func headRun(ctx context.Context, opts *HeadOptions) error {
 	f := opts.F
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
 	}
-	// Before migrate or init: say which to run, not the SQLSTATE of the
-	// first missing table.
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	var only *uuid.UUID
-	if opts.Tenant != "" {
-		id, err := resolveTenant(ctx, pool, opts.Tenant)
-		if err != nil {
-			return err
-		}
-		only = &id
+	only, err := onlyTenant(ctx, pool, opts.Tenant)
+	if err != nil {
+		return err
 	}
 	names, err := tenantNames(ctx, pool)
 	if err != nil {
@@ -103,7 +93,7 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}
@@ -145,9 +135,7 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if rows == nil {
-			rows = []*headRow{}
-		}
+		rows = cliutil.NonNil(rows)
 		if err := cliutil.WriteJSON(f.IO.Out, rows); err != nil {
 			return err
 		}

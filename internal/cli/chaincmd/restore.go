@@ -130,17 +130,13 @@ func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}
 	ro := recovery.RestoreOptions{Pool: pool, Lake: st, DryRun: true, By: opts.By}
-	if opts.Tenant != "" {
-		id, err := resolveTenant(ctx, pool, opts.Tenant)
-		if err != nil {
-			return err
-		}
-		ro.Tenant = &id
+	if ro.Tenant, err = onlyTenant(ctx, pool, opts.Tenant); err != nil {
+		return err
 	}
 	res, err := recovery.RestoreTail(ctx, ro)
 	if err != nil {
@@ -292,7 +288,7 @@ func acceptForkRun(ctx context.Context, opts *AcceptForkOptions) error {
 	if err != nil {
 		return err
 	}
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}

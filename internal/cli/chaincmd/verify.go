@@ -18,7 +18,6 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -179,14 +178,9 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 	f := opts.F
 	io := f.IO
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	// Before migrate or init: say which to run, not the SQLSTATE of the
-	// first missing table.
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	dbo := chainverify.DBOptions{
 		SinceCheckpoint: opts.SinceCheckpoint, Strict: opts.Strict, NoCheckpoint: opts.NoCheckpoint, RootKeyID: opts.RootKeyID,
@@ -210,7 +204,7 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 
 	wj := witnessCheckJSON{Problems: []string{}}
 	var witnessFindings []chainverify.Finding
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}
@@ -290,12 +284,8 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 			Resumed: rep.Resumed, ElapsedSeconds: rep.Elapsed.Seconds(), SignatureRule: rep.Rule, Witnesses: wj,
 			Checkpoints: rep.Checkpoints, Invalidated: rep.Invalidated, AcceptedForks: acceptedForks,
 			Chains: make([]chainJSON, 0, len(rep.Chains))}
-		if doc.AcceptedForks == nil {
-			doc.AcceptedForks = []chainverify.AcceptedFinding{}
-		}
-		if doc.Findings == nil {
-			doc.Findings = []chainverify.Finding{}
-		}
+		doc.AcceptedForks = cliutil.NonNil(doc.AcceptedForks)
+		doc.Findings = cliutil.NonNil(doc.Findings)
 		for _, c := range rep.Chains {
 			doc.Chains = append(doc.Chains, chainJSON{ChainReport: c, Name: names[c.Tenant]})
 		}
@@ -354,7 +344,7 @@ func verifyRun(ctx context.Context, opts *VerifyOptions) error {
 // witnessedHash is the hash of tenant's head witnessed at exactly seq, for
 // --from without --from-hash. The witness must verify under an issued key.
 func witnessedHash(ctx context.Context, f *cliutil.Factory, pool *pgxpool.Pool, tenant uuid.UUID, seq int64) ([]byte, error) {
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return nil, err
 	}

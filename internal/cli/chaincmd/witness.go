@@ -109,17 +109,13 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 	if _, ok := trusted(k.KeyID(), chainverify.ProviderTenant, math.MaxInt64); !ok {
 		return cliutil.ConfigErrorf("the signing key %s was never issued by this deployment's provider chain, or it is revoked: use the deployment's current key file", k.KeyID())
 	}
-	st, err := openLake(ctx, f)
+	st, err := f.OptionalLake(ctx)
 	if err != nil {
 		return err
 	}
-	var only *uuid.UUID
-	if opts.Tenant != "" {
-		id, err := resolveTenant(ctx, pool, opts.Tenant)
-		if err != nil {
-			return err
-		}
-		only = &id
+	only, err := onlyTenant(ctx, pool, opts.Tenant)
+	if err != nil {
+		return err
 	}
 	names, err := tenantNames(ctx, pool)
 	if err != nil {

@@ -19,8 +19,6 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 )
 
 // NewCmd builds `oml deadletter`.
@@ -44,12 +42,9 @@ reconcile then lists it as an accepted gap. See docs/deadletter.md.`,
 }
 
 func openDB(ctx context.Context, f *cliutil.Factory) (*pgxpool.Pool, error) {
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return nil, cliutil.AsConfigError(err)
 	}
 	return pool, nil
 }
@@ -68,13 +63,14 @@ func openForAppend(ctx context.Context, f *cliutil.Factory, doing string) (*keys
 	return k, pool, nil
 }
 
-func resolveTenant(ctx context.Context, pool *pgxpool.Pool, name string) (*uuid.UUID, error) {
+// resolveTenant is the --tenant filter: nil when not given.
+func resolveTenant(ctx context.Context, f *cliutil.Factory, name string) (*uuid.UUID, error) {
 	if name == "" {
 		return nil, nil
 	}
-	t, err := tenant.Resolve(ctx, pool, name)
+	t, err := f.Tenant(ctx, name)
 	if err != nil {
-		return nil, cliutil.AsConfigError(err)
+		return nil, err
 	}
 	return &t.ID, nil
 }
@@ -126,7 +122,7 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 	if err != nil {
 		return err
 	}
-	tn, err := resolveTenant(ctx, pool, opts.Tenant)
+	tn, err := resolveTenant(ctx, f, opts.Tenant)
 	if err != nil {
 		return err
 	}
@@ -435,7 +431,7 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 	}
 	ids := opts.IDs
 	if opts.All {
-		tn, err := resolveTenant(ctx, pool, opts.Tenant)
+		tn, err := resolveTenant(ctx, f, opts.Tenant)
 		if err != nil {
 			return err
 		}

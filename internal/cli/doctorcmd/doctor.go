@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
@@ -136,59 +134,20 @@ func (o *Options) finish() error {
 	return nil
 }
 
-// deps opens the database and the lake lazily and keeps what opened, so
-// --watch retries a database that was down and reuses one that is up.
-type deps struct {
-	dsn, lakeURL string
-
-	mu   sync.Mutex
-	pool *pgxpool.Pool
-	lake store.Store
-}
-
-func (d *deps) db(ctx context.Context) (*pgxpool.Pool, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.pool != nil {
-		return d.pool, nil
-	}
-	p, err := pgconn.Open(ctx, d.dsn, pgconn.Options{ApplicationName: "oml-doctor", MaxConns: 8, ConnectTimeout: 5 * time.Second})
-	if err != nil {
-		return nil, err
-	}
-	d.pool = p
-	return p, nil
-}
-
-func (d *deps) openLake(ctx context.Context) (store.Store, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.lake != nil {
-		return d.lake, nil
-	}
-	st, err := store.Open(ctx, d.lakeURL)
-	if err != nil {
-		return nil, err
-	}
-	d.lake = st
-	return st, nil
-}
-
-func (d *deps) close() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.pool != nil {
-		d.pool.Close()
-	}
-}
+// doctorPool is the pool doctor asks the Factory for: its own
+// application name, a few connections for checks run side by side, and a
+// bounded connect so a database that does not answer is a failing check,
+// not a hang. The Factory does not remember a failed open, so --watch
+// retries a database that was down and reuses one that is up.
+var doctorPool = pgconn.Options{ApplicationName: "oml-doctor", MaxConns: 8, ConnectTimeout: 5 * time.Second}
 
 // runner returns the function that runs every check once.
-func (o *Options) runner(d *deps) func(ctx context.Context) doctor.Report {
+func (o *Options) runner(f *cliutil.Factory) func(ctx context.Context) doctor.Report {
 	dopts := doctor.Options{
-		DB: d.db, Deep: o.Deep, Thresholds: &o.Thresholds, Timeout: o.Timeout,
+		DB: f.DB, Deep: o.Deep, Thresholds: &o.Thresholds, Timeout: o.Timeout,
 	}
-	if d.lakeURL != "" {
-		dopts.Lake = d.openLake
+	if f.LakeURL() != "" {
+		dopts.Lake = f.OptionalLake
 	}
 	return func(ctx context.Context) doctor.Report { return doctor.Run(ctx, dopts) }
 }
@@ -215,9 +174,8 @@ func run(ctx context.Context, o *Options) error {
 			return cliutil.AsConfigError(err)
 		}
 	}
-	d := &deps{dsn: dsn, lakeURL: f.LakeURL()}
-	defer d.close()
-	runChecks := o.runner(d)
+	f.PoolOptions = doctorPool
+	runChecks := o.runner(f)
 	if o.Watch {
 		return watch(ctx, o, runChecks)
 	}

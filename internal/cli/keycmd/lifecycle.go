@@ -11,7 +11,6 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/keyring"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // RotateOptions are `oml key rotate`'s flags.
@@ -75,12 +74,9 @@ func rotateRun(ctx context.Context, opts *RotateOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	if !opts.Yes && !cliutil.Confirm(f, fmt.Sprintf("Issue key %s, signed by %s? [y/N] ", next.KeyID(), cur.KeyID())) {
 		fmt.Fprintln(f.IO.ErrOut, "Nothing issued.")
@@ -165,12 +161,9 @@ func revokeRun(ctx context.Context, opts *RevokeOptions) error {
 	if err != nil {
 		return err
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	if !opts.Yes && !cliutil.Confirm(f, fmt.Sprintf("Revoke key %s for good, signed by %s? [y/N] ", opts.KeyID, signer.KeyID())) {
 		fmt.Fprintln(f.IO.ErrOut, "Nothing revoked.")
@@ -215,12 +208,9 @@ func NewCmdList(f *cliutil.Factory, runF func(context.Context, *ListOptions) err
 func listRun(ctx context.Context, opts *ListOptions) error {
 	f := opts.F
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	ks, err := keyring.List(ctx, pool)
 	if err != nil {

@@ -19,12 +19,10 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // DrainOptions are the inputs of `oml lake drain`.
@@ -138,20 +136,20 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&opts.Once, "once", false, "drain up to the stable prefix seen at start, then exit")
-	fl.IntVar(&opts.BatchRows, "batch-rows", 10000, "at most this many outbox rows per batch")
-	fl.StringVar(&opts.BatchBytes, "batch-bytes", "64MiB", "at most about this many bytes per batch")
-	fl.DurationVar(&opts.MaxWait, "max-wait", time.Second, "longest a small backlog waits for more rows before a batch is cut")
-	fl.IntVar(&opts.PoisonBudget, "poison-budget", 5, "failed attempts before a poison row is dead-lettered")
+	fl.IntVar(&opts.BatchRows, "batch-rows", lakewriter.DefaultBatchRows, "at most this many outbox rows per batch")
+	fl.StringVar(&opts.BatchBytes, "batch-bytes", fmt.Sprintf("%dMiB", lakewriter.DefaultBatchBytes>>20), "at most about this many bytes per batch")
+	fl.DurationVar(&opts.MaxWait, "max-wait", lakewriter.DefaultMaxWait, "longest a small backlog waits for more rows before a batch is cut")
+	fl.IntVar(&opts.PoisonBudget, "poison-budget", lakewriter.DefaultPoisonBudget, "failed attempts before a poison row is dead-lettered")
 	fl.BoolVar(&opts.FailOnDeadLetter, "fail-on-dead-letter", false, "with --once: exit 1 if any row was dead-lettered")
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
-	fl.IntVar(&opts.Parallel, "parallel", 0, fmt.Sprintf("tables committed (and opened at start) at once; 0: what suits the store (%d on a file lake, %d on S3)", store.FileConcurrency, store.S3Concurrency))
+	fl.IntVar(&opts.Parallel, "parallel", lakewriter.DefaultParallel, fmt.Sprintf("tables committed (and opened at start) at once; 0: what suits the store (%d on a file lake, %d on S3)", store.FileConcurrency, store.S3Concurrency))
 	fl.IntVar(&opts.MaxOpenTables, "max-open-tables", lakewriter.DefaultMaxOpenTables, "Delta table writers kept open between batches; beyond it the least recently used table is reopened from its log when next touched (bounds memory with many tenants)")
-	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", 30*time.Second, "lease lifetime; a writer that stops renewing loses it after this")
-	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", time.Minute, "with --once: how long to wait for open transactions to end")
+	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", lakewriter.DefaultLeaseTTL, "lease lifetime; a writer that stops renewing loses it after this")
+	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", lakewriter.DefaultHorizonTimeout, "with --once: how long to wait for open transactions to end")
 	fl.DurationVar(&opts.MaxOutage, "max-outage", lakewriter.DefaultMaxOutage, "with --once: how long to wait out an outage of the database or the store before exiting 1")
 	fl.IntVar(&opts.CheckpointEvery, "checkpoint-interval", 0, "write a Delta checkpoint every N commits (0: the table's delta.checkpointInterval, else 100)")
 	fl.StringVar(&opts.DurableOn, "durable-on", replication.DefaultPolicyText, replication.FlagUsage)
-	fl.DurationVar(&opts.DurableTimeout, "durable-timeout", time.Minute, "with --once: how long to wait for the standbys to flush the stable prefix")
+	fl.DurationVar(&opts.DurableTimeout, "durable-timeout", lakewriter.DefaultDurableTimeout, "with --once: how long to wait for the standbys to flush the stable prefix")
 	fl.StringVar(&opts.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fl.StringVar(&opts.LogFormat, "log-format", "", "json or text (default: text on a terminal, json otherwise)")
 	return cmd
@@ -169,19 +167,6 @@ func newLogger(f *cliutil.Factory, level, format string) (*slog.Logger, error) {
 	return slog.New(slog.NewJSONHandler(f.IO.ErrOut, ho)), nil
 }
 
-// openLake opens the configured lake root (exit 2 when missing or bad).
-func openLake(ctx context.Context, f *cliutil.Factory) (store.Store, error) {
-	url := f.LakeURL()
-	if url == "" {
-		return nil, cliutil.ConfigErrorf("no lake configured: pass --lake file:///abs/path or s3://bucket/prefix, or set OML_LAKE_URL")
-	}
-	st, err := store.Open(ctx, url)
-	if err != nil {
-		return nil, cliutil.AsConfigError(err)
-	}
-	return st, nil
-}
-
 func drainRun(ctx context.Context, opts *DrainOptions) error {
 	f := opts.Factory
 	format, _ := f.Format()
@@ -189,25 +174,20 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 	if err != nil {
 		return err
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
 	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	lake, err := openLake(ctx, f)
+	lake, err := f.Lake(ctx, "")
 	if err != nil {
 		return err
 	}
+	// Re-read when the file changes: a rotated key is picked up without a
+	// restart (oml key rotate).
 	var signer chain.Signer
-	if p := f.SigningKeyPath(); p != "" {
-		// Re-read when the file changes: a rotated key is picked up
-		// without a restart (oml key rotate).
-		k, err := keys.OpenReloading(p, 0)
-		if err != nil {
-			return cliutil.AsConfigError(err)
-		}
+	if k, err := f.Signer(); err != nil {
+		return err
+	} else if k != nil {
 		signer = k
 	} else {
 		log.Warn("no signing key configured: a poison row that spends its retry budget cannot be dead-lettered and will stop the drain; pass --signing-key or set OML_SIGNING_KEY_FILE")
@@ -365,18 +345,10 @@ func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	if r := s.Replayed; r != nil {
 		out.ReplayedRows, out.ReplayedTableCommits = r.Rows, r.Tables
 	}
-	if out.DeadLettered == nil {
-		out.DeadLettered = []int64{}
-	}
-	if out.Refused == nil {
-		out.Refused = []chainverify.Finding{}
-	}
-	if out.HeldTables == nil {
-		out.HeldTables = []lakewriter.TableHold{}
-	}
-	if out.Blockers == nil {
-		out.Blockers = []outbox.Blocker{}
-	}
+	out.DeadLettered = cliutil.NonNil(out.DeadLettered)
+	out.Refused = cliutil.NonNil(out.Refused)
+	out.HeldTables = cliutil.NonNil(out.HeldTables)
+	out.Blockers = cliutil.NonNil(out.Blockers)
 	return out
 }
 

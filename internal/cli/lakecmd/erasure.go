@@ -10,8 +10,6 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/maintain"
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 )
 
 // ErasureStatusOptions are the inputs of `oml lake erasure-status`.
@@ -65,22 +63,19 @@ See docs/erasure.md.`,
 func erasureStatusRun(ctx context.Context, opts *ErasureStatusOptions) error {
 	f := opts.Factory
 	format, _ := f.Format()
-	lake, err := openLake(ctx, f)
+	lake, err := f.Lake(ctx, "")
 	if err != nil {
 		return err
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	var tid *uuid.UUID
 	if opts.Tenant != "" {
-		tn, err := tenant.Resolve(ctx, pool, opts.Tenant)
+		tn, err := f.Tenant(ctx, opts.Tenant)
 		if err != nil {
-			return cliutil.FlagErrorf("--tenant: %v", err)
+			return err
 		}
 		tid = &tn.ID
 	}

@@ -66,13 +66,9 @@ func OpenTable(ctx context.Context, f *cliutil.Factory, table string) (store.Sto
 		}
 		parts[0] = id.String()
 	}
-	lake := f.LakeURL()
-	if lake == "" {
-		return nil, cliutil.ConfigErrorf("TABLE %q is relative to the lake root, but no lake is configured: pass --lake or set OML_LAKE_URL, or give the table's full URL", table)
-	}
-	root, err := store.Open(ctx, lake)
+	root, err := f.Lake(ctx, fmt.Sprintf("TABLE %q is relative to the lake root, but no lake is configured: pass --lake or set OML_LAKE_URL, or give the table's full URL", table))
 	if err != nil {
-		return nil, cliutil.AsConfigError(err)
+		return nil, err
 	}
 	st, err := store.Sub(root, strings.Join(parts, "/"))
 	if err != nil {

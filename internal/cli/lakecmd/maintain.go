@@ -15,7 +15,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/outbox"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -52,7 +51,7 @@ func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (st
 		}
 		kinds = []tables.Kind{k}
 	}
-	lake, err := openLake(ctx, f)
+	lake, err := f.Lake(ctx, "")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -60,17 +59,14 @@ func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (st
 	if id, err := uuid.Parse(s.Tenant); err == nil && f.DatabaseURL() == "" {
 		ids = []uuid.UUID{id}
 	} else {
-		pool, err := f.DB(ctx)
+		pool, err := f.CurrentDB(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
-		if err := schema.RequireCurrent(ctx, pool); err != nil {
-			return nil, nil, cliutil.AsConfigError(err)
-		}
 		if s.Tenant != "" {
-			tn, err := tenant.Resolve(ctx, pool, s.Tenant)
+			tn, err := f.Tenant(ctx, s.Tenant)
 			if err != nil {
-				return nil, nil, cliutil.FlagErrorf("--tenant: %v", err)
+				return nil, nil, err
 			}
 			ids = []uuid.UUID{tn.ID}
 		} else if ids, err = tenant.IDs(ctx, pool); err != nil {
@@ -187,9 +183,7 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 			VacuumFraction: opts.VacuumFraction, VacuumMinFiles: opts.VacuumMinFiles,
 		},
 	})
-	if reps == nil {
-		reps = []maintain.Report{}
-	}
+	reps = cliutil.NonNil(reps)
 	failed := 0
 	for _, r := range reps {
 		if r.Error != "" {

@@ -9,7 +9,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/outboxprune"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // pruneOutbox is `oml lake maintain --prune-outbox`: oml outbox prune
@@ -19,16 +18,13 @@ import (
 func pruneOutbox(ctx context.Context, f *cliutil.Factory, lake store.Store, opts *MaintainOptions) (*outbox.PruneResult, error) {
 	if lake == nil {
 		var err error
-		if lake, err = openLake(ctx, f); err != nil {
+		if lake, err = f.Lake(ctx, ""); err != nil {
 			return nil, err
 		}
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return nil, err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return nil, cliutil.AsConfigError(err)
 	}
 	res, err := outboxprune.Run(ctx, outboxprune.Options{DB: pool, Lake: lake, OlderThan: opts.olderThan, DryRun: opts.DryRun})
 	if err != nil {

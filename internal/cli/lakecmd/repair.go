@@ -13,8 +13,6 @@ import (
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 )
 
 // repairLeaseWait bounds how long a repair waits for a running drain to let
@@ -131,14 +129,11 @@ func knownRepairClass(c string) bool {
 func repairRun(ctx context.Context, opts *RepairOptions) error {
 	f := opts.Factory
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
 	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	lake, err := openLake(ctx, f)
+	lake, err := f.Lake(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -147,12 +142,9 @@ func repairRun(ctx context.Context, opts *RepairOptions) error {
 		ro.By = "oml lake repair"
 	}
 	if opts.Tenant != "" {
-		t, err := tenant.Resolve(ctx, pool, opts.Tenant)
-		if errors.Is(err, tenant.ErrUnknown) {
-			return cliutil.FlagErrorf("--tenant: %v", err)
-		}
+		t, err := f.Tenant(ctx, opts.Tenant)
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return err
 		}
 		ro.Tenant = &t.ID
 	}

@@ -14,9 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
-	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // StatusOptions are the inputs of `oml lake status`.
@@ -67,22 +65,19 @@ standby that is behind (that writer waits for it: lag, not loss).`,
 func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	f := opts.Factory
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	// With a lake configured, the continuity check runs (read-only); --tables
 	// needs one.
 	var lake store.Store
 	if opts.Tables || f.LakeURL() != "" {
-		if lake, err = openLake(ctx, f); err != nil {
+		if lake, err = f.Lake(ctx, ""); err != nil {
 			return err
 		}
 	}
-	st, err := lakewriter.ReadStatus(ctx, pool, lake, opts.Tables)
+	st, err := lakewriter.ReadStatus(ctx, pool, lakewriter.StatusOptions{Lake: lake, Tables: opts.Tables})
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
@@ -110,9 +105,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if st.Blockers == nil {
-			st.Blockers = []outbox.Blocker{}
-		}
+		st.Blockers = cliutil.NonNil(st.Blockers)
 		if err := cliutil.WriteJSON(f.IO.Out, st); err != nil {
 			return err
 		}

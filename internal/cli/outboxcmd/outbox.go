@@ -17,7 +17,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/outboxprune"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // NewCmd builds `oml outbox`.
@@ -96,20 +95,13 @@ without a terminal it only shows it unless --yes. See docs/outbox.md.`,
 }
 
 func open(ctx context.Context, f *cliutil.Factory) (*pgxpool.Pool, store.Store, error) {
-	url := f.LakeURL()
-	if url == "" {
-		return nil, nil, cliutil.ConfigErrorf("oml outbox prune reads what the lake has applied from its Delta logs: pass --lake file:///abs/path or s3://bucket/prefix, or set OML_LAKE_URL")
-	}
-	lake, err := store.Open(ctx, url)
-	if err != nil {
-		return nil, nil, cliutil.AsConfigError(err)
-	}
-	pool, err := f.DB(ctx)
+	lake, err := f.Lake(ctx, "oml outbox prune reads what the lake has applied from its Delta logs: pass --lake file:///abs/path or s3://bucket/prefix, or set OML_LAKE_URL")
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return nil, nil, cliutil.AsConfigError(err)
+	pool, err := f.CurrentDB(ctx)
+	if err != nil {
+		return nil, nil, err
 	}
 	return pool, lake, nil
 }

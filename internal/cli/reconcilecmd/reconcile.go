@@ -16,11 +16,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 )
 
 // Options are `oml reconcile`'s flags and dependencies.
@@ -79,20 +76,13 @@ Exit status: 0 no findings; 1 findings; 2 usage, configuration or connection err
 func run(ctx context.Context, opts *Options) error {
 	f := opts.F
 	format, _ := f.Format()
-	lakeURL := f.LakeURL()
-	if lakeURL == "" {
-		return cliutil.ConfigErrorf("oml reconcile reads the lake, but no lake is configured: pass --lake or set OML_LAKE_URL")
-	}
-	lake, err := store.Open(ctx, lakeURL)
-	if err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	pool, err := f.DB(ctx)
+	lake, err := f.Lake(ctx, "oml reconcile reads the lake, but no lake is configured: pass --lake or set OML_LAKE_URL")
 	if err != nil {
 		return err
 	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
+	pool, err := f.CurrentDB(ctx)
+	if err != nil {
+		return err
 	}
 	// A lake that holds nothing although rows were drained is one problem
 	// (the wrong --lake, or a lost lake), not one missing-in-lake finding
@@ -106,9 +96,9 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	var only *uuid.UUID
 	if opts.Tenant != "" {
-		t, err := tenant.Resolve(ctx, pool, opts.Tenant)
+		t, err := f.Tenant(ctx, opts.Tenant)
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return err
 		}
 		only = &t.ID
 	}

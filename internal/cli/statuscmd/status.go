@@ -18,11 +18,8 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/journal"
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
-	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
-	"github.com/omlhq/oml/internal/schema"
 )
 
 // Options are `oml status`'s dependencies.
@@ -100,23 +97,18 @@ type Report struct {
 func run(ctx context.Context, opts *Options) error {
 	f := opts.F
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
 	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
-	}
 	rep := Report{Chains: []Chain{}, Warnings: []string{}}
-	if rep.Lake, err = lakewriter.ReadStatus(ctx, pool, nil, false); err != nil {
+	if rep.Lake, err = lakewriter.ReadStatus(ctx, pool, lakewriter.StatusOptions{}); err != nil {
 		return cliutil.AsConfigError(err)
 	}
 	if err := rep.Lake.ReadDurability(ctx, pool, opts.durable); err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	if rep.Lake.Blockers == nil {
-		rep.Lake.Blockers = []outbox.Blocker{}
-	}
+	rep.Lake.Blockers = cliutil.NonNil(rep.Lake.Blockers)
 	if rep.BodyLostClaims, err = journal.CountBodyLost(ctx, pool); err != nil {
 		return cliutil.AsConfigError(err)
 	}
@@ -136,11 +128,11 @@ func run(ctx context.Context, opts *Options) error {
 
 	broken := 0
 	var missing *lakewriter.LakeMissingError
-	if url := f.LakeURL(); url != "" {
-		st, err := store.Open(ctx, url)
-		if err != nil {
-			return cliutil.AsConfigError(err)
-		}
+	st, err := f.OptionalLake(ctx)
+	if err != nil {
+		return err
+	}
+	if st != nil {
 		// An empty lake under a frontier past zero: the wrong lake, or a lost
 		// one. The screen must not then say the lake holds every row.
 		if err := lakewriter.CheckLakeHoldsFrontier(ctx, st, rep.Lake.Frontier); err != nil {

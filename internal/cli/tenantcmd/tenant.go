@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
@@ -80,12 +79,9 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 	if err != nil {
 		return err
 	}
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	t, created, err := tenant.Create(ctx, pool, k, opts.Name)
 	if err != nil {
@@ -130,21 +126,16 @@ func NewCmdList(f *cliutil.Factory, runF func(context.Context, *ListOptions) err
 func listRun(ctx context.Context, opts *ListOptions) error {
 	f := opts.F
 	format, _ := f.Format()
-	pool, err := f.DB(ctx)
+	pool, err := f.CurrentDB(ctx)
 	if err != nil {
 		return err
-	}
-	if err := schema.RequireCurrent(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
 	}
 	ts, err := tenant.List(ctx, pool)
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
 	if format == cliutil.FormatJSON {
-		if ts == nil {
-			ts = []tenant.Tenant{}
-		}
+		ts = cliutil.NonNil(ts)
 		return cliutil.WriteJSON(f.IO.Out, map[string]any{"tenants": ts})
 	}
 	rows := make([][]string, 0, len(ts))

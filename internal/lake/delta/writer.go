@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/omlhq/oml/internal/backoff"
 	"github.com/omlhq/oml/internal/buildinfo"
 	"github.com/omlhq/oml/internal/lake/store"
 )
@@ -315,6 +316,10 @@ var reservedCommitInfo = map[string]bool{
 	"inCommitTimestamp": true,
 }
 
+// commit is Commit, and the first commit of a table (proto and md set, by
+// CreateTable). One step each: check the commit against the snapshot, build
+// its actions, put the log entry (put says what a lost or ambiguous put
+// means), and apply the landed actions to the snapshot.
 func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Metadata) (int64, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -329,17 +334,48 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	if w.gateErr != nil {
 		return -1, w.gateErr
 	}
+	if err := w.checkCommit(c, md); err != nil {
+		return -1, err
+	}
+	now := w.opts.now().UnixMilli()
+	txn, err := w.txnFor(c, now)
+	if err != nil {
+		return -1, err
+	}
+	ciRaw, err := w.commitInfo(c, md, now)
+	if err != nil {
+		return -1, err
+	}
+	actions := commitActions(ciRaw, proto, md, c, txn)
+	body, err := EncodeCommit(actions)
+	if err != nil {
+		return -1, err
+	}
+	v := w.snap.version + 1
+	if err := w.put(ctx, v, body); err != nil {
+		return -1, err
+	}
+	if err := w.landed(actions, v, proto, md); err != nil {
+		return -1, err
+	}
+	return v, nil
+}
+
+// checkCommit refuses a commit the snapshot cannot take: no operation, a
+// remove on a lean or append-only table, a path added or removed twice, an
+// add without its partition values, a remove of a file that is not live.
+func (w *Writer) checkCommit(c Commit, md *Metadata) error {
 	if c.Operation == "" {
-		return -1, errors.New("delta: a commit needs an operation name")
+		return errors.New("delta: a commit needs an operation name")
 	}
 	s := w.snap
 	if s.lean && len(c.Removes) > 0 {
-		return -1, fmt.Errorf("delta: the writer of table %s is lean (append-only) and cannot commit removes; open it without Options.Lean", w.table)
+		return fmt.Errorf("delta: the writer of table %s is lean (append-only) and cannot commit removes; open it without Options.Lean", w.table)
 	}
 	if md == nil && appendOnly(&s.metadata) {
 		for _, r := range c.Removes {
 			if r.DataChange {
-				return -1, &UnsupportedError{Table: w.table, Op: "write to", Feature: "appendOnly",
+				return &UnsupportedError{Table: w.table, Op: "write to", Feature: "appendOnly",
 					Detail: "delta.appendOnly is true and this commit removes data"}
 			}
 		}
@@ -352,55 +388,65 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	for _, a := range c.Adds {
 		key, err := DecodePath(a.Path)
 		if err != nil {
-			return -1, err
+			return err
 		}
 		if seen[key] {
-			return -1, fmt.Errorf("delta: commit adds or removes %q twice", key)
+			return fmt.Errorf("delta: commit adds or removes %q twice", key)
 		}
 		seen[key] = true
 		if len(a.PartitionValues) != len(partCols) {
-			return -1, fmt.Errorf("delta: add %q has partition values for %d columns, the table has %d partition columns", a.Path, len(a.PartitionValues), len(partCols))
+			return fmt.Errorf("delta: add %q has partition values for %d columns, the table has %d partition columns", a.Path, len(a.PartitionValues), len(partCols))
 		}
 		for _, pc := range partCols {
 			if _, ok := a.PartitionValues[pc]; !ok {
-				return -1, fmt.Errorf("delta: add %q has no value for partition column %q", a.Path, pc)
+				return fmt.Errorf("delta: add %q has no value for partition column %q", a.Path, pc)
 			}
 		}
 	}
 	for _, r := range c.Removes {
 		key, err := DecodePath(r.Path)
 		if err != nil {
-			return -1, err
+			return err
 		}
 		if seen[key] {
-			return -1, fmt.Errorf("delta: commit adds or removes %q twice", key)
+			return fmt.Errorf("delta: commit adds or removes %q twice", key)
 		}
 		seen[key] = true
 		if _, ok := s.files[key]; !ok {
-			return -1, fmt.Errorf("delta: commit removes %q, which is not a live file of table %s at version %d", key, w.table, s.version)
+			return fmt.Errorf("delta: commit removes %q, which is not a live file of table %s at version %d", key, w.table, s.version)
 		}
 	}
-	now := w.opts.now().UnixMilli()
-	var txn *Txn
-	if c.Txn != nil {
-		t := *c.Txn
-		if t.AppID == "" {
-			return -1, errors.New("delta: a txn needs an appId")
-		}
-		if cur, ok := s.txns[t.AppID]; ok && cur.Version >= t.Version && !c.RewindTxn {
-			return -1, fmt.Errorf("%w: table %s already holds txn %q version %d, this commit carries %d", ErrTxnNotNewer, w.table, t.AppID, cur.Version, t.Version)
-		}
-		if t.LastUpdated == nil {
-			t.LastUpdated = &now
-		}
-		txn = &t
-	}
+	return nil
+}
 
+// txnFor is the commit's txn action (nil without one): its version must be
+// newer than the table's for the app id, unless the commit rewinds it.
+func (w *Writer) txnFor(c Commit, now int64) (*Txn, error) {
+	if c.Txn == nil {
+		return nil, nil
+	}
+	s := w.snap
+	t := *c.Txn
+	if t.AppID == "" {
+		return nil, errors.New("delta: a txn needs an appId")
+	}
+	if cur, ok := s.txns[t.AppID]; ok && cur.Version >= t.Version && !c.RewindTxn {
+		return nil, fmt.Errorf("%w: table %s already holds txn %q version %d, this commit carries %d", ErrTxnNotNewer, w.table, t.AppID, cur.Version, t.Version)
+	}
+	if t.LastUpdated == nil {
+		t.LastUpdated = &now
+	}
+	return &t, nil
+}
+
+// commitInfo encodes the commit's commitInfo action: the caller's extra
+// fields, then the ones oml sets (which the caller may not give).
+func (w *Writer) commitInfo(c Commit, md *Metadata, now int64) (json.RawMessage, error) {
 	commitID := uuid.NewString()
 	ci := map[string]any{}
 	for k, v := range c.Extra {
 		if reservedCommitInfo[k] {
-			return -1, fmt.Errorf("delta: commitInfo field %q is set by oml and cannot be given as an extra field", k)
+			return nil, fmt.Errorf("delta: commitInfo field %q is set by oml and cannot be given as an extra field", k)
 		}
 		ci[k] = v
 	}
@@ -408,13 +454,13 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	ci["operation"] = c.Operation
 	params, err := stringValues(c.OperationParameters)
 	if err != nil {
-		return -1, fmt.Errorf("delta: operationParameters: %w", err)
+		return nil, fmt.Errorf("delta: operationParameters: %w", err)
 	}
 	ci["operationParameters"] = params
 	if len(c.OperationMetrics) > 0 {
 		metrics, err := stringValues(c.OperationMetrics)
 		if err != nil {
-			return -1, fmt.Errorf("delta: operationMetrics: %w", err)
+			return nil, fmt.Errorf("delta: operationMetrics: %w", err)
 		}
 		ci["operationMetrics"] = metrics
 	}
@@ -423,12 +469,19 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	ci["isolationLevel"] = "Serializable"
 	ci["isBlindAppend"] = len(c.Removes) == 0 && md == nil
 	if md == nil {
-		ci["readVersion"] = s.version
+		ci["readVersion"] = w.snap.version
 	}
 	ciRaw, err := marshalNoEscape(ci)
 	if err != nil {
-		return -1, fmt.Errorf("delta: encoding commitInfo: %w", err)
+		return nil, fmt.Errorf("delta: encoding commitInfo: %w", err)
 	}
+	return ciRaw, nil
+}
+
+// commitActions orders a commit's actions: commitInfo first, then
+// protocol and metadata (a table's first commit), removes, adds, and the
+// txn last.
+func commitActions(ciRaw json.RawMessage, proto *Protocol, md *Metadata, c Commit, txn *Txn) []Action {
 	actions := make([]Action, 0, 4+len(c.Adds)+len(c.Removes))
 	actions = append(actions, Action{CommitInfo: ciRaw})
 	if proto != nil {
@@ -446,28 +499,27 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	if txn != nil {
 		actions = append(actions, Action{Txn: txn})
 	}
-	body, err := EncodeCommit(actions)
-	if err != nil {
-		return -1, err
-	}
-	v := s.version + 1
-	if err := w.put(ctx, v, body); err != nil {
-		return -1, err
-	}
-	// Landed: apply our own actions; no listing on the happy path.
+	return actions
+}
+
+// landed applies our own landed commit v to the snapshot: no listing on
+// the happy path. A failure here leaves the snapshot unknown, so the
+// writer is broken from then on.
+func (w *Writer) landed(actions []Action, v int64, proto *Protocol, md *Metadata) error {
+	s := w.snap
 	for i := range actions {
 		if err := s.apply(&actions[i], v); err != nil {
 			w.broken = fmt.Errorf("%w: applying our own commit %d failed: %v", ErrWriterBroken, v, err)
-			return -1, w.broken
+			return w.broken
 		}
 	}
 	s.version = v
 	if md != nil || proto != nil {
 		if err := w.refinish(); err != nil {
-			return -1, err
+			return err
 		}
 	}
-	return v, nil
+	return nil
 }
 
 // stringValues renders operationParameters/operationMetrics the way Spark
@@ -521,7 +573,7 @@ func (w *Writer) put(ctx context.Context, v int64, body []byte) error {
 			if rerr != nil {
 				lastAmbiguity = rerr
 				w.stale = true
-				if sleepCtx(ctx, backoff(attempt)) != nil {
+				if readBack.Wait(ctx, attempt) != nil {
 					return w.ambiguous(v, ctx.Err())
 				}
 				continue
@@ -547,7 +599,7 @@ func (w *Writer) put(ctx context.Context, v int64, body []byte) error {
 			default:
 				lastAmbiguity = rerr
 			}
-			if sleepCtx(ctx, backoff(attempt)) != nil {
+			if readBack.Wait(ctx, attempt) != nil {
 				return w.ambiguous(v, ctx.Err())
 			}
 		default:
@@ -566,24 +618,9 @@ func (w *Writer) ambiguous(v int64, err error) error {
 	return w.broken
 }
 
-func backoff(attempt int) time.Duration {
-	d := 50 * time.Millisecond << attempt
-	if d > 2*time.Second {
-		d = 2 * time.Second
-	}
-	return d
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// readBack is the wait between read-backs of an ambiguous or contested
+// commit: 50ms doubling to 2s, no jitter (one writer retries its own put).
+var readBack = backoff.Policy{Min: 50 * time.Millisecond, Max: 2 * time.Second}
 
 // lost handles a lost race for version v: catch up with the winners and
 // report them.

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -28,6 +27,8 @@ import (
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/omlhq/oml/internal/backoff"
 )
 
 // S3Config configures an S3 store. Only Bucket is required; everything else
@@ -642,17 +643,9 @@ func isDialError(err error) bool {
 }
 
 // sleepBackoff waits a full-jitter exponential backoff: uniform in
-// [0, min(max, 50ms * 2^attempt)).
+// [0, min(max, 50ms * 2^attempt)), plus a millisecond.
 func sleepBackoff(ctx context.Context, attempt int, maxBackoff time.Duration) error {
-	ceil := min(maxBackoff, 50*time.Millisecond<<min(attempt, 16))
-	t := time.NewTimer(rand.N(ceil) + time.Millisecond)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return backoff.Policy{Min: 50 * time.Millisecond, Max: maxBackoff, Jitter: backoff.Full}.Wait(ctx, attempt)
 }
 
 func (s *S3) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error) {

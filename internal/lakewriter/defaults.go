@@ -1,0 +1,47 @@
+package lakewriter
+
+import "time"
+
+// The lake writer's defaults, named once: New fills a zero Option with
+// them and `oml lake drain` shows them as its flags' defaults, so the two
+// cannot drift apart. (DefaultMaxOpenTables is in registry.go and
+// DefaultMaxOutage in faults.go, beside what they bound.)
+const (
+	// DefaultBatchRows and DefaultBatchBytes bound a batch when it is
+	// first cut (--batch-rows, --batch-bytes).
+	DefaultBatchRows  = 10000
+	DefaultBatchBytes = 64 << 20
+	// DefaultMaxWait is how long a small backlog waits for more rows
+	// before a batch is cut (--max-wait).
+	DefaultMaxWait = time.Second
+	// DefaultPoll is the loop's idle polling interval.
+	DefaultPoll = 250 * time.Millisecond
+	// DefaultPoisonBudget is the failed attempts before a poison row is
+	// dead-lettered (--poison-budget).
+	DefaultPoisonBudget = 5
+	// DefaultParallel (--parallel 0) means: as many tables committed,
+	// and opened at start, at once as suit the store (store.Concurrency:
+	// store.FileConcurrency on a file lake, store.S3Concurrency on S3).
+	DefaultParallel = 0
+	// DefaultBackoffMin and DefaultBackoffMax bound the wait between
+	// retries after an outage or a poison row.
+	DefaultBackoffMin = 200 * time.Millisecond
+	DefaultBackoffMax = 30 * time.Second
+	// DefaultHorizonTimeout is how long DrainOnce waits for open
+	// transactions to end (--horizon-timeout).
+	DefaultHorizonTimeout = time.Minute
+	// DefaultDurableTimeout is how long DrainOnce waits for the standbys
+	// to flush the stable prefix (--durable-timeout).
+	DefaultDurableTimeout = time.Minute
+	// DefaultLeaseTTL is the lease lifetime (--lease-ttl).
+	DefaultLeaseTTL = 30 * time.Second
+	// DefaultForkCheckInterval is how often the loop checks the chains
+	// against their witnessed heads.
+	DefaultForkCheckInterval = time.Minute
+	// DefaultContinuityRecheck is how often the loop checks again after
+	// refusing to write on a database behind the lake.
+	DefaultContinuityRecheck = 30 * time.Second
+	// DefaultWitnessInterval is how often, at most, a tenant's head is
+	// witnessed after a batch touched it.
+	DefaultWitnessInterval = 10 * time.Second
+)

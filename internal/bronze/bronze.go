@@ -104,18 +104,36 @@ func ReadHead(ctx context.Context, lake store.Store, tenant uuid.UUID) (Head, bo
 	if err != nil || !ok {
 		return Head{}, false, err
 	}
-	files := snap.Files()
+	return HeadOf(ctx, snap, st, tenant)
+}
+
+// HeadOf is ReadHead on a snapshot already loaded (full or lean: a lean
+// snapshot's base files are streamed from its checkpoint), with st the
+// table's store: the lake writer reads each table's log once at start
+// and hands the same snapshot to the fork check.
+func HeadOf(ctx context.Context, snap *delta.Snapshot, st store.Store, tenant uuid.UUID) (Head, bool, error) {
 	best := int64(-1)
-	for _, f := range files {
-		if _, hi, ok := seqBounds(f); ok && hi > best {
+	var read []*delta.Add // every file that may reach the newest seq seen so far
+	err := snap.EachFile(ctx, st, func(f *delta.Add) error {
+		_, hi, ok := seqBounds(f)
+		if ok && hi < best {
+			return nil
+		}
+		if ok && hi > best {
 			best = hi
+			kept := read[:0]
+			for _, r := range read {
+				if _, rhi, rok := seqBounds(r); !rok || rhi >= best {
+					kept = append(kept, r)
+				}
+			}
+			read = kept
 		}
-	}
-	var read []*delta.Add
-	for _, f := range files {
-		if _, hi, ok := seqBounds(f); !ok || hi >= best {
-			read = append(read, f)
-		}
+		read = append(read, f)
+		return nil
+	})
+	if err != nil {
+		return Head{}, false, fmt.Errorf("read the Delta log of %s: %w", Key(tenant), err)
 	}
 	h := Head{Seq: -1, Version: snap.Version()}
 	if len(read) == 0 {

@@ -189,6 +189,18 @@ func ReadAcceptances(ctx context.Context, q Querier) (Acceptances, error) {
 // out; a table that cannot be read (one table's fault: a missing data file,
 // a corrupt log) is returned in problems, never failing the others.
 func BronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) (heads map[uuid.UUID]bronze.Head, problems []error, err error) {
+	return bronzeHeads(ctx, q, st, only, nil)
+}
+
+// HeadReader reads one tenant's bronze head (bronze.ReadHead's contract).
+type HeadReader func(ctx context.Context, tenant uuid.UUID) (bronze.Head, bool, error)
+
+func bronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID, read HeadReader) (heads map[uuid.UUID]bronze.Head, problems []error, err error) {
+	if read == nil {
+		read = func(ctx context.Context, id uuid.UUID) (bronze.Head, bool, error) {
+			return bronze.ReadHead(ctx, st, id)
+		}
+	}
 	ids := []uuid.UUID{}
 	if only != nil {
 		ids = append(ids, *only)
@@ -221,7 +233,7 @@ func BronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID
 		go func(id uuid.UUID) {
 			defer wg.Done()
 			defer func() { <-sem }()
-			h, ok, err := bronze.ReadHead(ctx, st, id)
+			h, ok, err := read(ctx, id)
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -256,6 +268,14 @@ func BronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID
 // writer runs before building on a chain: `oml lake drain` must not
 // materialize a tenant it reports.
 func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) (*ForkCheckResult, error) {
+	return ForkCheckWith(ctx, q, st, only, nil)
+}
+
+// ForkCheckWith is ForkCheck with the bronze heads read by read (nil:
+// bronze.ReadHead): the lake writer passes heads computed from the
+// snapshots it loaded anyway, so a start reads each table's log once. read
+// must read bronze now, before the journal is read (see ForkCheck).
+func ForkCheckWith(ctx context.Context, q Querier, st store.Store, only *uuid.UUID, read HeadReader) (*ForkCheckResult, error) {
 	trusted, err := IssuedKeys(ctx, q)
 	if err != nil {
 		return nil, err
@@ -264,7 +284,7 @@ func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) 
 	if err != nil {
 		return nil, err
 	}
-	heads, bronzeBad, err := BronzeHeads(ctx, q, st, only)
+	heads, bronzeBad, err := bronzeHeads(ctx, q, st, only, read)
 	if err != nil {
 		return nil, err
 	}

@@ -45,6 +45,10 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 			break
 		}
 	}
+	if sc := d.startScan.get(key); sc != nil && sc.hasTxn && sc.txn >= to {
+		res.skipped = true // read at start, under the lease (scan.go)
+		return res, nil
+	}
 	for attempt := 0; ; attempt++ {
 		w, err := d.tables.writer(ctx, key, create)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/pq"
@@ -147,13 +148,17 @@ func BenchmarkDrain(b *testing.B) {
 // the same query and write each table's rows as one Parquet file per batch
 // to the same store — no snapshot, no txn, no commit, no MERGE.
 func rawDrain(b *testing.B, bb *bundle, lake store.Store, first, last int64) int {
+	return rawExport(b, bb.pool, lake, first, last, int64(*benchClaims**benchTenants*4))
+}
+
+// rawExport is rawDrain over any database, in batches of step rows.
+func rawExport(b *testing.B, pool *pgxpool.Pool, lake store.Store, first, last, step int64) int {
 	b.Helper()
 	ctx := context.Background()
 	total := 0
-	step := int64(*benchClaims * *benchTenants * 4)
 	for from := first; from < last; from += step {
 		to := min(from+step, last)
-		groups, err := lakewriter.RawBatch(ctx, bb.pool, from, to)
+		groups, err := lakewriter.RawBatch(ctx, pool, from, to)
 		require.NoError(b, err)
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, 8)

@@ -11,29 +11,23 @@ import (
 // The continuity check inside the writer (see continuity.go).
 
 // positions reads every table's txn version (tables that do not exist are
-// left out).
-func (d *Drainer) positions(ctx context.Context, tenants []uuid.UUID) ([]TablePosition, error) {
+// left out), from the start-up scan when there is one.
+func (d *Drainer) positions(ctx context.Context, tenants []uuid.UUID, scan *tableScan) ([]TablePosition, error) {
+	if scan == nil {
+		var err error
+		if scan, err = d.scanTables(ctx, tenants, false); err != nil {
+			return nil, err
+		}
+	}
 	var out []TablePosition
 	for _, t := range tenants {
 		for _, k := range tables.Kinds {
 			key := tables.TableKey{Tenant: t, Kind: k}
-			if d.isHeldTable(key) {
-				continue // not written, so nothing of it to check (faults.go)
+			s := scan.get(key)
+			if s == nil || !s.hasTxn || d.isHeldTable(key) {
+				continue // absent, or held: not written, so nothing of it to check (faults.go)
 			}
-			w, err := d.tables.writer(ctx, key, false)
-			if classify(err) == faultTable {
-				d.holdTable(ctx, key, err)
-				continue
-			}
-			if err != nil {
-				return nil, err
-			}
-			if w == nil {
-				continue
-			}
-			if v, ok := w.Snapshot().TxnVersion(tables.AppID); ok {
-				out = append(out, TablePosition{Key: key, TxnVersion: v})
-			}
+			out = append(out, TablePosition{Key: key, TxnVersion: s.txn, rec: s.rec})
 		}
 	}
 	return out, nil
@@ -41,14 +35,14 @@ func (d *Drainer) positions(ctx context.Context, tenants []uuid.UUID) ([]TablePo
 
 // checkContinuity runs the full check and turns a disagreement into the
 // writer's refusal (logged, counted, and returned as *ContinuityError).
-func (d *Drainer) checkContinuity(ctx context.Context, tenants []uuid.UUID) error {
+func (d *Drainer) checkContinuity(ctx context.Context, tenants []uuid.UUID, scan *tableScan) error {
 	if tenants == nil {
 		var err error
 		if tenants, err = d.tenants(ctx); err != nil {
 			return err
 		}
 	}
-	pos, err := d.positions(ctx, tenants)
+	pos, err := d.positions(ctx, tenants, scan)
 	if err != nil {
 		return err
 	}
@@ -112,7 +106,7 @@ func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (tables.Batch
 	if !same {
 		d.log.Warn("the database moved under the lake writer (system identifier, timeline or recorded rows changed); checking continuity before the batch",
 			"timeline", id.Timeline, "verified_timeline", verified.Timeline, "outbox_seq", id.LastSeq, "frontier", d.frontier.Load())
-		if err := d.checkContinuity(ctx, nil); err != nil {
+		if err := d.checkContinuity(ctx, nil, nil); err != nil {
 			return rec, err
 		}
 	}

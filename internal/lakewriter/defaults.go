@@ -19,8 +19,10 @@ const (
 	// DefaultPoisonBudget is the failed attempts before a poison row is
 	// dead-lettered (--poison-budget).
 	DefaultPoisonBudget = 5
-	// DefaultParallel bounds the tables committed at once (--parallel).
-	DefaultParallel = 4
+	// DefaultParallel (--parallel 0) means: as many tables committed,
+	// and opened at start, at once as suit the store (store.Concurrency:
+	// store.FileConcurrency on a file lake, store.S3Concurrency on S3).
+	DefaultParallel = 0
 	// DefaultBackoffMin and DefaultBackoffMax bound the wait between
 	// retries after an outage or a poison row.
 	DefaultBackoffMin = 200 * time.Millisecond

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
@@ -58,7 +59,9 @@ type Options struct {
 	// PoisonBudget is how many batch attempts a poison row may fail before it
 	// is dead-lettered (default 5).
 	PoisonBudget int
-	// Parallel bounds the tables committed at once (default 4).
+	// Parallel bounds the tables committed at once, and opened at once at
+	// start (default: what suits the store, store.Concurrency — a few on
+	// a local disk, many on S3).
 	Parallel int
 	// MaxOpenTables bounds the Delta table writers kept open between
 	// batches (default DefaultMaxOpenTables; registry.go says why and what
@@ -186,6 +189,7 @@ type Drainer struct {
 	witnessMu     sync.Mutex
 	witnessedAt   map[uuid.UUID]time.Time
 	replayed      *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
+	startScan     *tableScan   // while recover replays the newest batch: the start-up scan
 	deadMu        sync.Mutex
 
 	// Continuity (continuity.go): the identity the last full check found,
@@ -226,9 +230,6 @@ func New(opts Options) (*Drainer, error) {
 	}
 	if opts.MaxOpenTables == 0 {
 		opts.MaxOpenTables = DefaultMaxOpenTables
-	}
-	if opts.Parallel <= 0 {
-		opts.Parallel = DefaultParallel
 	}
 	if opts.BackoffMin <= 0 {
 		opts.BackoffMin = DefaultBackoffMin
@@ -300,14 +301,20 @@ func (d *Drainer) recover(ctx context.Context) error {
 	if d.recovered {
 		return nil
 	}
-	if err := d.checkForks(ctx); err != nil {
-		return err
-	}
 	if err := d.recheckHeldTables(ctx); err != nil {
 		return err
 	}
 	tenants, err := d.tenants(ctx)
 	if err != nil {
+		return err
+	}
+	// One read of every table (scan.go) serves the fork check, finding
+	// the newest batch, the continuity check and the catch-up.
+	scan, err := d.scanTables(ctx, tenants, !d.opts.NoForkCheck)
+	if err != nil {
+		return err
+	}
+	if err := d.checkForks(ctx, scan); err != nil {
 		return err
 	}
 	var (
@@ -318,28 +325,14 @@ func (d *Drainer) recover(ctx context.Context) error {
 	for _, t := range tenants {
 		for _, k := range tables.Kinds {
 			key := tables.TableKey{Tenant: t, Kind: k}
-			if d.isHeldTable(key) {
-				continue
-			}
-			w, err := d.tables.writer(ctx, key, false)
-			if classify(err) == faultTable {
-				d.holdTable(ctx, key, err)
-				continue
-			}
-			if err != nil {
-				return err
-			}
-			if w == nil {
-				continue
-			}
-			if v, ok := w.Snapshot().TxnVersion(tables.AppID); ok && v > maxEnd {
-				maxEnd, maxKey, haveAny = v, key, true
+			if s := scan.get(key); s != nil && s.hasTxn && s.txn > maxEnd && !d.isHeldTable(key) {
+				maxEnd, maxKey, haveAny = s.txn, key, true
 			}
 		}
 	}
 	// Before anything is written: does the database still hold what the
 	// lake says it drained?
-	if err := d.checkContinuity(ctx, tenants); err != nil {
+	if err := d.checkContinuity(ctx, tenants, scan); err != nil {
 		return err
 	}
 	cache, missing, err := readFrontier(ctx, d.db)
@@ -361,9 +354,9 @@ func (d *Drainer) recover(ctx context.Context) error {
 			}
 		}
 		d.recovered = true
-		return d.catchUp(ctx, tenants)
+		return d.catchUp(ctx, tenants, scan)
 	}
-	start, rec, err := d.batchStart(ctx, maxKey, maxEnd)
+	start, rec, err := d.batchStart(ctx, maxKey, maxEnd, scan.get(maxKey).rec)
 	if err != nil {
 		return err
 	}
@@ -377,7 +370,11 @@ func (d *Drainer) recover(ctx context.Context) error {
 		// (a batch a crash left half-committed) is worth an INFO line.
 		d.log.Debug("replaying the newest recorded batch with its recorded bounds", "start", start, "end", maxEnd)
 		d.setCutRows(start, maxEnd, rec.Rows)
+		// The tables the scan saw at or past the batch skip it without
+		// being opened again (a writer kept open would tell the same).
+		d.startScan = scan
 		r, err := d.processBatch(ctx, start, maxEnd)
+		d.startScan = nil
 		d.replayed = &r
 		if err != nil {
 			return fmt.Errorf("replay batch (%d, %d]: %w", start, maxEnd, err)
@@ -394,13 +391,16 @@ func (d *Drainer) recover(ctx context.Context) error {
 		return err
 	}
 	d.recovered = true
-	return d.catchUp(ctx, tenants)
+	return d.catchUp(ctx, tenants, scan)
 }
 
 // batchStart reads the start bound recorded with the commit that set the
 // table's txn version to end (-1 if it cannot be found, e.g. cleaned up).
 // The record is returned too (its anchor seeds the per-batch check).
-func (d *Drainer) batchStart(ctx context.Context, key tables.TableKey, end int64) (int64, tables.BatchBounds, error) {
+func (d *Drainer) batchStart(ctx context.Context, key tables.TableKey, end int64, known *foundRecord) (int64, tables.BatchBounds, error) {
+	if b := known; b != nil && b.ok && b.rec.End == end && !b.rec.CatchUp {
+		return b.rec.Start, b.rec, nil // the scan read that commit
+	}
 	st, err := key.Store(d.opts.Lake)
 	if err != nil {
 		return -1, tables.BatchBounds{}, err
@@ -528,29 +528,29 @@ func group(items []*item) (map[tables.TableKey][]*item, []tables.TableKey) {
 	return groups, order
 }
 
-// applyAll applies every table's part of the batch, at most Parallel at a
-// time. An infrastructure error from any table fails the batch (after the
-// others finished: what they committed stays committed and is skipped on
-// the retry).
+// applyAll applies every table's part of the batch, parallel() tables at a
+// time (a few on a local disk, many on S3: store.Concurrency). Each table's
+// rows are applied by one goroutine, in seq order; the caller advances the
+// frontier only after every table returned. An infrastructure error from
+// any table fails the batch (after the others finished: what they
+// committed stays committed and is skipped on the retry), so the group
+// carries no cancelling context.
 func (d *Drainer) applyAll(ctx context.Context, groups map[tables.TableKey][]*item, order []tables.TableKey, from, to int64, catchUp bool) ([]tableResult, error) {
 	results := make([]tableResult, len(order))
 	errs := make([]error, len(order))
-	sem := make(chan struct{}, d.opts.Parallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(d.parallel())
 	for i, key := range order {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int, key tables.TableKey) {
-			defer wg.Done()
-			defer func() { <-sem }()
+		g.Go(func() error {
 			r, err := d.applyTable(ctx, key, groups[key], from, to, catchUp)
 			if err == nil && r.committed >= 0 {
 				err = d.crash(AfterTableCommit, key)
 			}
 			results[i], errs[i] = r, err
-		}(i, key)
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every error is in errs
 	var crashed error
 	for _, err := range errs {
 		if errors.Is(err, ErrCrashed) {

@@ -22,7 +22,10 @@ import (
 // head (chainverify.ForkCheck) and holds the tenants whose chain lost its
 // tail or forked: their rows are not materialized, so the lake never builds
 // on a chain that is not the one that was witnessed. Other tenants go on.
-func (d *Drainer) checkForks(ctx context.Context) error {
+//
+// scan, when given, serves the bronze heads read at start (scan.go); nil
+// reads them now.
+func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	d.heldMu.Lock()
 	defer d.heldMu.Unlock()
 	d.lastForkCheck = time.Now()
@@ -30,7 +33,11 @@ func (d *Drainer) checkForks(ctx context.Context) error {
 		d.held = nil
 		return nil
 	}
-	res, err := chainverify.ForkCheck(ctx, d.db, d.opts.Lake, nil)
+	var read chainverify.HeadReader
+	if scan != nil {
+		read = scan.headReader(d.opts.Lake)
+	}
+	res, err := chainverify.ForkCheckWith(ctx, d.db, d.opts.Lake, nil, read)
 	if err != nil {
 		return fmt.Errorf("fork check against the witnessed heads: %w", err)
 	}
@@ -89,19 +96,27 @@ func (d *Drainer) dropHeld(items []*item) ([]*item, int) {
 }
 
 // catchUp brings every table of a tenant that is not held up to the
-// frontier, when rows were skipped while the tenant was held: one indexed
-// probe per table, and for a table that missed rows, one scoped pass over
-// (its txn version, frontier] of its own rows, committed with
+// frontier, when rows were skipped while the tenant was held: the tables
+// behind the frontier are probed in a few round trips (one indexed probe
+// each, outbox.TablesHaveRows), and a table that missed rows gets one scoped pass
+// over (its txn version, frontier] of its own rows, committed with
 // omlBatch.catchUp. Afterwards every table again holds all its rows up to
-// the frontier.
-func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
+// the frontier. scan, when given, holds the txn versions read at start.
+func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableScan) error {
 	f := d.frontier.Load()
 	if f == 0 {
 		return nil
 	}
+	if scan == nil {
+		var err error
+		if scan, err = d.scanTables(ctx, tenants, false); err != nil {
+			return err
+		}
+	}
 	d.heldMu.Lock()
 	held := d.held
 	d.heldMu.Unlock()
+	var behind []TablePosition
 	for _, t := range tenants {
 		if _, ok := held[t]; ok {
 			continue
@@ -111,43 +126,39 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID) error {
 			if d.isHeldTable(key) {
 				continue
 			}
-			w, err := d.tables.writer(ctx, key, false)
+			v := int64(0)
+			if s := scan.get(key); s != nil && s.hasTxn {
+				v = s.txn
+			} else if s == nil && !scan.absent[key] {
+				continue // held by the scan for a fault of its own
+			}
+			if v < f {
+				behind = append(behind, TablePosition{Key: key, TxnVersion: v})
+			}
+		}
+	}
+	// A table below its prune mark also misses the rows prune deleted:
+	// from nothing they are re-derived from the journal (rederive.go);
+	// from a txn version below the mark the load refuses and the table is
+	// held (through.go).
+	probes := make([]outbox.TableProbe, len(behind))
+	for i, p := range behind {
+		probes[i] = outbox.TableProbe{Tenant: p.Key.Tenant, Target: string(p.Key.Kind), After: p.TxnVersion}
+	}
+	missed, err := outbox.TablesHaveRows(ctx, d.db, probes, f)
+	if err != nil {
+		return fmt.Errorf("look for rows the tables missed: %w", err)
+	}
+	for _, i := range missed {
+		key, v := behind[i].Key, behind[i].TxnVersion
+		d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
+		scope := key
+		if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
 			if classify(err) == faultTable {
 				d.holdTable(ctx, key, err)
 				continue
 			}
-			if err != nil {
-				return err
-			}
-			v := int64(0)
-			if w != nil {
-				if tv, ok := w.Snapshot().TxnVersion(tables.AppID); ok {
-					v = tv
-				}
-			}
-			if v >= f {
-				continue
-			}
-			// A table below its prune mark also misses the rows prune
-			// deleted: from nothing they are re-derived from the journal
-			// (rederive.go); from a txn version below the mark the load
-			// refuses and the table is held (through.go).
-			missed, err := outbox.TableHasRows(ctx, d.db, t, string(k), v, f)
-			if err != nil {
-				return fmt.Errorf("look for rows %s missed: %w", key, err)
-			}
-			if !missed {
-				continue
-			}
-			d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
-			scope := key
-			if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
-				if classify(err) == faultTable {
-					d.holdTable(ctx, key, err)
-					continue
-				}
-				return fmt.Errorf("catch %s up to %d: %w", key, f, err)
-			}
+			return fmt.Errorf("catch %s up to %d: %w", key, f, err)
 		}
 	}
 	return nil
@@ -162,9 +173,6 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 	if !due {
 		return nil
 	}
-	if err := d.checkForks(ctx); err != nil {
-		return err
-	}
 	if err := d.recheckHeldTables(ctx); err != nil {
 		return err
 	}
@@ -172,7 +180,14 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return d.catchUp(ctx, tenants)
+	scan, err := d.scanTables(ctx, tenants, !d.opts.NoForkCheck)
+	if err != nil {
+		return err
+	}
+	if err := d.checkForks(ctx, scan); err != nil {
+		return err
+	}
+	return d.catchUp(ctx, tenants, scan)
 }
 
 // witnessTouched publishes signed heads of the tenants a batch touched

@@ -277,7 +277,23 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 				pendingSince = time.Now()
 			}
 			full := end < stable || n >= d.opts.Limits.Rows
-			if full || time.Since(pendingSince) >= d.opts.MaxWait {
+			due := full
+			if age := time.Since(pendingSince); !full && age >= d.opts.MaxWait {
+				due = true
+				if age < fanoutWaitFactor*d.opts.MaxWait {
+					// A small batch over many tables is many tiny commits:
+					// give it a while longer to fill (fanout.go).
+					t, err := outbox.PendingTables(ctx, d.db, d.frontier.Load(), end)
+					if err != nil {
+						if werr := d.outage(ctx, "cut", err, 0); werr != nil {
+							return leaseErr(ctx, werr)
+						}
+						continue
+					}
+					due = cutDue(n, t, age, d.opts.MaxWait)
+				}
+			}
+			if due {
 				rows := int64(n)
 				d.setCutRows(d.frontier.Load(), end, &rows)
 				if _, err := d.runBatch(ctx, d.frontier.Load(), end); err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
@@ -135,8 +136,25 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 	}
 	s.LeaseLive = s.Lease != nil && s.Lease.ExpiresAt.After(time.Now())
 
+	var positions []TablePosition // from the tables pass, for the continuity check
+	if withTables && lake != nil {
+		if s.Tables, positions, err = readTables(ctx, db, lake); err != nil {
+			return s, err
+		}
+	}
 	if lake != nil {
-		if c, err := CheckLake(ctx, db, lake); err != nil {
+		var c Continuity
+		if withTables {
+			// A table that cannot be read fails the check, as CheckLake's
+			// LakePositions would.
+			err = tablesError(s.Tables)
+			if err == nil {
+				c, err = CheckContinuity(ctx, db, lake, positions)
+			}
+		} else {
+			c, err = CheckLake(ctx, db, lake)
+		}
+		if err != nil {
 			s.ContinuityError = err.Error()
 		} else {
 			s.Continuity = &c
@@ -147,33 +165,72 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 			s.HeldTables = h
 		}
 	}
-	if withTables && lake != nil {
-		ids, err := tenant.IDs(ctx, db)
-		if err != nil {
-			return s, err
-		}
-		reg := newRegistry(lake, deltaOptions(), false, oneShotOpenTables)
-		for _, id := range ids {
-			for _, k := range tables.Kinds {
-				key := tables.TableKey{Tenant: id, Kind: k}
-				ts := TableStatus{Table: key.Path(), Tenant: id.String(), Kind: string(k), TxnVersion: -1, Version: -1}
-				w, err := reg.writer(ctx, key, false)
-				switch {
-				case err != nil:
-					ts.Error = err.Error()
-				case w != nil:
-					snap := w.Snapshot()
-					ts.Exists, ts.Version, ts.Files = true, snap.Version(), snap.NumFiles()
-					ts.SinceCheckpoint = w.CommitsSinceCheckpoint()
-					if v, ok := snap.TxnVersion(tables.AppID); ok {
-						ts.TxnVersion = v
-					}
-				}
-				s.Tables = append(s.Tables, ts)
-			}
+	return s, nil
+}
+
+func tablesError(ts []TableStatus) error {
+	for _, t := range ts {
+		if t.Error != "" {
+			return errors.New(t.Error)
 		}
 	}
-	return s, nil
+	return nil
+}
+
+// readTables reads every tenant table once, store.Concurrency tables at a
+// time (one after another took minutes at 20,000 tables on S3), for the
+// table list and the continuity check's positions (a table that cannot be
+// read is listed with its error and left out of the check, as the check
+// itself would refuse it).
+func readTables(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]TableStatus, []TablePosition, error) {
+	ids, err := tenant.IDs(ctx, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	reg := newRegistry(lake, deltaOptions(), false, oneShotOpenTables)
+	out := make([]TableStatus, 0, len(ids)*len(tables.Kinds))
+	for _, id := range ids {
+		for _, k := range tables.Kinds {
+			key := tables.TableKey{Tenant: id, Kind: k}
+			out = append(out, TableStatus{Table: key.Path(), Tenant: id.String(), Kind: string(k), TxnVersion: -1, Version: -1})
+		}
+	}
+	pos := make([]TablePosition, len(out))
+	var g errgroup.Group
+	g.SetLimit(store.Concurrency(lake))
+	for i := range out {
+		g.Go(func() error {
+			ts := &out[i]
+			key := tables.TableKey{Tenant: ids[i/len(tables.Kinds)], Kind: tables.Kinds[i%len(tables.Kinds)]}
+			w, err := reg.writer(ctx, key, false)
+			switch {
+			case err != nil:
+				ts.Error = err.Error()
+			case w != nil:
+				snap := w.Snapshot()
+				ts.Exists, ts.Version, ts.Files = true, snap.Version(), snap.NumFiles()
+				ts.SinceCheckpoint = w.CommitsSinceCheckpoint()
+				if v, ok := snap.TxnVersion(tables.AppID); ok {
+					ts.TxnVersion = v
+					pos[i] = TablePosition{Key: key, TxnVersion: v}
+					if ci, ok := snap.TxnCommitInfo(tables.AppID); ok {
+						rec, found := tables.ParseBatchBounds(ci)
+						pos[i].rec = &foundRecord{rec: rec, ok: found}
+					}
+				}
+				reg.forget(key) // read once: keep no snapshot
+			}
+			return nil
+		})
+	}
+	_ = g.Wait() // errors are per table, in out
+	positions := pos[:0]
+	for _, p := range pos {
+		if p.TxnVersion > 0 {
+			positions = append(positions, p)
+		}
+	}
+	return out, positions, nil
 }
 
 // ReadDurability fills s.Durability: whether the standbys p requires have

@@ -105,8 +105,8 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 			if opts.PoisonBudget < 1 {
 				return cliutil.FlagErrorf("--poison-budget must be 1 or more")
 			}
-			if opts.Parallel < 1 {
-				return cliutil.FlagErrorf("--parallel must be 1 or more")
+			if opts.Parallel < 0 {
+				return cliutil.FlagErrorf("--parallel must be 1 or more (0: what suits the store)")
 			}
 			if opts.MaxOpenTables < 1 {
 				return cliutil.FlagErrorf("--max-open-tables must be 1 or more")
@@ -142,7 +142,7 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.IntVar(&opts.PoisonBudget, "poison-budget", lakewriter.DefaultPoisonBudget, "failed attempts before a poison row is dead-lettered")
 	fl.BoolVar(&opts.FailOnDeadLetter, "fail-on-dead-letter", false, "with --once: exit 1 if any row was dead-lettered")
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
-	fl.IntVar(&opts.Parallel, "parallel", lakewriter.DefaultParallel, "tables committed at once")
+	fl.IntVar(&opts.Parallel, "parallel", lakewriter.DefaultParallel, fmt.Sprintf("tables committed (and opened at start) at once; 0: what suits the store (%d on a file lake, %d on S3)", store.FileConcurrency, store.S3Concurrency))
 	fl.IntVar(&opts.MaxOpenTables, "max-open-tables", lakewriter.DefaultMaxOpenTables, "Delta table writers kept open between batches; beyond it the least recently used table is reopened from its log when next touched (bounds memory with many tenants)")
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", lakewriter.DefaultLeaseTTL, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", lakewriter.DefaultHorizonTimeout, "with --once: how long to wait for open transactions to end")

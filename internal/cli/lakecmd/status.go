@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/google/uuid"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/replication"
 )
@@ -164,8 +166,17 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	}()
 	if opts.Tables {
 		fmt.Fprintln(f.IO.Out)
+		list := st.Tables
+		if len(list) > tablesListed {
+			var summary [][2]string
+			list, summary = summarizeTables(st.Tables, st.Frontier)
+			if err := cliutil.KeyValuesTo(f.IO, summary); err != nil {
+				return err
+			}
+			fmt.Fprintln(f.IO.Out)
+		}
 		var rows [][]string
-		for _, t := range st.Tables {
+		for _, t := range list {
 			v, txn, files, since := "-", "-", "-", "-"
 			if t.Exists {
 				v, files, since = fmt.Sprint(t.Version), fmt.Sprint(t.Files), fmt.Sprint(t.SinceCheckpoint)
@@ -183,6 +194,64 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		}
 	}
 	return missing
+}
+
+// tablesListed is how many tables `lake status --tables` lists one by
+// one; beyond it (20,000 tables at 5,000 tenants) the table output is a
+// summary and the tables worth a look — every one that failed to read,
+// then the most commits since a checkpoint and the most files
+// (tablesWorst each) — and -o json lists them all.
+const (
+	tablesListed = 200
+	tablesWorst  = 20
+)
+
+// summarizeTables returns the tables to list and the summary lines.
+func summarizeTables(all []lakewriter.TableStatus, frontier int64) ([]lakewriter.TableStatus, [][2]string) {
+	var exist, errs, atFrontier, noTxn int
+	var files, since int64
+	var list []lakewriter.TableStatus
+	var ok []lakewriter.TableStatus
+	for _, t := range all {
+		switch {
+		case t.Error != "":
+			errs++
+			list = append(list, t)
+		case t.Exists:
+			exist++
+			files += int64(t.Files)
+			since = max(since, t.SinceCheckpoint)
+			if t.TxnVersion >= frontier {
+				atFrontier++
+			}
+			if t.TxnVersion < 0 {
+				noTxn++
+			}
+			ok = append(ok, t)
+		}
+	}
+	seen := map[string]bool{}
+	for _, t := range list {
+		seen[t.Table] = true
+	}
+	worst := func(less func(a, b lakewriter.TableStatus) bool) {
+		sort.SliceStable(ok, func(i, j int) bool { return less(ok[i], ok[j]) })
+		for _, t := range ok[:min(len(ok), tablesWorst)] {
+			if !seen[t.Table] {
+				seen[t.Table] = true
+				list = append(list, t)
+			}
+		}
+	}
+	worst(func(a, b lakewriter.TableStatus) bool { return a.SinceCheckpoint > b.SinceCheckpoint })
+	worst(func(a, b lakewriter.TableStatus) bool { return a.Files > b.Files })
+	return list, [][2]string{
+		{"tables", fmt.Sprintf("%d of %d exist (%d tenants × %d kinds); %d could not be read", exist, len(all), len(all)/len(tables.Kinds), len(tables.Kinds), errs)},
+		{"at the frontier", fmt.Sprintf("%d (the others hold every row of theirs up to their txn version; a table no batch touched lately is behind it)", atFrontier)},
+		{"no lake-writer commit", fmt.Sprint(noTxn)},
+		{"files", fmt.Sprintf("%d in all; most commits since a checkpoint: %d", files, since)},
+		{"listed below", fmt.Sprintf("%d: every unreadable table, then the %d with the most commits since a checkpoint and the %d with the most files (-o json lists all %d)", len(list), tablesWorst, tablesWorst, len(all))},
+	}
 }
 
 // lakeMissing is lakewriter.CheckLakeHoldsFrontier as a command error: the

@@ -58,25 +58,9 @@ func History(ctx context.Context, st store.Store, opts HistoryOptions) ([]Histor
 	err = fetchOrdered(ctx, from, l.maxCommit, func(ctx context.Context, v int64) ([]byte, error) {
 		return st.Get(ctx, CommitKey(v))
 	}, func(v int64, b []byte) error {
-		acts, err := DecodeCommitBytes(b)
+		e, err := historyEntry(st, v, b)
 		if err != nil {
-			return fmt.Errorf("table %s: commit %d: %w", st, v, err)
-		}
-		e := HistoryEntry{Version: v}
-		for i := range acts {
-			a := &acts[i]
-			switch {
-			case isSet(a.CommitInfo):
-				ci := ParseCommitInfo(a.CommitInfo)
-				e.Timestamp, e.Operation, e.EngineInfo = ci.Timestamp, ci.Operation, ci.EngineInfo
-				e.OperationParameters, e.OperationMetrics, e.CommitInfo = ci.OperationParameters, ci.OperationMetrics, ci.Raw
-			case a.Add != nil:
-				e.AddedFiles++
-			case a.Remove != nil:
-				e.RemovedFiles++
-			case a.Txn != nil:
-				e.Txns = append(e.Txns, *a.Txn)
-			}
+			return err
 		}
 		if e.Timestamp == 0 {
 			e.Timestamp = l.commits[v].modTime.UnixMilli()
@@ -91,6 +75,44 @@ func History(ctx context.Context, st store.Store, opts HistoryOptions) ([]Histor
 		out[i], out[j] = out[j], out[i]
 	}
 	return out, nil
+}
+
+func historyEntry(st store.Store, v int64, b []byte) (HistoryEntry, error) {
+	acts, err := DecodeCommitBytes(b)
+	if err != nil {
+		return HistoryEntry{}, fmt.Errorf("table %s: commit %d: %w", st, v, err)
+	}
+	e := HistoryEntry{Version: v}
+	for i := range acts {
+		a := &acts[i]
+		switch {
+		case isSet(a.CommitInfo):
+			ci := ParseCommitInfo(a.CommitInfo)
+			e.Timestamp, e.Operation, e.EngineInfo = ci.Timestamp, ci.Operation, ci.EngineInfo
+			e.OperationParameters, e.OperationMetrics, e.CommitInfo = ci.OperationParameters, ci.OperationMetrics, ci.Raw
+		case a.Add != nil:
+			e.AddedFiles++
+		case a.Remove != nil:
+			e.RemovedFiles++
+		case a.Txn != nil:
+			e.Txns = append(e.Txns, *a.Txn)
+		}
+	}
+	return e, nil
+}
+
+// CommitEntry reads one commit, known to exist, as History shows it (one
+// read, no listing; Timestamp is 0 when the commit has no commitInfo
+// timestamp). ErrVersionNotFound when the commit file is gone.
+func CommitEntry(ctx context.Context, st store.Store, v int64) (HistoryEntry, error) {
+	b, err := st.Get(ctx, CommitKey(v))
+	if errors.Is(err, store.ErrNotFound) {
+		return HistoryEntry{}, fmt.Errorf("%w: table %s: commit %d is not in the log", ErrVersionNotFound, st, v)
+	}
+	if err != nil {
+		return HistoryEntry{}, fmt.Errorf("table %s: reading commit %d: %w", st, v, err)
+	}
+	return historyEntry(st, v, b)
 }
 
 // ErrBeforeFirstCommit means a time-travel timestamp is earlier than every

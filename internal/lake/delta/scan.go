@@ -187,7 +187,7 @@ func (s *Snapshot) Scan(ctx context.Context, st store.Store, opts ScanOptions, f
 		if err != nil {
 			return err
 		}
-		if _, ok := s.files[key]; !ok {
+		if _, ok := s.files[key]; !ok && !s.maybeBaseFile(key) {
 			return fmt.Errorf("delta: table %s has no live file %q at version %d", s.table, key, s.version)
 		}
 	}
@@ -197,6 +197,13 @@ func (s *Snapshot) Scan(ctx context.Context, st store.Store, opts ScanOptions, f
 		}
 	}
 	return nil
+}
+
+// maybeBaseFile reports whether key may be a live file of a lean
+// snapshot's base checkpoint (EachFile streams them; memory does not hold
+// them to check against): not removed since.
+func (s *Snapshot) maybeBaseFile(key string) bool {
+	return s.lean && s.leanBase != nil && !s.leanRemoved[key]
 }
 
 // ScanColumns returns the fields a Scan with these columns yields, in order.

@@ -2,6 +2,7 @@ package delta
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -35,6 +36,17 @@ type Snapshot struct {
 	files      map[string]*Add    // by decoded path
 	tombstones map[string]*Remove // by decoded path
 	txns       map[string]Txn
+	// txnInfo is, per appId, the commitInfo of the commit that set its
+	// txn, when that commit was replayed or made here (not when the txn
+	// came from a checkpoint, which keeps no commitInfo): a writer that
+	// records its progress in commitInfo (the lake writer's batch bounds)
+	// reads it from the snapshot instead of reading the log again.
+	// txnAt is the version that set each txn; lastInfo the newest
+	// commitInfo seen (an engine may write commitInfo after the txn).
+	txnInfo    map[string]json.RawMessage
+	txnAt      map[string]int64
+	lastInfo   json.RawMessage
+	lastInfoAt int64
 
 	checkpointVersion int64 // -1: replayed from version 0
 	sawDeletionVector bool
@@ -57,6 +69,7 @@ func newSnapshot(table string) *Snapshot {
 	return &Snapshot{
 		table: table, version: -1, checkpointVersion: -1,
 		files: map[string]*Add{}, tombstones: map[string]*Remove{}, txns: map[string]Txn{},
+		txnInfo: map[string]json.RawMessage{}, txnAt: map[string]int64{}, lastInfoAt: -1,
 	}
 }
 
@@ -160,6 +173,15 @@ func (s *Snapshot) TxnVersion(appID string) (int64, bool) {
 	return t.Version, ok
 }
 
+// TxnCommitInfo returns the commitInfo of the commit that set appID's
+// latest txn, when the snapshot read or made that commit (ok=false when
+// the txn came from a checkpoint or the commit had no commitInfo: read the
+// log, History, for it). Do not modify it.
+func (s *Snapshot) TxnCommitInfo(appID string) (json.RawMessage, bool) {
+	ci, ok := s.txnInfo[appID]
+	return ci, ok && len(ci) > 0
+}
+
 // DecodePath decodes an add/remove path (a relative URI) into the object
 // key relative to the table root. It decodes exactly once: the log path
 // "x=A%252FA/f" names the directory "x=A%2FA".
@@ -243,6 +265,19 @@ func (s *Snapshot) apply(a *Action, v int64) error {
 		}
 	case a.Txn != nil:
 		s.txns[a.Txn.AppID] = *a.Txn
+		s.txnAt[a.Txn.AppID] = v
+		s.txnInfo[a.Txn.AppID] = nil
+		if s.lastInfoAt == v && !s.inBase {
+			s.txnInfo[a.Txn.AppID] = s.lastInfo
+		}
+	case isSet(a.CommitInfo):
+		// Kept only for the txn set by the same commit (see txnInfo).
+		s.lastInfo, s.lastInfoAt = a.CommitInfo, v // decoded lines are copies
+		for app, at := range s.txnAt {
+			if at == v {
+				s.txnInfo[app] = s.lastInfo
+			}
+		}
 	case isSet(a.Sidecar), isSet(a.CheckpointMetadata):
 		return &UnsupportedError{Table: s.table, Op: "read", Feature: "v2Checkpoint",
 			Detail: fmt.Sprintf("version %d holds a %s action", v, a.Kind())}
@@ -553,6 +588,37 @@ func fetchOrdered(ctx context.Context, from, to int64, fetch func(context.Contex
 			return err
 		}
 		return fmt.Errorf("delta: replay stopped at version %d of %d", v, to)
+	}
+	return nil
+}
+
+// EachFile calls fn for every live file, in no particular order. A lean
+// snapshot streams the files of its base checkpoint from the store (one
+// read of the checkpoint, nothing kept), then the files added since; a
+// full snapshot's come from memory. Do not modify the actions.
+func (s *Snapshot) EachFile(ctx context.Context, st store.Store, fn func(*Add) error) error {
+	if s.lean && s.leanBase != nil {
+		err := readCheckpoint(ctx, st, s.leanBase, func(a *Action) error {
+			if a.Add == nil {
+				return nil
+			}
+			key, err := DecodePath(a.Add.Path)
+			if err != nil {
+				return err
+			}
+			if _, again := s.files[key]; again || s.leanRemoved[key] {
+				return nil // removed since, or re-added (the newer add is in files)
+			}
+			return fn(a.Add)
+		})
+		if err != nil {
+			return fmt.Errorf("table %s: streaming the base checkpoint of version %d: %w", s.table, s.leanBase.version, err)
+		}
+	}
+	for _, a := range s.files {
+		if err := fn(a); err != nil {
+			return err
+		}
 	}
 	return nil
 }

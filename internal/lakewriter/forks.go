@@ -104,7 +104,17 @@ func (d *Drainer) dropHeld(items []*item) ([]*item, int) {
 // the frontier. scan, when given, holds the txn versions read at start.
 func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableScan) error {
 	f := d.frontier.Load()
-	if f == 0 {
+	// A table with nothing in it is rebuilt through its prune mark, even
+	// past the frontier: the lake may resume below the mark (the newest
+	// batch touched only tables that are gone, or the whole lake is gone)
+	// and the outbox no longer holds the pruned rows, so stopping at the
+	// frontier would leave the table below its mark (held at its next
+	// batch) or, from an empty lake, lose the pruned rows without a trace.
+	marks, err := pruneMarks(ctx, d.db)
+	if err != nil {
+		return err
+	}
+	if f == 0 && len(marks) == 0 {
 		return nil
 	}
 	if scan == nil {
@@ -116,7 +126,11 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 	d.heldMu.Lock()
 	held := d.held
 	d.heldMu.Unlock()
-	var behind []TablePosition
+	type catchUp struct {
+		key      tables.TableKey
+		from, to int64
+	}
+	var behind, rebuild []catchUp
 	for _, t := range tenants {
 		if _, ok := held[t]; ok {
 			continue
@@ -132,8 +146,11 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 			} else if s == nil && !scan.absent[key] {
 				continue // held by the scan for a fault of its own
 			}
-			if v < f {
-				behind = append(behind, TablePosition{Key: key, TxnVersion: v})
+			switch {
+			case v == 0 && marks[key] > f:
+				rebuild = append(rebuild, catchUp{key: key, to: marks[key]})
+			case v < f:
+				behind = append(behind, catchUp{key: key, from: v, to: f})
 			}
 		}
 	}
@@ -143,22 +160,24 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 	// held (through.go).
 	probes := make([]outbox.TableProbe, len(behind))
 	for i, p := range behind {
-		probes[i] = outbox.TableProbe{Tenant: p.Key.Tenant, Target: string(p.Key.Kind), After: p.TxnVersion}
+		probes[i] = outbox.TableProbe{Tenant: p.key.Tenant, Target: string(p.key.Kind), After: p.from}
 	}
 	missed, err := outbox.TablesHaveRows(ctx, d.db, probes, f)
 	if err != nil {
 		return fmt.Errorf("look for rows the tables missed: %w", err)
 	}
 	for _, i := range missed {
-		key, v := behind[i].Key, behind[i].TxnVersion
-		d.log.Info("catching a table up to the frontier", "table", key.String(), "from", v, "to", f)
-		scope := key
-		if _, err := d.applyRange(ctx, v, f, &scope); err != nil {
+		rebuild = append(rebuild, behind[i])
+	}
+	for _, c := range rebuild {
+		d.log.Info("catching a table up to the frontier", "table", c.key.String(), "from", c.from, "to", c.to)
+		scope := c.key
+		if _, err := d.applyRange(ctx, c.from, c.to, &scope); err != nil {
 			if classify(err) == faultTable {
-				d.holdTable(ctx, key, err)
+				d.holdTable(ctx, c.key, err)
 				continue
 			}
-			return fmt.Errorf("catch %s up to %d: %w", key, f, err)
+			return fmt.Errorf("catch %s up to %d: %w", c.key, c.to, err)
 		}
 	}
 	return nil

@@ -122,6 +122,31 @@ func PruneMark(ctx context.Context, q querier, key tables.TableKey) (int64, erro
 	return through, nil
 }
 
+// pruneMarks reads every table's prune mark (PruneMark for all tables at
+// once: the catch-up at start needs them for every table).
+func pruneMarks(ctx context.Context, q querier) (map[tables.TableKey]int64, error) {
+	rows, err := q.Query(ctx, `SELECT tenant_id, target, through_seq FROM oml.outbox_pruned`)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+	}
+	defer rows.Close()
+	marks := map[tables.TableKey]int64{}
+	for rows.Next() {
+		var key tables.TableKey
+		var target string
+		var through int64
+		if err := rows.Scan(&key.Tenant, &target, &through); err != nil {
+			return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+		}
+		key.Kind = tables.Kind(target)
+		marks[key] = through
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+	}
+	return marks, nil
+}
+
 // belowPruneMark is the drain's fence for a table caught up from its txn
 // version (gap rows, catch-up): rows of the table in (from, mark] were
 // pruned, and the outbox read would skip them without a trace, then the

@@ -174,20 +174,9 @@ func applyRemove(ctx context.Context, opts Options, planDigest string, tp *Table
 		Extra: map[string]any{"omlRepair": repairRecord{PlanDigest: planDigest, Action: tp.Action, Classes: tp.Classes,
 			ReadVersion: tp.ReadVersion, RestoreVersion: -1, TxnVersion: max(tp.TargetTxnVersion, 0), RowsRemoved: arch.Rows, Archive: arch.Manifest}},
 	}
-	for _, a := range tp.removes {
-		p, err := delta.DecodePath(a.Path)
-		if err != nil {
-			return res, err
-		}
-		rm, err := w.Remove(p, true)
-		if err != nil {
-			return res, err
-		}
-		c.Removes = append(c.Removes, rm)
-	}
-	v, err := w.Commit(ctx, c)
+	v, err := commitRemoving(ctx, w, tp, c)
 	if err != nil {
-		return res, fmt.Errorf("commit the repair of %s: %w (nothing of it is visible; re-run oml lake repair)", tp.Path, err)
+		return res, err
 	}
 	res.DeltaVersion = v
 	return res, nil

@@ -226,23 +226,33 @@ func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) 
 		// database (it is at or below the shared seq).
 		c.Extra["omlBatch"] = tp.record
 	}
+	v, err := commitRemoving(ctx, w, tp, c)
+	if err != nil {
+		return res, err
+	}
+	res.DeltaVersion = v
+	return res, nil
+}
+
+// commitRemoving adds a remove action for each of tp.removes to c and
+// commits it: the last step of every repair action that drops files.
+func commitRemoving(ctx context.Context, w *delta.Writer, tp *TablePlan, c delta.Commit) (int64, error) {
 	for _, a := range tp.removes {
 		p, err := delta.DecodePath(a.Path)
 		if err != nil {
-			return res, err
+			return 0, err
 		}
 		rm, err := w.Remove(p, true)
 		if err != nil {
-			return res, err
+			return 0, err
 		}
 		c.Removes = append(c.Removes, rm)
 	}
 	v, err := w.Commit(ctx, c)
 	if err != nil {
-		return res, fmt.Errorf("commit the repair of %s: %w (nothing of it is visible; re-run oml lake repair)", tp.Path, err)
+		return 0, fmt.Errorf("commit the repair of %s: %w (nothing of it is visible; re-run oml lake repair)", tp.Path, err)
 	}
-	res.DeltaVersion = v
-	return res, nil
+	return v, nil
 }
 
 func classList(m map[string]int64) string {

@@ -559,20 +559,9 @@ func applyRewrite(ctx context.Context, opts Options, planDigest string, tp *Tabl
 	if (tp.Action == ActionRebuild || w.catchUp) && tp.TargetTxnVersion > 0 {
 		c.Txn = &delta.Txn{AppID: tables.AppID, Version: tp.TargetTxnVersion}
 	}
-	for _, a := range tp.removes {
-		p, err := delta.DecodePath(a.Path)
-		if err != nil {
-			return res, err
-		}
-		rm, err := dw.Remove(p, true)
-		if err != nil {
-			return res, err
-		}
-		c.Removes = append(c.Removes, rm)
-	}
-	v, err := dw.Commit(ctx, c)
+	v, err := commitRemoving(ctx, dw, tp, c)
 	if err != nil {
-		return res, fmt.Errorf("commit the repair of %s: %w (nothing of it is visible; re-run oml lake repair)", tp.Path, err)
+		return res, err
 	}
 	res.DeltaVersion = v
 	return res, nil

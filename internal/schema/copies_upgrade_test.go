@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/schema"
@@ -18,22 +19,7 @@ import (
 func TestMigrateCopies_ExistingCopiesAreMarked(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.New(t, testdb.Empty())
-	pool := db.Pool(t)
-	// The migrations before it, as Apply runs them (its bootstrap first).
-	_, err := pool.Exec(ctx, `CREATE SCHEMA oml; CREATE TABLE oml.schema_migrations (version integer PRIMARY KEY,
-		name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	require.NoError(t, err)
-	var trust schema.Migration
-	for _, m := range schema.All() {
-		if m.Name == "trust_copies_and_event_rights" {
-			trust = m
-			break
-		}
-		_, err := pool.Exec(ctx, m.SQL)
-		require.NoError(t, err, "migration %03d_%s", m.Version, m.Name)
-	}
-	require.NotZero(t, trust.Version, "the migration is embedded")
+	pool, trust := migratedUpTo(t, "trust_copies_and_event_rights")
 	plantProviderEvent(t, pool)
 	const row = `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id)
 		VALUES ('00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append', $1) RETURNING seq`
@@ -45,7 +31,7 @@ func TestMigrateCopies_ExistingCopiesAreMarked(t *testing.T) {
 	a, reenq := seq("a"), seq("a")
 	b, forged1, forged2 := seq("b"), seq("b"), seq("b")
 	single := seq("c")
-	_, err = pool.Exec(ctx, `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, payload,
+	_, err := pool.Exec(ctx, `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, payload,
 		attempts, first_failed_at, last_failed_at, error, skipped_seq, reenqueued_at, reenqueued_seq, new_outbox_seq)
 		VALUES ($1, '00000000-0000-0000-0000-000000000000', 1, 'bronze.events', 'append', 'a', '{}', 1, now(), now(), 'x', 1, now(), 1, $2)`, a, reenq)
 	require.NoError(t, err)
@@ -70,4 +56,24 @@ func TestMigrateCopies_ExistingCopiesAreMarked(t *testing.T) {
 	require.Nil(t, copyOf[single])
 	_, err = pool.Exec(ctx, row, "b")
 	requireCode(t, duplicated, err, "a new copy after the migration")
+}
+
+// migratedUpTo gives an empty database with every migration before the
+// one named applied, as Apply runs them (its bootstrap first), and that
+// migration, for a test of how it upgrades the data already there.
+func migratedUpTo(t *testing.T, name string) (*pgxpool.Pool, schema.Migration) {
+	t.Helper()
+	pool := testdb.New(t, testdb.Empty()).Pool(t)
+	_, err := pool.Exec(context.Background(), `CREATE SCHEMA oml; CREATE TABLE oml.schema_migrations (version integer PRIMARY KEY,
+		name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(t, err)
+	for _, m := range schema.All() {
+		if m.Name == name {
+			return pool, m
+		}
+		_, err := pool.Exec(context.Background(), m.SQL)
+		require.NoError(t, err, "migration %03d_%s", m.Version, m.Name)
+	}
+	t.Fatalf("migration %s is not embedded", name)
+	return nil, schema.Migration{}
 }

@@ -5,9 +5,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/testdb"
 )
 
 // Prune marks written before trust_prune_mark get the event they pruned
@@ -17,21 +14,7 @@ import (
 func TestMigratePruneMark_ExistingMarksNameTheirEvent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.New(t, testdb.Empty())
-	pool := db.Pool(t)
-	_, err := pool.Exec(ctx, `CREATE SCHEMA oml; CREATE TABLE oml.schema_migrations (version integer PRIMARY KEY,
-		name text NOT NULL, checksum text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	require.NoError(t, err)
-	var mark schema.Migration
-	for _, m := range schema.All() {
-		if m.Name == "trust_prune_mark" {
-			mark = m
-			break
-		}
-		_, err := pool.Exec(ctx, m.SQL)
-		require.NoError(t, err, "migration %03d_%s", m.Version, m.Name)
-	}
-	require.NotZero(t, mark.Version, "the migration is embedded")
+	pool, mark := migratedUpTo(t, "trust_prune_mark")
 	plantProviderEvent(t, pool)
 	for s := 2; s <= 5; s++ {
 		_, err := pool.Exec(ctx, `
@@ -56,7 +39,7 @@ VALUES ('00000000-0000-0000-0000-000000000000', $1, $2, $3, nullif($4, ''), CASE
 	for j := int64(2); j <= 5; j++ {
 		bronzeLast = row("bronze.events", "append", j, "")
 	}
-	_, err = pool.Exec(ctx, `DELETE FROM oml.outbox WHERE seq IN ($1, $2) OR target = 'bronze.events'`, s2, s3a)
+	_, err := pool.Exec(ctx, `DELETE FROM oml.outbox WHERE seq IN ($1, $2) OR target = 'bronze.events'`, s2, s3a)
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, `INSERT INTO oml.outbox_pruned (tenant_id, target, through_seq, rows_pruned) VALUES
   ('00000000-0000-0000-0000-000000000000', 'silver.claims', $1, 2),

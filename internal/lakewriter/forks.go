@@ -118,7 +118,6 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 		return nil
 	}
 	if scan == nil {
-		var err error
 		if scan, err = d.scanTables(ctx, tenants, false); err != nil {
 			return err
 		}

@@ -124,7 +124,10 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 	}
 	if unenforced {
 		// Today's path before migration 004: insert the rows and update the
-		// head, nothing checked.
+		// head, nothing checked. The plain append_journal takes the same
+		// arguments as the enforced one (append_writes_its_outbox: the
+		// outbox rows of the append's events with them) and makes the same
+		// inserts, so the two sides differ by the checks alone.
 		_, err := owner.Exec(ctx, `DROP TRIGGER journal_extends_chain ON oml.journal;
 		                          DROP TRIGGER outbox_names_journal_event ON oml.outbox;
 		                          DROP TRIGGER outbox_copy_names_dead_letter ON oml.outbox;
@@ -133,7 +136,9 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 		                          GRANT INSERT, UPDATE ON oml.chain_heads TO oml_app;
 		                          CREATE OR REPLACE FUNCTION oml.append_journal(
 		                              p_tenant uuid, p_key_id text, p_seq bigint[], p_prev_hash bytea[], p_hash bytea[],
-		                              p_signature bytea[], p_event_type text[], p_payload bytea[], p_recorded_at timestamptz[])
+		                              p_signature bytea[], p_event_type text[], p_payload bytea[], p_recorded_at timestamptz[],
+		                              p_outbox_journal_seq bigint[], p_outbox_target text[], p_outbox_op text[],
+		                              p_outbox_artifact_id text[], p_outbox_version integer[], p_outbox_payload text[])
 		                              RETURNS bigint LANGUAGE plpgsql AS $$
 		                          DECLARE n integer := array_length(p_seq, 1);
 		                          BEGIN
@@ -141,6 +146,11 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 		                              SELECT p_tenant, s, p, h, g, p_key_id, t, b, r
 		                                FROM unnest(p_seq, p_prev_hash, p_hash, p_signature, p_event_type, p_payload, p_recorded_at)
 		                                     WITH ORDINALITY AS u(s, p, h, g, t, b, r, ord) ORDER BY ord;
+		                              INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
+		                              SELECT p_tenant, j, g, o, a, v, pl::jsonb
+		                                FROM unnest(p_outbox_journal_seq, p_outbox_target, p_outbox_op, p_outbox_artifact_id,
+		                                            p_outbox_version, p_outbox_payload) WITH ORDINALITY AS u(j, g, o, a, v, pl, ord)
+		                               ORDER BY ord;
 		                              UPDATE oml.chain_heads SET seq = p_seq[n], hash = p_hash[n], updated_at = p_recorded_at[n]
 		                               WHERE tenant_id = p_tenant;
 		                              RETURN n;

@@ -47,8 +47,9 @@ func BenchmarkAppend(b *testing.B) {
 // trust_copies_and_event_rights migration: append_journal's event types by
 // role, the outbox_implied_once index and the copy trigger) next to the
 // path as it was before: the triggers and the index dropped and
-// append_journal replaced by a plain insert plus the head update the Go code
-// used to send. Both sides append as the application (the pool's sessions
+// append_journal replaced by plain inserts (the journal rows, then the
+// outbox rows it is given: append_writes_its_outbox) plus the head update
+// the Go code used to send. Both sides append as the application (the pool's sessions
 // SET ROLE oml_app, so row-level security and the role checks run as in
 // production; the before side gets back the INSERT/UPDATE grants 004
 // revoked). The two run on two databases of one cluster in alternating

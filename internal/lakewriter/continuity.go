@@ -620,15 +620,8 @@ func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]T
 			if err != nil || w == nil {
 				return err
 			}
-			snap := w.Snapshot()
-			if v, ok := snap.TxnVersion(tables.AppID); ok {
-				all[i].TxnVersion = v
-			}
-			// The record CheckContinuity needs, from the same read.
-			if ci, ok := snap.TxnCommitInfo(tables.AppID); ok {
-				rec, found := tables.ParseBatchBounds(ci)
-				all[i].rec = &foundRecord{rec: rec, ok: found}
-			}
+			// The record CheckContinuity needs comes from the same read.
+			all[i] = positionOf(all[i].Key, w.Snapshot())
 			return nil
 		})
 	}

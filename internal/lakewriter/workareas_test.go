@@ -230,4 +230,3 @@ func readParquetFileAs(t *testing.T, st store.Store, key string, cols []string, 
 	}
 	return rows
 }
-

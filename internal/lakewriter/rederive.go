@@ -8,6 +8,7 @@ import (
 
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
 )
 
 // Rebuilding a table after `oml outbox prune` (internal/outboxprune).
@@ -48,17 +49,6 @@ type txBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
 
-// derivedQuery has batchQuery's columns for rows given as arrays (the
-// re-derived rows of one table), with seq 0 and never dead-lettered.
-const derivedQuery = `
-SELECT 0::bigint, $1::uuid, u.j, $2::text, u.o, u.a, u.v, u.p,
-       j.seq IS NOT NULL, j.event_type, j.recorded_at, j.prev_hash, j.hash, j.signature, j.key_id, j.payload,
-       b.ciphertext, false
-FROM unnest($3::bigint[], $4::text[], $5::text[], $6::int[], $7::text[]) WITH ORDINALITY AS u(j, o, a, v, p, ord)
-LEFT JOIN oml.journal j ON j.tenant_id = $1 AND j.seq = u.j
-LEFT JOIN oml.claim_bodies b ON $2::text = 'silver.claims' AND u.o = 'materialize' AND b.tenant_id = $1 AND b.artifact_id = u.a AND b.version = u.v
-ORDER BY u.ord`
-
 // loadRebuild is loadBatch for (0, to] of one table: in one REPEATABLE
 // READ, READ ONLY snapshot (so a prune running meanwhile deletes nothing
 // between the reads: every implied row is either pruned before the
@@ -80,15 +70,10 @@ func loadRebuild(ctx context.Context, db txBeginner, chk *rowChecker, to int64, 
 			return nil, err
 		}
 	}
-	rows, err := tx.Query(ctx, batchQuery, 0, to, key.Tenant, string(key.Kind))
-	if err != nil {
+	items := derived
+	if err := outbox.ReadBatch(ctx, tx, 0, to, outboxScope(&key), collectItems(&items)); err != nil {
 		return nil, fmt.Errorf("read outbox rows (0, %d]: %w", to, err)
 	}
-	items, err := scanItems(rows, 0, to)
-	if err != nil {
-		return nil, err
-	}
-	items = append(derived, items...)
 	if err := chk.check(ctx, tx, items); err != nil {
 		return nil, err
 	}
@@ -145,44 +130,30 @@ WHERE o.tenant_id = $1 AND o.target = $2 AND NOT EXISTS (SELECT 1 FROM oml.dead_
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("rebuild %s: read the rows still in the outbox: %w", key, err)
 	}
-	var jseqs []int64
-	var ops, arts, payloads []string
-	var vers []*int32
+	var gone []outbox.Implied
 	for _, r := range implied {
 		if r.Target != string(key.Kind) {
 			continue
 		}
 		k := rowKey{jseq: r.JournalSeq, op: r.Op}
-		var art *string
-		var ver *int32
 		if r.ArtifactID != nil {
-			k.art, art = *r.ArtifactID, r.ArtifactID
+			k.art = *r.ArtifactID
 		}
 		if r.Version != nil {
-			v := int32(*r.Version)
-			k.version, ver = v, &v
+			k.version = int32(*r.Version)
 		}
 		if have[k] > 0 {
 			have[k]--
 			continue
 		}
-		jseqs, ops, payloads = append(jseqs, r.JournalSeq), append(ops, r.Op), append(payloads, string(r.Payload))
-		a := ""
-		if art != nil {
-			a = *art
-		}
-		arts, vers = append(arts, a), append(vers, ver)
+		gone = append(gone, outbox.Implied{JournalSeq: r.JournalSeq, Op: r.Op, ArtifactID: k.art, Version: k.version, Payload: string(r.Payload)})
 	}
-	if len(jseqs) == 0 {
+	if len(gone) == 0 {
 		return nil, nil
 	}
-	q, err := tx.Query(ctx, derivedQuery, key.Tenant, string(key.Kind), jseqs, ops, nullEmpty(arts), vers, payloads)
-	if err != nil {
+	var items []*item
+	if err := outbox.ReadImplied(ctx, tx, key.Tenant, string(key.Kind), gone, collectItems(&items)); err != nil {
 		return nil, fmt.Errorf("rebuild %s: read the journal events of the pruned rows: %w", key, err)
-	}
-	items, err := scanItems(q, 0, 0)
-	if err != nil {
-		return nil, err
 	}
 	for _, it := range items {
 		it.derived = true
@@ -191,16 +162,6 @@ WHERE o.tenant_id = $1 AND o.target = $2 AND NOT EXISTS (SELECT 1 FROM oml.dead_
 		}
 	}
 	return items, nil
-}
-
-func nullEmpty(ss []string) []*string {
-	out := make([]*string, len(ss))
-	for i := range ss {
-		if ss[i] != "" {
-			out[i] = &ss[i]
-		}
-	}
-	return out
 }
 
 // outboxSeqColumn is the position of outbox_seq in a table's rows.

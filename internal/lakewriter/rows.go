@@ -11,11 +11,11 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
 )
 
 // item is one outbox row of a batch, decoded for its table. Exactly one of
@@ -32,7 +32,6 @@ type item struct {
 	row     pq.Row   // bronze/gold/silver materialize: the table row
 	retract *retract // silver retract (a gold.workareas row has neither: its change is lin)
 	poison  error    // why this row cannot be applied (its own fault)
-	size    int      // approximate bytes, for logs/metrics
 
 	// For the row check (check.go): the cited journal event and the
 	// decoded payload, and ghost: the row's tenant was never created, so
@@ -65,22 +64,6 @@ func poisonf(seq int64, format string, args ...any) error {
 	return &PoisonError{Seq: seq, Reason: fmt.Sprintf(format, args...)}
 }
 
-// The whole batch in one ordered scan: the outbox row, its journal event
-// (bronze needs every field, silver the event time), the held body of a
-// materialize, and whether the row is already dead-lettered.
-const batchQuery = `
-SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.version, o.payload::text,
-       j.seq IS NOT NULL, j.event_type, j.recorded_at, j.prev_hash, j.hash, j.signature, j.key_id, j.payload,
-       b.ciphertext, d.outbox_seq IS NOT NULL
-FROM oml.outbox o
-LEFT JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
-LEFT JOIN oml.claim_bodies b ON o.target = 'silver.claims' AND o.op = 'materialize' AND b.tenant_id = o.tenant_id
-                            AND b.artifact_id = o.artifact_id AND b.version = o.version
-LEFT JOIN oml.dead_letter d ON d.outbox_seq = o.seq
-WHERE o.seq > $1 AND o.seq <= $2
-  AND ($3::uuid IS NULL OR (o.tenant_id = $3 AND o.target = $4))
-ORDER BY o.seq`
-
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
@@ -92,9 +75,7 @@ type querier interface {
 // scope, when set, limits the read to one table's rows (a tenant's catch-up).
 // Every row goes through the row check (check.go) before it is returned.
 func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, scope *tables.TableKey) ([]*item, error) {
-	var tenant, target any
 	if scope != nil {
-		tenant, target = scope.Tenant, string(scope.Kind)
 		if db, ok := q.(txBeginner); ok && from == 0 {
 			// A table rebuilt from nothing: its pruned rows come from the
 			// journal (rederive.go).
@@ -108,14 +89,9 @@ func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, 
 			}
 		}
 	}
-	rows, err := q.Query(ctx, batchQuery, from, to, tenant, target)
-	if err != nil {
+	var items []*item
+	if err := outbox.ReadBatch(ctx, q, from, to, outboxScope(scope), collectItems(&items)); err != nil {
 		return nil, fmt.Errorf("read outbox rows (%d, %d]: %w", from, to, err)
-	}
-	defer rows.Close()
-	items, err := scanItems(rows, from, to)
-	if err != nil {
-		return nil, err
 	}
 	if err := chk.check(ctx, q, items); err != nil {
 		return nil, err
@@ -123,54 +99,40 @@ func loadBatch(ctx context.Context, q querier, chk *rowChecker, from, to int64, 
 	return items, nil
 }
 
-// scanItems decodes the rows of batchQuery (or derivedQuery, which has the
-// same columns) for their tables.
-func scanItems(rows pgx.Rows, from, to int64) ([]*item, error) {
-	defer rows.Close()
-	var items []*item
-	for rows.Next() {
-		var (
-			seq, journalSeq                int64
-			tenant                         pgtype.UUID
-			target, op, payload            string
-			artifact                       pgtype.Text
-			version                        pgtype.Int4
-			hasEvent, dead                 bool
-			eventType, keyID               pgtype.Text
-			recordedAt                     pgtype.Timestamptz
-			prevHash, hash, sig, evPayload []byte
-			body                           []byte
-		)
-		if err := rows.Scan(&seq, &tenant, &journalSeq, &target, &op, &artifact, &version, &payload,
-			&hasEvent, &eventType, &recordedAt, &prevHash, &hash, &sig, &keyID, &evPayload, &body, &dead); err != nil {
-			return nil, fmt.Errorf("decode outbox row: %w", err)
+// outboxScope is the batch read's scope of one table (nil: every table).
+func outboxScope(key *tables.TableKey) *outbox.Scope {
+	if key == nil {
+		return nil
+	}
+	return &outbox.Scope{Tenant: key.Tenant, Target: string(key.Kind)}
+}
+
+// collectItems decodes the rows of a batch read (outbox.ReadBatch,
+// outbox.ReadImplied) for their tables into *items, leaving out the
+// dead-lettered ones.
+func collectItems(items *[]*item) func(*outbox.BatchRow) error {
+	return func(r *outbox.BatchRow) error {
+		if r.Dead {
+			return nil
 		}
-		if dead {
-			continue
-		}
-		it := &item{seq: seq, journalSeq: journalSeq, target: target, op: op, artifact: artifact.String, version: version.Int32,
-			size: len(payload) + len(evPayload) + len(body) + 128}
-		tid := uuid.UUID(tenant.Bytes)
-		kind, kerr := tables.ParseTarget(target)
-		it.table = tables.TableKey{Tenant: tid, Kind: kind}
+		it := &item{seq: r.Seq, journalSeq: r.JournalSeq, target: r.Target, op: r.Op, artifact: r.ArtifactID, version: r.Version}
+		kind, kerr := tables.ParseTarget(r.Target)
+		it.table = tables.TableKey{Tenant: r.Tenant, Kind: kind}
 		switch {
 		case kerr != nil:
-			it.poison = poisonf(seq, "%v", kerr)
-		case !hasEvent:
-			it.poison = poisonf(seq, "journal event %s/%d that the row refers to does not exist", tid, journalSeq)
+			it.poison = poisonf(r.Seq, "%v", kerr)
+		case r.Event == nil:
+			it.poison = poisonf(r.Seq, "journal event %s/%d that the row refers to does not exist", r.Tenant, r.JournalSeq)
 		default:
-			ev := &event{tenant: tid, seq: journalSeq, eventType: eventType.String, recordedAt: recordedAt.Time.UTC(),
-				prevHash: prevHash, hash: hash, sig: sig, keyID: keyID.String, payload: evPayload}
+			e := r.Event
+			ev := &event{tenant: r.Tenant, seq: r.JournalSeq, eventType: e.Type, recordedAt: e.RecordedAt,
+				prevHash: e.PrevHash, hash: e.Hash, sig: e.Signature, keyID: e.KeyID, payload: e.Payload}
 			it.ev = ev
-			it.poison = decodeItem(it, kind, payload, *ev, body)
+			it.poison = decodeItem(it, kind, r.Payload, *ev, r.Body)
 		}
-		items = append(items, it)
+		*items = append(*items, it)
+		return nil
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read outbox rows (%d, %d]: %w", from, to, err)
-	}
-	rows.Close()
-	return items, nil
 }
 
 type event struct {

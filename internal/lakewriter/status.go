@@ -95,16 +95,11 @@ func ReadStatus(ctx context.Context, db *pgxpool.Pool, opts StatusOptions) (Stat
 	if fr.UpdatedAt != nil {
 		s.FrontierAt = *fr.UpdatedAt
 	}
-	err = db.QueryRow(ctx, `
-SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
-       (SELECT count(*) FROM oml.outbox WHERE seq > $1),
-       (SELECT created_at FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1),
-       (SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL AND abandoned_at IS NULL),
-       (SELECT min(first_failed_at) FROM oml.dead_letter WHERE reenqueued_at IS NULL AND abandoned_at IS NULL)`, s.Frontier).
-		Scan(&s.LastSeq, &s.BacklogRows, &s.OldestUnapplied, &s.DeadLetters, &s.OldestDeadAt)
+	bl, err := outbox.ReadBacklog(ctx, db, s.Frontier)
 	if err != nil {
-		return s, fmt.Errorf("read the outbox backlog: %w", err)
+		return s, err
 	}
+	s.LastSeq, s.BacklogRows, s.OldestUnapplied, s.DeadLetters, s.OldestDeadAt = bl.LastSeq, bl.Rows, bl.OldestUnapplied, bl.DeadLetters, bl.OldestDeadAt
 	s.BacklogSeqGap = max(0, s.LastSeq-s.Frontier)
 	if s.OldestUnapplied != nil {
 		s.LagSeconds = time.Since(*s.OldestUnapplied).Seconds()

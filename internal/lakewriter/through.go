@@ -11,6 +11,7 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
 )
 
 // "The rows of table T up to seq S, pruned or not": the one home for every
@@ -98,22 +99,6 @@ func (ix keyIndex) has(it *item) bool {
 	}
 	return ix.seqs[it.journalSeq]
 }
-
-// throughQuery is batchQuery for one table's rows in (0, $2], narrowed
-// (when $5 / $6,$7 are not null) to the given journal seqs or claims.
-const throughQuery = `
-SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, o.artifact_id, o.version, o.payload::text,
-       j.seq IS NOT NULL, j.event_type, j.recorded_at, j.prev_hash, j.hash, j.signature, j.key_id, j.payload,
-       b.ciphertext, d.outbox_seq IS NOT NULL
-FROM oml.outbox o
-LEFT JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
-LEFT JOIN oml.claim_bodies b ON o.op = 'materialize' AND b.tenant_id = o.tenant_id
-                            AND b.artifact_id = o.artifact_id AND b.version = o.version
-LEFT JOIN oml.dead_letter d ON d.outbox_seq = o.seq
-WHERE o.seq > $1 AND o.seq <= $2 AND o.tenant_id = $3 AND o.target = $4
-  AND ($5::bigint[] IS NULL OR o.journal_seq = ANY($5))
-  AND ($6::text[] IS NULL OR (o.artifact_id, o.version) IN (SELECT * FROM unnest($6::text[], $7::int[])))
-ORDER BY o.seq`
 
 // PruneMark reads how far `oml outbox prune` pruned key's table's rows
 // (oml.outbox_pruned.through_seq; 0 when never).
@@ -209,32 +194,21 @@ func loadThrough(ctx context.Context, db txBeginner, chk *rowChecker, key tables
 			}
 		}
 	}
-	var seqs []int64
-	var arts []string
-	var vers []int32
+	scope := &outbox.Scope{Tenant: key.Tenant, Target: string(key.Kind)}
 	if sel != nil {
-		switch key.Kind {
-		case tables.Workareas:
-			// A workarea is in the payload, not a column: every row of the
-			// table is read and TableRowsThrough selects.
-		case tables.Silver:
-			arts, vers = []string{}, []int32{}
+		if key.Kind != tables.Workareas {
+			// A workarea is in the payload, not a column: for
+			// gold.workareas every row of the table is read and
+			// TableRowsThrough selects.
+			scope.Only = &outbox.Keys{ByClaim: key.Kind == tables.Silver, JournalSeqs: sel.JournalSeqs}
 			for _, c := range sel.Claims {
-				arts, vers = append(arts, c.ArtifactID), append(vers, c.Version)
+				scope.Only.ArtifactIDs, scope.Only.Versions = append(scope.Only.ArtifactIDs, c.ArtifactID), append(scope.Only.Versions, c.Version)
 			}
-		default:
-			seqs = append([]int64{}, sel.JournalSeqs...)
 		}
 	}
-	rows, err := tx.Query(ctx, throughQuery, 0, through, key.Tenant, string(key.Kind), seqs, arts, vers)
-	if err != nil {
+	if err := outbox.ReadBatch(ctx, tx, 0, through, scope, collectItems(&items)); err != nil {
 		return nil, fmt.Errorf("read the outbox rows of %s up to %d: %w", key, through, err)
 	}
-	outboxed, err := scanItems(rows, 0, through)
-	if err != nil {
-		return nil, err
-	}
-	items = append(items, outboxed...)
 	if err := chk.check(ctx, tx, items); err != nil {
 		return nil, err
 	}

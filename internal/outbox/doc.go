@@ -1,7 +1,10 @@
 // Package outbox reads oml.outbox for the lake writer: the stable-prefix
-// fence, the batch cut inside it, streaming a seq range, the small probes
-// beside the batch scan (probes.go: a table's missed rows, a recorded
-// batch's row count, rows past a seq, lag), and naming the backend that
+// fence, the batch cut inside it, the batch read itself (batch.go: the rows
+// of a seq range with their journal events and held bodies, and the same
+// for rows prune deleted that the journal implies), the small probes
+// beside it (probes.go: a table's missed rows, a recorded batch's row
+// count, rows past a seq, lag, the backlog `oml lake status` shows), and
+// naming the backend that
 // holds the snapshot horizon back; it is the one reader of the frontier
 // cache (ReadFrontier; the lake writer alone writes it); and it prunes the
 // rows the lake has applied (Prune, behind `oml outbox prune`).

@@ -73,7 +73,7 @@ func stablePrefix(t *testing.T, ctx context.Context, pool *pgxpool.Pool, wait ti
 func seqs(t *testing.T, ctx context.Context, pool *pgxpool.Pool, from, to int64) []int64 {
 	t.Helper()
 	var out []int64
-	require.NoError(t, outbox.Range(ctx, pool, from, to, func(r *outbox.Row) error {
+	require.NoError(t, outbox.ReadBatch(ctx, pool, from, to, nil, func(r *outbox.BatchRow) error {
 		out = append(out, r.Seq)
 		return nil
 	}))

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -134,4 +135,31 @@ func Lag(ctx context.Context, q RowQuerier, frontier int64) (last int64, ageSeco
        coalesce((SELECT extract(epoch FROM now() - created_at) FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1), 0)`,
 		frontier).Scan(&last, &ageSeconds)
 	return last, ageSeconds, err
+}
+
+// Backlog is what waits behind the frontier: the outbox rows past it and
+// the dead letters not yet re-enqueued or abandoned (`oml lake status`).
+type Backlog struct {
+	LastSeq         int64      // the outbox sequence's last value
+	Rows            int64      // outbox rows past the frontier
+	OldestUnapplied *time.Time // created_at of the first of them (nil: none)
+	DeadLetters     int64      // dead letters neither re-enqueued nor abandoned
+	OldestDeadAt    *time.Time // the first failure among them (nil: none)
+}
+
+// ReadBacklog reads the backlog past frontier, in one statement (one
+// snapshot).
+func ReadBacklog(ctx context.Context, q RowQuerier, frontier int64) (Backlog, error) {
+	var b Backlog
+	err := q.QueryRow(ctx, `
+SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0),
+       (SELECT count(*) FROM oml.outbox WHERE seq > $1),
+       (SELECT created_at FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1),
+       (SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL AND abandoned_at IS NULL),
+       (SELECT min(first_failed_at) FROM oml.dead_letter WHERE reenqueued_at IS NULL AND abandoned_at IS NULL)`, frontier).
+		Scan(&b.LastSeq, &b.Rows, &b.OldestUnapplied, &b.DeadLetters, &b.OldestDeadAt)
+	if err != nil {
+		return Backlog{}, fmt.Errorf("read the outbox backlog: %w", err)
+	}
+	return b, nil
 }

@@ -2,66 +2,8 @@ package outbox
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"time"
-
-	"github.com/jackc/pgx/v5/pgtype"
 )
-
-// Row is one outbox row as the lake writer sees it.
-type Row struct {
-	Seq        int64
-	Xid        uint64
-	TenantID   [16]byte
-	JournalSeq int64
-	Target     string // bronze.events | silver.claims | gold.lineage
-	Op         string // append | materialize | retract
-	ArtifactID string // empty when NULL
-	Version    int32  // 0 when NULL
-	Payload    json.RawMessage
-	CreatedAt  time.Time
-}
-
-// Size is the row's approximate weight for --batch-bytes.
-func (r *Row) Size() int { return 64 + len(r.Target) + len(r.Op) + len(r.ArtifactID) + len(r.Payload) }
-
-const selectRows = `SELECT seq, xid::text::bigint, tenant_id, journal_seq, target, op, artifact_id, version, payload, created_at
-FROM oml.outbox`
-
-// Range streams the rows with from < seq ≤ to in seq order, calling fn for
-// each. It never holds more than one row; fn may stop the scan by returning
-// an error, which Range returns.
-func Range(ctx context.Context, q Querier, from, to int64, fn func(*Row) error) error {
-	rows, err := q.Query(ctx, selectRows+` WHERE seq > $1 AND seq <= $2 ORDER BY seq`, from, to)
-	if err != nil {
-		return fmt.Errorf("outbox: read rows (%d, %d]: %w", from, to, err)
-	}
-	defer rows.Close()
-	var (
-		r        Row
-		tenant   pgtype.UUID
-		artifact pgtype.Text
-		version  pgtype.Int4
-		payload  []byte
-	)
-	for rows.Next() {
-		if err := rows.Scan(&r.Seq, &r.Xid, &tenant, &r.JournalSeq, &r.Target, &r.Op, &artifact, &version, &payload, &r.CreatedAt); err != nil {
-			return fmt.Errorf("outbox: decode row: %w", err)
-		}
-		r.TenantID = tenant.Bytes
-		r.ArtifactID = artifact.String
-		r.Version = version.Int32
-		r.Payload = append(json.RawMessage(nil), payload...)
-		if err := fn(&r); err != nil {
-			return err
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("outbox: read rows (%d, %d]: %w", from, to, err)
-	}
-	return nil
-}
 
 // Limits bound a batch when it is first cut. Zero means unlimited.
 type Limits struct {

@@ -230,3 +230,44 @@ func readParquetFileAs(t *testing.T, st store.Store, key string, cols []string, 
 	}
 	return rows
 }
+
+// TestTrust_TamperedWorkareaRows_Poison: gold.workareas rows whose payload
+// was edited behind the append path (another state before, another
+// workarea, another writer) are poison: dead-lettered on the claim's chain
+// and never counted in gold/workareas; every other change is counted once.
+func TestTrust_TamperedWorkareaRows_Poison(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	tn := b.tenants[0]
+	b.load(t, workload.Config{Claims: 30, Seed: 78, PromoteRatio: 0.6, RetractRatio: 0.8, FollowUpRatio: 0.5})
+	var real []int64
+	rows, err := b.pool.Query(ctx, `SELECT seq FROM oml.outbox WHERE tenant_id = $1 AND target = 'gold.workareas' AND op = 'retract' ORDER BY seq LIMIT 3`, tn)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s int64
+		require.NoError(t, rows.Scan(&s))
+		real = append(real, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Len(t, real, 3)
+	for i, edit := range []string{`jsonb_set(payload, '{state_before}', '"held"')`, `jsonb_set(payload, '{workarea_id}', '"wa-forged"')`,
+		`jsonb_set(payload, '{writer}', '"mallory"')`} {
+		_, err := b.pool.Exec(ctx, `UPDATE oml.outbox SET payload = `+edit+` WHERE seq = $1`, real[i])
+		require.NoError(t, err)
+		b.expectDead(real[i])
+	}
+	lake := store.NewMem()
+	d, err := lakewriter.New(b.opts(lake))
+	require.NoError(t, err)
+	sum := b.drainAll(t, d)
+	require.Equal(t, sortedInt64(real), sortedInt64(sum.DeadLettered))
+	for _, seq := range real {
+		require.Equal(t, tn, b.deadLetterChain(t, seq), "dead-lettered on the claim's tenant chain")
+	}
+	for _, r := range readTyped(t, lake, tn, tables.Workareas, tables.DecodeWorkarea) {
+		require.NotEqual(t, "wa-forged", r.WorkareaID)
+		require.NotContains(t, r.Writers, "mallory")
+	}
+	b.verifyLake(t, lake)
+}

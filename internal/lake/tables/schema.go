@@ -136,3 +136,13 @@ func (c GoldLineageCol) Name() string { return lineageFields[c].Name }
 
 // Name is the column's name in gold.workareas.
 func (c GoldWorkareaCol) Name() string { return workareaFields[c].Name }
+
+// OutboxSeqColumn names the column of k's rows that holds the outbox seq
+// that last wrote the row: outbox_seq, or last_outbox_seq for
+// gold.workareas (a row sums many outbox rows; the largest).
+func (k Kind) OutboxSeqColumn() string {
+	if k == Workareas {
+		return WorkareaLastOutboxSeq.Name()
+	}
+	return BronzeOutboxSeq.Name()
+}

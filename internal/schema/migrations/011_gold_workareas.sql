@@ -1,4 +1,4 @@
--- gold_workareas: the outbox carries a fourth target, gold.workareas.
+-- gold_workareas (assigned 010; numbered 011 after append_writes_its_outbox took 010 at merge): the outbox carries a fourth target, gold.workareas.
 --
 -- The fold emits one gold.workareas row beside each gold.lineage row (one
 -- per change to a promoted claim, same op, claim and payload); the lake

@@ -1,4 +1,4 @@
--- append_writes_its_outbox (assigned 011; numbered 010 on its branch, where the loader refuses a gap: renumber at merge): oml.append_journal also writes the outbox rows
+-- append_writes_its_outbox: oml.append_journal also writes the outbox rows
 -- of the events it appends, so that the outbox check
 -- (outbox_names_journal_event, migration 004) need not run for them
 -- (docs/security.md, "What the enforcement costs").

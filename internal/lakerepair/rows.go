@@ -111,6 +111,9 @@ func encodeSilver(a string, v int32) string {
 	return "s" + a + "\x00" + string(binary.BigEndian.AppendUint32(nil, uint32(v)))
 }
 
+// encodeWorkarea is a gold.workareas key: the row's workarea.
+func encodeWorkarea(wa string) string { return "w" + wa }
+
 // decodeSilverKeys / decodeBronzeKeys are the reverse of the encodings:
 // the artifact ids and versions, or the journal seqs, of a set of keys.
 func decodeSilverKeys(keys map[string]bool) ([]string, []int32) {
@@ -179,8 +182,11 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 			w := get(key)
 			w.classes[string(f.Class)]++
 			k := encodeBronze(f.Seq)
-			if kind == tables.Silver {
+			switch kind {
+			case tables.Silver:
 				k = encodeSilver(f.ArtifactID, f.Version)
+			case tables.Workareas:
+				k = encodeWorkarea(f.Workarea)
 			}
 			if f.Class == reconcile.MissingInLake {
 				w.missing[k] = true
@@ -192,7 +198,7 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 				}
 				return
 			}
-			w.keys[encodeBronze(f.Seq)] = true
+			w.keys[k] = true
 		},
 	})
 	if err != nil {
@@ -301,6 +307,12 @@ func keysAtOrBelow(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey,
 // selection is the lakewriter selection of a set of encoded keys.
 func selection(key tables.TableKey, keys map[string]bool) *lakewriter.RowKeys {
 	sel := &lakewriter.RowKeys{}
+	if key.Kind == tables.Workareas {
+		for k := range keys {
+			sel.Workareas = append(sel.Workareas, k[1:])
+		}
+		return sel
+	}
 	if key.Kind == tables.Silver {
 		arts, vers := decodeSilverKeys(keys)
 		for i := range arts {
@@ -314,6 +326,9 @@ func selection(key tables.TableKey, keys map[string]bool) *lakewriter.RowKeys {
 
 // builtKey is the encoded key of a row lakewriter built.
 func builtKey(key tables.TableKey, r lakewriter.TableRow) string {
+	if key.Kind == tables.Workareas {
+		return encodeWorkarea(r.Workarea)
+	}
 	if key.Kind == tables.Silver {
 		return encodeSilver(r.Claim.ArtifactID, r.Claim.Version)
 	}
@@ -355,10 +370,18 @@ func keyColumns(k tables.Kind) []string {
 		// lineage row of the event is removed and put back.
 		return []string{tables.LineageJournalSeq.Name()}
 	}
+	if k == tables.Workareas {
+		// One row per workarea: every copy out, the sum of its changes in.
+		return []string{tables.WorkareaID.Name()}
+	}
 	return []string{"seq"}
 }
 
 func rowKey(k tables.Kind, r pq.Row) string {
+	if k == tables.Workareas {
+		wa, _ := r[0].(string)
+		return encodeWorkarea(wa)
+	}
 	if k == tables.Silver {
 		a, _ := r[0].(string)
 		v, _ := r[1].(int32)

@@ -175,6 +175,9 @@ type commitStats struct {
 }
 
 func (d *Drainer) buildCommit(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
+	if key.Kind == tables.Workareas {
+		return d.mergeWorkareas(ctx, w, key, todo) // workareas.go
+	}
 	if key.Kind != tables.Silver {
 		rows := make([]pq.Row, 0, len(todo))
 		for _, it := range todo {

@@ -115,7 +115,7 @@ func (r *registry) writer(ctx context.Context, key tables.TableKey, create bool)
 		return nil, err
 	}
 	opts := r.opts
-	opts.Lean = r.lean && key.Kind != tables.Silver
+	opts.Lean = r.lean && key.Kind != tables.Silver && key.Kind != tables.Workareas // a MERGE needs the file list
 	w, err := delta.OpenWriter(ctx, st, opts)
 	if errors.Is(err, delta.ErrTableNotFound) {
 		if !create {

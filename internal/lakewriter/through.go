@@ -46,11 +46,13 @@ func (e *ThroughPruneMarkError) Error() string {
 }
 
 // RowKeys selects the keys of a table whose rows TableRowsThrough builds:
-// journal seqs for bronze (and gold, whose rows are appends of one event
-// each), claims for silver. A nil *RowKeys selects every row.
+// journal seqs for bronze (and gold.lineage, whose rows are appends of one
+// event each), claims for silver, workareas for gold.workareas. A nil *RowKeys selects every row.
 type RowKeys struct {
 	JournalSeqs []int64
 	Claims      []ClaimRef
+	// Workareas selects gold.workareas rows (one per workarea).
+	Workareas []string
 }
 
 // ClaimRef is a silver row's key.
@@ -64,6 +66,7 @@ type keyIndex struct {
 	all    bool
 	seqs   map[int64]bool
 	claims map[ClaimRef]bool
+	areas  map[string]bool
 }
 
 func (k *RowKeys) index() keyIndex {
@@ -77,6 +80,10 @@ func (k *RowKeys) index() keyIndex {
 	for _, c := range k.Claims {
 		ix.claims[c] = true
 	}
+	ix.areas = make(map[string]bool, len(k.Workareas))
+	for _, a := range k.Workareas {
+		ix.areas[a] = true
+	}
 	return ix
 }
 
@@ -84,8 +91,11 @@ func (ix keyIndex) has(it *item) bool {
 	if ix.all {
 		return true
 	}
-	if it.table.Kind == tables.Silver {
+	switch it.table.Kind {
+	case tables.Silver:
 		return ix.claims[ClaimRef{it.artifact, it.version}]
+	case tables.Workareas:
+		return it.lin == nil || ix.areas[it.lin.WorkareaID] // an undecodable row is returned (as its error)
 	}
 	return ix.seqs[it.journalSeq]
 }
@@ -173,7 +183,7 @@ func loadThrough(ctx context.Context, db txBeginner, chk *rowChecker, key tables
 	}
 	ix := sel.index()
 	var items []*item
-	if mark > 0 {
+	if mark > 0 || backfilled(key.Kind) {
 		derived, err := prunedItems(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -186,9 +196,14 @@ func loadThrough(ctx context.Context, db txBeginner, chk *rowChecker, key tables
 	}
 	scope := &outbox.Scope{Tenant: key.Tenant, Target: string(key.Kind)}
 	if sel != nil {
-		scope.Only = &outbox.Keys{ByClaim: key.Kind == tables.Silver, JournalSeqs: sel.JournalSeqs}
-		for _, c := range sel.Claims {
-			scope.Only.ArtifactIDs, scope.Only.Versions = append(scope.Only.ArtifactIDs, c.ArtifactID), append(scope.Only.Versions, c.Version)
+		if key.Kind != tables.Workareas {
+			// A workarea is in the payload, not a column: for
+			// gold.workareas every row of the table is read and
+			// TableRowsThrough selects.
+			scope.Only = &outbox.Keys{ByClaim: key.Kind == tables.Silver, JournalSeqs: sel.JournalSeqs}
+			for _, c := range sel.Claims {
+				scope.Only.ArtifactIDs, scope.Only.Versions = append(scope.Only.ArtifactIDs, c.ArtifactID), append(scope.Only.Versions, c.Version)
+			}
 		}
 	}
 	if err := outbox.ReadBatch(ctx, tx, 0, through, scope, collectItems(&items)); err != nil {
@@ -221,6 +236,9 @@ func TableRowsThrough(ctx context.Context, db *pgxpool.Pool, key tables.TableKey
 	items, err := loadThrough(ctx, db, newRowChecker(), key, through, sel)
 	if err != nil {
 		return nil, err
+	}
+	if key.Kind == tables.Workareas {
+		return workareaRows(key, items, sel.index())
 	}
 	var rows []TableRow
 	inserts := map[claimKey]int{}
@@ -265,5 +283,33 @@ func TableRowsThrough(ctx context.Context, db *pgxpool.Pool, key tables.TableKey
 type TableRow struct {
 	JournalSeq int64
 	Claim      ClaimRef
+	Workarea   string // gold.workareas: the row's workarea
 	Row        pq.Row
+}
+
+// workareaRows adds up the selected workareas' changes into their rows
+// (tables.GoldWorkareaRow.Apply, as the drain's MERGE does), sorted by
+// workarea. JournalSeq is the row's last change.
+func workareaRows(key tables.TableKey, items []*item, ix keyIndex) ([]TableRow, error) {
+	byArea := map[string]*tables.GoldWorkareaRow{}
+	for _, it := range items {
+		if !ix.has(it) {
+			continue
+		}
+		if it.poison != nil {
+			return nil, it.poison
+		}
+		r := byArea[it.lin.WorkareaID]
+		if r == nil {
+			r = &tables.GoldWorkareaRow{TenantID: key.Tenant.String(), WorkareaID: it.lin.WorkareaID}
+			byArea[it.lin.WorkareaID] = r
+		}
+		r.Apply(workareaChange(it))
+	}
+	rows := make([]TableRow, 0, len(byArea))
+	for wa, r := range byArea {
+		rows = append(rows, TableRow{JournalSeq: r.LastJournalSeq, Workarea: wa, Row: r.Row()})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Workarea < rows[j].Workarea })
+	return rows, nil
 }

@@ -30,7 +30,7 @@ const DefaultPruneBatch = 1000
 // version ("every row for this table with seq ≤ TxnVersion is in it").
 type TableBound struct {
 	Tenant     uuid.UUID
-	Target     string // bronze.events | silver.claims | gold.lineage
+	Target     string // bronze.events | silver.claims | gold.lineage | gold.workareas
 	TxnVersion int64
 }
 

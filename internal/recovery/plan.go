@@ -81,6 +81,7 @@ type tenantPlan struct {
 	outboxOf map[int64]int64 // journal seq -> bronze outbox seq
 	silver   map[journal.ClaimRef]silverRow
 	gold     map[goldRef]int64 // the tail's gold.lineage rows in the lake (goldIndex)
+	areas    map[string]int64  // gold.workareas: workarea -> last journal seq counted (areaIndex)
 }
 
 // issuedKeys returns the public keys the provider chain's key.issued

@@ -113,9 +113,11 @@ func retryable(err error) bool {
 //     clock, clamped so it never goes below the head's), hashes and signs;
 //  4. folds the events over the loaded state (rejecting illegal
 //     transitions before anything is written);
-//  5. pipelines, in one round trip: the journal rows (oml.append_journal;
-//     the database checks they extend the chain and moves the head), the
-//     fold-state writes and the outbox rows, in event order.
+//  5. pipelines, in one round trip: the journal rows and the outbox rows
+//     the plan puts first (oml.append_journal; the database checks they
+//     extend the chain, that the outbox rows name them, and moves the
+//     head), the fold-state writes and any other outbox rows, in event
+//     order.
 //
 // The lock is held until the caller's transaction ends, so commit order
 // equals seq order within a tenant, and so does outbox order.
@@ -220,9 +222,16 @@ func AppendTx(ctx context.Context, tx pgx.Tx, s Signer, tenant uuid.UUID, evs ..
 	}
 	// Through oml.append_journal, the one way into the journal for the job
 	// roles: it checks the rows extend the chain and moves oml.chain_heads,
-	// so the head is not written here.
-	w.Queue(`SELECT oml.append_journal($1, $2, $3::bigint[], $4::bytea[], $5::bytea[], $6::bytea[], $7::text[], $8::bytea[], $9::timestamptz[])`,
-		tenant, keyID, seqs, prevs, hashes, sigs, types, payloads, times)
+	// so the head is not written here. It also inserts the outbox rows of
+	// these events that come first in the plan (all of them, for the
+	// application's events), checked against its own arguments rather than
+	// by the outbox trigger's probe of the journal; the rest go in the
+	// plan's own statements.
+	own := plan.TakeOwnOutbox(tenant, seqs[0], seqs[n-1])
+	w.Queue(`SELECT oml.append_journal($1, $2, $3::bigint[], $4::bytea[], $5::bytea[], $6::bytea[], $7::text[], $8::bytea[], $9::timestamptz[],
+	                                   $10::bigint[], $11::text[], $12::text[], $13::text[], $14::int[], $15::text[])`,
+		tenant, keyID, seqs, prevs, hashes, sigs, types, payloads, times,
+		own.JournalSeqs, own.Targets, own.Ops, own.ArtifactIDs, own.Versions, own.Payloads)
 	plan.Queue(&w)
 	// Leave the caller's tenant setting as it was (the writes above ran
 	// under this tenant's row-level security context).

@@ -1,10 +1,15 @@
 package chain_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -47,8 +52,9 @@ func BenchmarkAppend(b *testing.B) {
 // trust_copies_and_event_rights migration: append_journal's event types by
 // role, the outbox_implied_once index and the copy trigger) next to the
 // path as it was before: the triggers and the index dropped and
-// append_journal replaced by a plain insert plus the head update the Go code
-// used to send. Both sides append as the application (the pool's sessions
+// append_journal replaced by plain inserts (the journal rows, then the
+// outbox rows it is given: append_writes_its_outbox) plus the head update
+// the Go code used to send. Both sides append as the application (the pool's sessions
 // SET ROLE oml_app, so row-level security and the role checks run as in
 // production; the before side gets back the INSERT/UPDATE grants 004
 // revoked). The two run on two databases of one cluster in alternating
@@ -64,17 +70,26 @@ func BenchmarkAppendEnforcement(b *testing.B) {
 			unenforced := newBenchEnv(b, c.tenants, c.writers, c.batch, true)
 			appends := (b.N + c.batch - 1) / c.batch
 			chunk := max(1, 200/c.batch)
+			// One round each before the clock starts, so every pool
+			// connection (and its server backend) exists when the
+			// backends' CPU is first read.
+			enforced.run(b, chunk)
+			unenforced.run(b, chunk)
+			enforced.appended.Store(0)
 			var te, tu time.Duration
+			var ce, cu cpuMeter
+			ce.start(b, enforced)
+			cu.start(b, unenforced)
 			b.ResetTimer()
 			for round := 0; appends > 0; round++ {
 				n := min(chunk, appends)
 				appends -= n
 				if round%2 == 0 {
-					te += enforced.run(b, n)
-					tu += unenforced.run(b, n)
+					te += ce.run(b, enforced, n)
+					tu += cu.run(b, unenforced, n)
 				} else {
-					tu += unenforced.run(b, n)
-					te += enforced.run(b, n)
+					tu += cu.run(b, unenforced, n)
+					te += ce.run(b, enforced, n)
 				}
 			}
 			b.StopTimer()
@@ -83,6 +98,19 @@ func BenchmarkAppendEnforcement(b *testing.B) {
 			b.ReportMetric(e, "enforced-events/s")
 			b.ReportMetric(u, "unenforced-events/s")
 			b.ReportMetric(100*(u-e)/u, "cost-%")
+			// The same comparison in CPU time per event (this process's,
+			// which runs one side at a time, plus the side's server
+			// backends'): on a machine shared with other work, wall-clock
+			// throughput moves with everyone's load, CPU per event much
+			// less. Left out when the backends' CPU cannot be read (a
+			// server on another host).
+			if cpuE, okE := ce.total(b, enforced); okE {
+				if cpuU, okU := cu.total(b, unenforced); okU {
+					b.ReportMetric(cpuE.Seconds()*1e6/events, "enforced-cpu-µs/event")
+					b.ReportMetric(cpuU.Seconds()*1e6/events, "unenforced-cpu-µs/event")
+					b.ReportMetric(100*(1-cpuU.Seconds()/cpuE.Seconds()), "cpu-cost-%")
+				}
+			}
 		})
 	}
 }
@@ -96,8 +124,81 @@ func benchAppend(b *testing.B, tenants, writers, batch int) {
 	b.ReportMetric(float64(appends*batch)/elapsed.Seconds(), "events/s")
 }
 
+// cpuMeter adds up the CPU time one side of a comparison uses: this
+// process's during that side's rounds (the sides run one at a time), and
+// the side's server backends' (one database each) from start to total.
+type cpuMeter struct {
+	client   time.Duration
+	backends map[int32]time.Duration // at start, by pid
+}
+
+func (m *cpuMeter) start(b *testing.B, env *benchEnv) {
+	m.backends, _ = backendCPU(b, env)
+}
+
+func (m *cpuMeter) run(b *testing.B, env *benchEnv, n int) time.Duration {
+	before := processCPU(b)
+	d := env.run(b, n)
+	m.client += processCPU(b) - before
+	return d
+}
+
+// total is the side's CPU time since start; ok=false when the backends'
+// CPU cannot be read.
+func (m *cpuMeter) total(b *testing.B, env *benchEnv) (time.Duration, bool) {
+	now, ok := backendCPU(b, env)
+	if !ok || m.backends == nil {
+		return 0, false
+	}
+	t := m.client
+	for pid, c := range now {
+		t += c - m.backends[pid]
+	}
+	return t, true
+}
+
+// processCPU is this process's user+system CPU time.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// backendCPU is the user+system CPU time of each client backend of env's
+// database, by pid, from /proc (ok=false when a backend's is unreadable:
+// the server is not on this host, or not on Linux).
+func backendCPU(b *testing.B, env *benchEnv) (map[int32]time.Duration, bool) {
+	rows, err := env.owner.Query(context.Background(),
+		`SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend'`)
+	require.NoError(b, err)
+	pids, err := pgx.CollectRows(rows, pgx.RowTo[int32])
+	require.NoError(b, err)
+	out := make(map[int32]time.Duration, len(pids))
+	for _, pid := range pids {
+		raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return nil, false
+		}
+		// Fields after the command (which is in parentheses and may hold
+		// spaces): state is field 3, utime 14, stime 15, in clock ticks
+		// (USER_HZ, 100 on Linux).
+		f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+		if len(f) < 13 {
+			return nil, false
+		}
+		ut, err1 := strconv.ParseInt(f[11], 10, 64)
+		st, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 != nil || err2 != nil {
+			return nil, false
+		}
+		out[pid] = time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return out, true
+}
+
 // benchEnv is an initialised deployment with tenants to append to.
 type benchEnv struct {
+	owner           *pgxpool.Pool
 	pool            *pgxpool.Pool
 	key             *keys.Key
 	ids             []uuid.UUID
@@ -124,7 +225,10 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 	}
 	if unenforced {
 		// Today's path before migration 004: insert the rows and update the
-		// head, nothing checked.
+		// head, nothing checked. The plain append_journal takes the same
+		// arguments as the enforced one (append_writes_its_outbox: the
+		// outbox rows of the append's events with them) and makes the same
+		// inserts, so the two sides differ by the checks alone.
 		_, err := owner.Exec(ctx, `DROP TRIGGER journal_extends_chain ON oml.journal;
 		                          DROP TRIGGER outbox_names_journal_event ON oml.outbox;
 		                          DROP TRIGGER outbox_copy_names_dead_letter ON oml.outbox;
@@ -133,7 +237,9 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 		                          GRANT INSERT, UPDATE ON oml.chain_heads TO oml_app;
 		                          CREATE OR REPLACE FUNCTION oml.append_journal(
 		                              p_tenant uuid, p_key_id text, p_seq bigint[], p_prev_hash bytea[], p_hash bytea[],
-		                              p_signature bytea[], p_event_type text[], p_payload bytea[], p_recorded_at timestamptz[])
+		                              p_signature bytea[], p_event_type text[], p_payload bytea[], p_recorded_at timestamptz[],
+		                              p_outbox_journal_seq bigint[], p_outbox_target text[], p_outbox_op text[],
+		                              p_outbox_artifact_id text[], p_outbox_version integer[], p_outbox_payload text[])
 		                              RETURNS bigint LANGUAGE plpgsql AS $$
 		                          DECLARE n integer := array_length(p_seq, 1);
 		                          BEGIN
@@ -141,6 +247,11 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 		                              SELECT p_tenant, s, p, h, g, p_key_id, t, b, r
 		                                FROM unnest(p_seq, p_prev_hash, p_hash, p_signature, p_event_type, p_payload, p_recorded_at)
 		                                     WITH ORDINALITY AS u(s, p, h, g, t, b, r, ord) ORDER BY ord;
+		                              INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
+		                              SELECT p_tenant, j, g, o, a, v, pl::jsonb
+		                                FROM unnest(p_outbox_journal_seq, p_outbox_target, p_outbox_op, p_outbox_artifact_id,
+		                                            p_outbox_version, p_outbox_payload) WITH ORDINALITY AS u(j, g, o, a, v, pl, ord)
+		                               ORDER BY ord;
 		                              UPDATE oml.chain_heads SET seq = p_seq[n], hash = p_hash[n], updated_at = p_recorded_at[n]
 		                               WHERE tenant_id = p_tenant;
 		                              RETURN n;
@@ -156,7 +267,7 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	require.NoError(b, err)
 	b.Cleanup(pool.Close)
-	return &benchEnv{pool: pool, key: k, ids: ids, writers: writers, batch: batch}
+	return &benchEnv{owner: owner, pool: pool, key: k, ids: ids, writers: writers, batch: batch}
 }
 
 // run makes n appends of env.batch claim.submitted events (256-byte body)

@@ -34,8 +34,11 @@
 // statement, then the head (the journal's last row: never oml.chain_heads,
 // which a role could move) and the fold state, each read by a later
 // statement whose snapshot postdates the lock grant; (2) the journal rows
-// through oml.append_journal (which checks them and moves the head) and the
-// fold's writes (internal/journal). Sealing and
+// through oml.append_journal (which checks them and moves the head), with
+// the outbox rows the fold puts first (append_journal checks they name the
+// appended events, so the outbox trigger need not probe the journal for
+// them: Plan.TakeOwnOutbox), and the fold's other writes
+// (internal/journal). Sealing and
 // folding happen in between, in memory; an illegal event is rejected before
 // anything is written. Append (and InTx) add BEGIN and COMMIT and retry the
 // whole transaction on serialization failures and deadlocks, never after an

@@ -150,3 +150,42 @@ func TestAppendTx_RestoresTheCallersTenantSetting(t *testing.T) {
 		return nil
 	}))
 }
+
+// The append path's outbox rows go in with oml.append_journal, which checks
+// them against its own arguments (append_writes_its_outbox), so the outbox
+// trigger's probe of the journal is not called for them, while a direct
+// INSERT in the same transaction still calls it. Calls are counted, not
+// timed: what the skip saves is BenchmarkAppendEnforcement's to measure.
+func TestAppendTx_OwnOutboxRowsSkipTheOutboxTrigger_ADirectInsertDoesNot(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	tn := b.tenant(t, "own-outbox")
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SET LOCAL track_functions = 'pl'")
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SET LOCAL ROLE oml_app")
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT set_config('oml.tenant_id', $1, true)", tn.String())
+	require.NoError(t, err)
+	calls := func() int64 {
+		var n int64
+		require.NoError(t, tx.QueryRow(ctx,
+			`SELECT coalesce(pg_stat_get_xact_function_calls('oml.outbox_require_event()'::regprocedure), 0)`).Scan(&n))
+		return n
+	}
+	recs, err := chain.AppendTx(ctx, tx, b.key, tn, submit(t, "a", 1, "w", "agent"), submit(t, "b", 1, "w", "agent"))
+	require.NoError(t, err)
+	var rows int
+	require.NoError(t, tx.QueryRow(ctx, `SELECT count(*) FROM oml.outbox WHERE tenant_id = $1 AND journal_seq = ANY($2)`,
+		tn, []int64{int64(recs[0].Seq), int64(recs[1].Seq)}).Scan(&rows))
+	require.Positive(t, rows, "the append wrote its outbox rows")
+	require.Zero(t, calls(), "append_journal's own outbox rows are not re-checked")
+
+	_, err = tx.Exec(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload) VALUES ($1, $2, 'gold.lineage', 'materialize', '{}')`,
+		tn, int64(recs[1].Seq))
+	require.NoError(t, err)
+	require.Equal(t, int64(1), calls(), "a direct insert is checked")
+}

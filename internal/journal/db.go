@@ -172,6 +172,46 @@ func (p *Plan) Queue(b *pgx.Batch) {
 	}
 }
 
+// OwnOutbox is the outbox rows an append's journal insert writes itself
+// (oml.append_journal's outbox arrays, one element per row; the rows'
+// tenant is the append's), as TakeOwnOutbox takes them from a plan. The
+// slices are never nil, so they bind as empty arrays, not NULL.
+type OwnOutbox struct {
+	JournalSeqs []int64
+	Targets     []string
+	Ops         []string
+	ArtifactIDs []*string
+	Versions    []*int32
+	Payloads    []string
+}
+
+// TakeOwnOutbox removes from the plan's writes, and returns, the outbox
+// rows oml.append_journal may insert with the journal rows of this append
+// (its seqs from..to of tenant): the plan's first step when it is a run of
+// plain outbox rows (nothing to be written before them but the journal
+// rows), all naming events of the append, and no seq fixed
+// (SetOutboxSeqs). Otherwise it takes nothing and Queue writes every row
+// as before. p.Outbox is unchanged. Those rows skip the database's
+// per-statement outbox check (outbox_names_journal_event): the function
+// checks them against its own arguments instead.
+func (p *Plan) TakeOwnOutbox(tenant uuid.UUID, from, to int64) OwnOutbox {
+	own := OwnOutbox{JournalSeqs: []int64{}, Targets: []string{}, Ops: []string{}, ArtifactIDs: []*string{},
+		Versions: []*int32{}, Payloads: []string{}}
+	if p.outboxSeqs != nil || len(p.steps) == 0 || p.steps[0].outbox == nil {
+		return own
+	}
+	rows := p.steps[0].outbox
+	for _, r := range rows {
+		if r.TenantID != tenant || r.JournalSeq < from || r.JournalSeq > to {
+			return own
+		}
+	}
+	c := outboxColumnsOf(rows)
+	own = OwnOutbox{JournalSeqs: c.jseqs, Targets: c.targets, Ops: c.ops, ArtifactIDs: c.arts, Versions: c.vers, Payloads: c.payloads}
+	p.steps = p.steps[1:]
+	return own
+}
+
 // queueOutbox inserts rows in one statement; ORDER BY ordinality makes the
 // identity draw seqs in the rows' order.
 // outboxColumns are outbox rows as the column arrays the unnest inserts

@@ -8,8 +8,11 @@
 // the events (seq, hash, signature) under the tenant lock, then asks this
 // package to load the state the events touch (QueueLoad, pipelined after
 // the lock), fold them in memory (Fold: pure, so an illegal transition is
-// rejected before anything is written), and queue the writes (Plan.Queue).
-// Package chain imports journal, never the reverse.
+// rejected before anything is written), and queue the writes (Plan.Queue;
+// the outbox rows that come first, the events' own, the append path first
+// takes with Plan.TakeOwnOutbox and hands to oml.append_journal, which
+// inserts them with the events). Package chain imports journal, never the
+// reverse.
 //
 // Invariants:
 //   - Payloads carry ids, digests and attribution only. Bodies (ciphertext)

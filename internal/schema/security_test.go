@@ -315,6 +315,64 @@ func TestThreat_AppGhostOutboxRow_Refused(t *testing.T) {
 	d.requireClean(t)
 }
 
+// append_journal writes its events' outbox rows with the outbox trigger
+// skipped (append_writes_its_outbox), on the transaction-local setting
+// oml.journal_checked. A job role can set that setting itself; its own
+// outbox INSERT is still checked (the skip also needs table-level INSERT on
+// oml.outbox, which no job role has), so the ghost-tenant row and the row
+// naming no event are refused as before.
+func TestThreat_JobRoleForgesTheCheckedSetting_OutboxRowStillRefused(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.workload(t, 1)
+	seq, _, _ := d.head(t, d.a)
+	ghost := uuid.New()
+	const row = `WITH s AS (SELECT set_config('oml.journal_checked', 'on', true))
+	             INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload)
+	             SELECT $1, $2, 'bronze.events', 'append', '{}' FROM s`
+	requireCode(t, noEvent, as(t, d.app, ghost, row, ghost, int64(1)), "app, ghost tenant")
+	requireCode(t, noEvent, as(t, d.app, d.a, row, d.a, seq+1), "app, an event not (yet) in the journal")
+	requireCode(t, noEvent, as(t, d.lakewriter, ghost, row, ghost, int64(1)), "lake writer, ghost tenant")
+	// The setting in a statement of its own, before the INSERT.
+	ctx := context.Background()
+	tx, err := d.app.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = tx.Exec(ctx, "SELECT set_config('oml.tenant_id', $1, true), set_config('oml.journal_checked', 'on', true)", ghost.String())
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, payload) VALUES ($1, 1, 'bronze.events', 'append', '{}')`, ghost)
+	requireCode(t, noEvent, err, "app, setting set beforehand")
+}
+
+// The outbox rows append_journal writes must name events of the same
+// append (its tenant, its seqs): an application calling it with a row for
+// another event, an older one of its chain included, is refused, so the
+// function is no way around outbox_names_journal_event either.
+func TestThreat_AppAppendJournalOutboxRowNamingAnotherEvent_Refused(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	d.workload(t, 1)
+	seq, hash, at := d.head(t, d.a)
+	const withOutbox = `SELECT oml.append_journal($1, 'k', ARRAY[$2::bigint], ARRAY[$3::bytea], ARRAY[sha256(random()::text::bytea)],
+		ARRAY[decode(repeat('ab', 64), 'hex')], ARRAY['claim.submitted'], ARRAY['{}'::bytea], ARRAY[$4::timestamptz],
+		ARRAY[$5::bigint], ARRAY['bronze.events'], ARRAY['append'], ARRAY[NULL::text], ARRAY[NULL::int], ARRAY['{}'])`
+	requireCode(t, noEvent, as(t, d.app, d.a, withOutbox, d.a, seq+1, hash, at, seq+2), "a later event")
+	requireCode(t, noEvent, as(t, d.app, d.a, withOutbox, d.a, seq+1, hash, at, seq), "an earlier event of the chain")
+	requireCode(t, noEvent, as(t, d.app, d.a, withOutbox, d.a, seq+1, hash, at, nil), "no event")
+	// Its own event: accepted, the row written by the function.
+	require.NoError(t, pgx.BeginFunc(context.Background(), d.app, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(context.Background(), "SELECT set_config('oml.tenant_id', $1, true)", d.a.String()); err != nil {
+			return err
+		}
+		_, err := tx.Exec(context.Background(), withOutbox, d.a, seq+1, hash, at, seq+1)
+		return err
+	}))
+	var rows int
+	require.NoError(t, d.su.QueryRow(context.Background(),
+		`SELECT count(*) FROM oml.outbox WHERE tenant_id = $1 AND journal_seq = $2`, d.a, seq+1).Scan(&rows))
+	require.Equal(t, 1, rows)
+}
+
 // A phantom tenant (or signing key) needs its provider-chain event: the
 // application may not insert one at all, and nobody may insert one without
 // the event.

@@ -55,27 +55,6 @@ const BelowPruneMark Class = "below-prune-mark"
 // RowClasses are the classes repaired row by row.
 var RowClasses = []Class{MissingInLake, UnexpectedInLake, DuplicateInLake, DigestMismatch, StateMismatch, CorruptFile, BelowPruneMark}
 
-// pruneMarks reads every table's outbox prune mark.
-func pruneMarks(ctx context.Context, pool *pgxpool.Pool) (map[tables.TableKey]int64, error) {
-	rows, err := pool.Query(ctx, `SELECT tenant_id, target, through_seq FROM oml.outbox_pruned`)
-	if err != nil {
-		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
-	}
-	defer rows.Close()
-	out := map[tables.TableKey]int64{}
-	for rows.Next() {
-		var key tables.TableKey
-		var target string
-		var through int64
-		if err := rows.Scan(&key.Tenant, &target, &through); err != nil {
-			return nil, fmt.Errorf("read the outbox prune marks: %w", err)
-		}
-		key.Kind = tables.Kind(target)
-		out[key] = through
-	}
-	return out, rows.Err()
-}
-
 // notHere are the reconcile classes repair leaves to other commands.
 var notHere = map[reconcile.Class][2]string{
 	reconcile.DeadLettered:     {"a dead-lettered row is knowingly absent; repair its cause and re-enqueue it", "oml deadletter reenqueue ID (oml deadletter list)"},
@@ -204,7 +183,7 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 	if err != nil {
 		return nil, err
 	}
-	marks, err := pruneMarks(ctx, opts.Pool)
+	marks, err := lakewriter.PruneMarks(ctx, opts.Pool)
 	if err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package lakewriter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -103,43 +102,30 @@ func (ix keyIndex) has(it *item) bool {
 // PruneMark reads how far `oml outbox prune` pruned key's table's rows
 // (oml.outbox_pruned.through_seq; 0 when never).
 func PruneMark(ctx context.Context, q querier, key tables.TableKey) (int64, error) {
-	rows, err := q.Query(ctx, `SELECT through_seq FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2`, key.Tenant, string(key.Kind))
-	if err != nil {
-		return 0, fmt.Errorf("read the outbox prune mark of %s: %w", key, err)
-	}
-	through, err := pgx.CollectOneRow(rows, pgx.RowTo[int64])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
+	through, err := outbox.PruneMark(ctx, q, outboxTable(key))
 	if err != nil {
 		return 0, fmt.Errorf("read the outbox prune mark of %s: %w", key, err)
 	}
 	return through, nil
 }
 
-// pruneMarks reads every table's prune mark (PruneMark for all tables at
-// once: the catch-up at start needs them for every table).
-func pruneMarks(ctx context.Context, q querier) (map[tables.TableKey]int64, error) {
-	rows, err := q.Query(ctx, `SELECT tenant_id, target, through_seq FROM oml.outbox_pruned`)
+// outboxTable is key's table as the outbox names it.
+func outboxTable(key tables.TableKey) outbox.Table {
+	return outbox.Table{Tenant: key.Tenant, Target: string(key.Kind)}
+}
+
+// PruneMarks reads every table's prune mark (PruneMark for all tables at
+// once: the catch-up at start and lake repair need them for every table).
+func PruneMarks(ctx context.Context, q querier) (map[tables.TableKey]int64, error) {
+	marks, err := outbox.PruneMarks(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	marks := map[tables.TableKey]int64{}
-	for rows.Next() {
-		var key tables.TableKey
-		var target string
-		var through int64
-		if err := rows.Scan(&key.Tenant, &target, &through); err != nil {
-			return nil, fmt.Errorf("read the outbox prune marks: %w", err)
-		}
-		key.Kind = tables.Kind(target)
-		marks[key] = through
+	out := make(map[tables.TableKey]int64, len(marks))
+	for t, through := range marks {
+		out[tables.TableKey{Tenant: t.Tenant, Kind: tables.Kind(t.Target)}] = through
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
-	}
-	return marks, nil
+	return out, nil
 }
 
 // belowPruneMark is the drain's fence for a table caught up from its txn

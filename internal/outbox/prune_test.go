@@ -142,6 +142,16 @@ WHERE tenant_id = $1 AND target = 'silver.claims'`, provider).Scan(&seq, &jseq))
 	seq, jseq := mark()
 	require.Equal(t, s[4], seq)
 	require.EqualValues(t, 3, jseq)
+	silver := outbox.Table{Tenant: provider, Target: "silver.claims"}
+	got, err := outbox.PruneMark(ctx, pool, silver)
+	require.NoError(t, err)
+	require.Equal(t, s[4], got, "PruneMark reads the mark")
+	none, err := outbox.PruneMark(ctx, pool, outbox.Table{Tenant: provider, Target: "bronze.events"})
+	require.NoError(t, err)
+	require.Zero(t, none, "a table never pruned is at 0")
+	marks, err := outbox.PruneMarks(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, map[outbox.Table]int64{silver: s[4]}, marks)
 
 	// Event 6's last row is dead-lettered: kept, and the mark stays on
 	// event 5.

@@ -179,14 +179,11 @@ func RestoreTail(ctx context.Context, opts RestoreOptions) (*RestoreResult, erro
 // tenantIDs lists every tenant: oml.tenants, chain heads, and tenants the
 // planned provider tail creates.
 func tenantIDs(ctx context.Context, q Querier, res *RestoreResult) ([]uuid.UUID, error) {
-	rows, err := q.Query(ctx, `SELECT id FROM oml.tenants WHERE id <> $1 UNION SELECT tenant_id FROM oml.chain_heads WHERE tenant_id <> $1`, journal.ProviderTenant)
+	known, err := tenant.KnownIDs(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("list the tenants: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("list the tenants: %w", err)
-	}
+	ids := slices.DeleteFunc(known, func(id uuid.UUID) bool { return id == journal.ProviderTenant })
 	for _, id := range createdBy(res) {
 		if !slices.Contains(ids, id) {
 			ids = append(ids, id)

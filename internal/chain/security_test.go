@@ -100,7 +100,7 @@ func TestRLS_AppRoleSeesOnlyItsTenantsRows(t *testing.T) {
 		require.Equal(t, 1, count(tx, "oml.claims"))
 		require.Equal(t, 1, count(tx, "oml.claim_bodies"))
 		require.Equal(t, 1, count(tx, "oml.claim_keys"))
-		require.Equal(t, 5, count(tx, "oml.outbox")) // 3 bronze + 1 materialize + 1 gold.lineage (the promotion)
+		require.Equal(t, 6, count(tx, "oml.outbox")) // 3 bronze + 1 materialize + 1 gold.lineage + 1 gold.workareas (the promotion)
 		var other int
 		require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM oml.journal WHERE tenant_id = $1", c).Scan(&other))
 		require.Zero(t, other)

@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/bronze"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -204,23 +205,8 @@ func bronzeHeads(ctx context.Context, q Querier, st store.Store, only *uuid.UUID
 	ids := []uuid.UUID{}
 	if only != nil {
 		ids = append(ids, *only)
-	} else {
-		rows, err := q.Query(ctx, `SELECT $1::uuid UNION SELECT id FROM oml.tenants UNION SELECT tenant_id FROM oml.chain_heads`, ProviderTenant)
-		if err != nil {
-			return nil, nil, fmt.Errorf("list the tenants to compare with bronze: %w", err)
-		}
-		for rows.Next() {
-			var id uuid.UUID
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, nil, err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, nil, err
-		}
+	} else if ids, err = tenant.KnownIDs(ctx, q); err != nil {
+		return nil, nil, fmt.Errorf("list the tenants to compare with bronze: %w", err)
 	}
 	out := make(map[uuid.UUID]bronze.Head, len(ids))
 	var mu sync.Mutex

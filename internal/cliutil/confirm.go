@@ -5,13 +5,15 @@ import (
 	"os"
 	"os/user"
 	"strings"
+
+	"github.com/omlhq/oml/internal/iostreams"
 )
 
 // Confirm asks prompt on stderr and reads one line from stdin; anything but
 // y/yes is a no (as is a closed stdin).
-func Confirm(f *Factory, prompt string) bool {
-	_, _ = f.IO.ErrOut.Write([]byte(prompt))
-	line, _ := bufio.NewReader(f.IO.In).ReadString('\n')
+func Confirm(io *iostreams.IOStreams, prompt string) bool {
+	_, _ = io.ErrOut.Write([]byte(prompt))
+	line, _ := bufio.NewReader(io.In).ReadString('\n')
 	switch strings.ToLower(strings.TrimSpace(line)) {
 	case "y", "yes":
 		return true
@@ -26,4 +28,16 @@ func OSUser() string {
 		return u.Username
 	}
 	return os.Getenv("USER")
+}
+
+// JournalledBy is a --by value, else the OS user: the identity a manual
+// action journals. Neither is a usage error (exit 2).
+func JournalledBy(by string) (string, error) {
+	if by == "" {
+		by = OSUser()
+	}
+	if strings.TrimSpace(by) == "" {
+		return "", FlagErrorf("cannot tell who you are: pass --by NAME (it is journalled)")
+	}
+	return by, nil
 }

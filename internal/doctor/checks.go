@@ -349,7 +349,7 @@ func checkOutbox(ctx context.Context, r *run, res *Result) {
 	res.Data["outbox_bytes"] = bytes
 	res.Data["outbox_rows_estimate"] = int64(rows)
 	size := fmt.Sprintf("about %d rows, %s on disk", int64(rows), fmt.Sprintf("%.1f MiB", float64(bytes)/(1<<20)))
-	bounds, err := outboxprune.Bounds(ctx, r.pool, r.lake)
+	bounds, err := outboxprune.BoundsWith(ctx, r.pool, r.lake, r.positions)
 	var refused *outboxprune.RefusedError
 	switch {
 	case errors.As(err, &refused):
@@ -409,7 +409,12 @@ func (r *run) tenantLabel(ctx context.Context, id uuid.UUID) string {
 // drained (a failover or restore that lost a tail, a wrong --lake)? The
 // same check the lake writer runs before it writes, read-only.
 func checkContinuity(ctx context.Context, r *run, res *Result) {
-	c, err := lakewriter.CheckLake(ctx, r.pool, r.lake)
+	// lakewriter.CheckLake, on the run's read of the tables.
+	pos, err := r.positions(ctx)
+	var c lakewriter.Continuity
+	if err == nil {
+		c, err = lakewriter.CheckContinuity(ctx, r.pool, r.lake, pos)
+	}
 	if err != nil {
 		res.fail("cannot compare the lake with the database: %v", err)
 		return
@@ -464,7 +469,7 @@ func bodyLost(ctx context.Context, r *run, res *Result) {
 }
 
 func checkFork(ctx context.Context, r *run, res *Result) {
-	fc, err := chainverify.ForkCheck(ctx, r.pool, r.lake, nil)
+	fc, err := chainverify.ForkCheckWith(ctx, r.pool, r.lake, nil, r.readLake(ctx).headReader(r.lake))
 	if err != nil {
 		res.fail("cannot compare the journal with the witnessed heads: %v", err)
 		return
@@ -607,18 +612,36 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 	// gives the frontier. Without it the tables are found by listing the
 	// lake (one listing of every object: slower on a big lake, and only
 	// while the database is down) and the frontier check is left out.
-	var keys []tables.TableKey
-	var err error
+	var out []tableHealth
 	if r.dbUsable {
-		keys, err = dbTableKeys(ctx, r)
+		read := r.readLake(ctx)
+		if read.err != nil {
+			res.fail("%v", read.err)
+			return
+		}
+		out = make([]tableHealth, len(read.tables))
+		for i, t := range read.tables {
+			out[i] = t.health
+		}
 	} else {
-		keys, err = lakeTableKeys(ctx, r.lake)
+		keys, err := lakeTableKeys(ctx, r.lake)
 		res.Data["degraded"] = true
 		res.detail("the database is unreachable: tables were found by listing the lake, and whether the lake holds what the frontier says was drained is not checked")
-	}
-	if err != nil {
-		res.fail("%v", err)
-		return
+		if err != nil {
+			res.fail("%v", err)
+			return
+		}
+		out = make([]tableHealth, len(keys))
+		sem := make(chan struct{}, deltaParallel)
+		var wg sync.WaitGroup
+		for i, k := range keys {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				out[i] = r.tableHealth(ctx, k)
+			})
+		}
+		wg.Wait()
 	}
 
 	// An empty lake is "0 tables healthy" only if nothing was drained; with
@@ -631,18 +654,6 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 			}
 		}
 	}
-
-	out := make([]tableHealth, len(keys))
-	sem := make(chan struct{}, deltaParallel)
-	var wg sync.WaitGroup
-	for i, k := range keys {
-		wg.Go(func() {
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i] = r.tableHealth(ctx, k)
-		})
-	}
-	wg.Wait()
 
 	var total struct{ tables, files, small int }
 	var maxSince, tomb, vac int64
@@ -740,21 +751,34 @@ func lakeTableKeys(ctx context.Context, lake store.Store) ([]tables.TableKey, er
 	return keys, nil
 }
 
+// tableHealth reads one table and grades it: the Delta check's own read,
+// while the database is unreachable (else the run's lake read serves it).
 func (r *run) tableHealth(ctx context.Context, k tables.TableKey) tableHealth {
-	t := tableHealth{Table: k.Path(), status: StatusOK, Version: -1}
 	st, err := k.Store(r.lake)
 	if err != nil {
-		t.Error, t.status, t.why = err.Error(), StatusFail, "cannot address the table: "+err.Error()
-		return t
+		return r.healthOf(k, &lakewriter.TableRead{Key: k, LoadErr: err})
 	}
 	snap, err := delta.Load(ctx, st)
 	if errors.Is(err, delta.ErrTableNotFound) {
-		return t // nothing drained for this tenant and table yet
+		err = nil // nothing drained for this tenant and table yet
 	}
-	if err != nil {
+	return r.healthOf(k, &lakewriter.TableRead{Key: k, Store: st, Snap: snap, LoadErr: err})
+}
+
+// healthOf grades one table from its read.
+func (r *run) healthOf(k tables.TableKey, tr *lakewriter.TableRead) tableHealth {
+	t := tableHealth{Table: k.Path(), status: StatusOK, Version: -1}
+	switch err := tr.LoadErr; {
+	case err != nil && tr.Store == nil:
+		t.Error, t.status, t.why = err.Error(), StatusFail, "cannot address the table: "+err.Error()
+		return t
+	case err != nil:
 		t.Error, t.status, t.why = err.Error(), StatusFail, "cannot be read: "+err.Error()
 		return t
+	case tr.Snap == nil:
+		return t // nothing drained for this tenant and table yet
 	}
+	snap := tr.Snap
 	t.Exists, t.Version, t.Files = true, snap.Version(), snap.NumFiles()
 	t.CommitsSinceCheckpoint = snap.Version() - snap.CheckpointVersion()
 	if snap.CheckpointVersion() < 0 {

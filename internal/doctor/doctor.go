@@ -226,6 +226,10 @@ type run struct {
 
 	namesOnce sync.Once
 	names     map[string]string
+
+	// The lake's tables, read once for every check that reads them.
+	lakeReadOnce sync.Once
+	lakeRead     *lakeRead
 }
 
 // checkDef is one check: how to run it and what it needs.

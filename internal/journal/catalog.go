@@ -229,7 +229,7 @@ type LakeRepaired struct {
 
 // RepairedTable is one repair commit of one table.
 type RepairedTable struct {
-	Table        string           `json:"table"`         // bronze.events | silver.claims | gold.lineage
+	Table        string           `json:"table"`         // bronze.events | silver.claims | gold.lineage | gold.workareas
 	Action       string           `json:"action"`        // rewind | rebuild | rewrite
 	DeltaVersion int64            `json:"delta_version"` // the repair's Delta commit
 	TxnVersion   int64            `json:"txn_version"`   // the table's lake-writer txn version after it
@@ -304,7 +304,7 @@ var (
 	keyIDRE   = regexp.MustCompile(`^[0-9a-f]{32}$`)
 	digestRE  = regexp.MustCompile(`^[0-9a-f]{64}$`)
 	classRE   = regexp.MustCompile(`^[a-z][a-z0-9_]{0,31}$`)
-	targetsOK = map[string]bool{"bronze.events": true, "silver.claims": true, "gold.lineage": true}
+	targetsOK = map[string]bool{"bronze.events": true, "silver.claims": true, "gold.lineage": true, "gold.workareas": true}
 	opsOK     = map[string]bool{"append": true, "materialize": true, "retract": true}
 )
 
@@ -503,9 +503,9 @@ func (p LakeRepaired) Validate() error {
 	seen := map[string]bool{}
 	for _, t := range p.Tables {
 		switch t.Table {
-		case TargetBronzeEvents, TargetSilverClaims, TargetGoldLineage:
+		case TargetBronzeEvents, TargetSilverClaims, TargetGoldLineage, TargetGoldWorkareas:
 		default:
-			return fmt.Errorf("table %q is not bronze.events, silver.claims or gold.lineage", t.Table)
+			return fmt.Errorf("table %q is not bronze.events, silver.claims, gold.lineage or gold.workareas", t.Table)
 		}
 		switch t.Action {
 		case "rewind", "rebuild", "rewrite", "remove":

@@ -21,7 +21,9 @@
 //   - Every event yields exactly one bronze.events append row, first; then
 //     promotion yields one silver.claims materialize row, and a retirement
 //     (demote, erase, simulation end, reassign) of a claim that was ever
-//     promoted yields one silver.claims retract row. Nothing else writes the
+//     promoted yields one silver.claims retract row; each of those changes
+//     to a promoted claim also yields one gold.lineage row and, beside it
+//     with the same payload, one gold.workareas row. Nothing else writes the
 //     outbox except a dead-letter re-enqueue (a copy of the original row)
 //     and a restore of a lost tail (Restore: the same rows, put back at the
 //     seqs the lake applied them at).

@@ -33,9 +33,13 @@ const (
 	TargetBronzeEvents = "bronze.events"
 	TargetSilverClaims = "silver.claims"
 	TargetGoldLineage  = "gold.lineage"
-	OpAppend           = "append"
-	OpMaterialize      = "materialize"
-	OpRetract          = "retract"
+	// TargetGoldWorkareas: one row per change to a promoted claim, beside
+	// its gold.lineage row and with the same payload; the lake writer
+	// MERGEs it into the claim's workarea's row of gold/workareas.
+	TargetGoldWorkareas = "gold.workareas"
+	OpAppend            = "append"
+	OpMaterialize       = "materialize"
+	OpRetract           = "retract"
 )
 
 // ProviderTenant is the reserved provider tenant id (all zero).
@@ -586,9 +590,8 @@ func (f *folder) applyClaimPromoted(a Applied, ev Event, p ClaimPromoted) error 
 	plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetSilverClaims, Op: OpMaterialize,
 		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: materializePayload(c)})
 	// Its lineage starts here: gold.lineage has one row per change to a
-	// promoted claim, the promotion first.
-	plan.addOutbox(OutboxRow{TenantID: st.Tenant, JournalSeq: seq, Target: TargetGoldLineage, Op: OpMaterialize,
-		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: lineagePayload(c, before, by, "", "", prev)})
+	// promoted claim, the promotion first (and gold.workareas one beside it).
+	f.addGold(seq, ref, OpMaterialize, lineagePayload(c, before, by, "", "", prev))
 	return nil
 }
 
@@ -900,8 +903,18 @@ func (f *folder) retireTo(c *Claim, a Applied, state, by, reason, to string) {
 	ref := ClaimRef{c.ArtifactID, c.Version}
 	f.plan.addOutbox(OutboxRow{TenantID: f.st.Tenant, JournalSeq: int64(a.Seq), Target: TargetSilverClaims, Op: OpRetract,
 		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: retractPayload(state, by, reason)})
-	f.plan.addOutbox(OutboxRow{TenantID: f.st.Tenant, JournalSeq: int64(a.Seq), Target: TargetGoldLineage, Op: OpRetract,
-		ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: lineagePayload(c, before, by, reason, to, prev)})
+	f.addGold(int64(a.Seq), ref, OpRetract, lineagePayload(c, before, by, reason, to, prev))
+}
+
+// addGold enqueues the gold rows of one change to a promoted claim: its
+// gold.lineage row and, with the same payload, its gold.workareas row (the
+// change as the claim's workarea's counts see it). One payload for both:
+// the lake writer checks both against the journal the same way.
+func (f *folder) addGold(seq int64, ref ClaimRef, op string, payload []byte) {
+	for _, target := range []string{TargetGoldLineage, TargetGoldWorkareas} {
+		f.plan.addOutbox(OutboxRow{TenantID: f.st.Tenant, JournalSeq: seq, Target: target, Op: op,
+			ArtifactID: &ref.ArtifactID, Version: &ref.Version, Payload: payload})
+	}
 }
 
 // ReplayEvent is one stored journal event, as Replay reads it.

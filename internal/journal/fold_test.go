@@ -109,9 +109,11 @@ func TestFold_LifecycleAndOutboxRows(t *testing.T) {
 		"claim.promoted bronze.events append",
 		"claim.promoted silver.claims materialize",
 		"claim.promoted gold.lineage materialize",
+		"claim.promoted gold.workareas materialize",
 		"claim.demoted bronze.events append",
 		"claim.demoted silver.claims retract",
 		"claim.demoted gold.lineage retract",
+		"claim.demoted gold.workareas retract",
 		"claim.submitted bronze.events append",
 		"claim.demoted bronze.events append",
 	}, b.outboxOps(t))
@@ -155,9 +157,10 @@ func TestFold_ErasureDestroysTheDataKeyAndRetractsEveryPromotedVersion(t *testin
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claim_keys WHERE tenant_id = $1`, b.tn).Scan(&keysLeft))
 	require.Zero(t, keysLeft)
 	ops := b.outboxOps(t)
-	require.Equal(t, "claim.erased gold.lineage retract", ops[len(ops)-1], "only v2 was promoted")
-	require.Equal(t, "claim.erased silver.claims retract", ops[len(ops)-2])
-	require.Equal(t, "claim.erased bronze.events append", ops[len(ops)-3])
+	require.Equal(t, "claim.erased gold.workareas retract", ops[len(ops)-1], "only v2 was promoted")
+	require.Equal(t, "claim.erased gold.lineage retract", ops[len(ops)-2])
+	require.Equal(t, "claim.erased silver.claims retract", ops[len(ops)-3])
+	require.Equal(t, "claim.erased bronze.events append", ops[len(ops)-4])
 
 	err = b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo"}))
 	require.ErrorContains(t, err, "already erased")
@@ -198,8 +201,9 @@ func TestFold_SimulationEndedAndReassigned(t *testing.T) {
 		"simulation.ended bronze.events append",
 		"simulation.ended silver.claims retract",
 		"simulation.ended gold.lineage retract",
+		"simulation.ended gold.workareas retract",
 		"claim.reassigned bronze.events append", // h was never promoted: no silver row, no lineage
-	}, ops[len(ops)-4:])
+	}, ops[len(ops)-5:])
 }
 
 func TestFold_SkipDeadLettersAndReenqueueCopiesTheRow(t *testing.T) {
@@ -261,9 +265,11 @@ func TestFold_WholeLifeInOneBatch(t *testing.T) {
 		"claim.promoted bronze.events append",
 		"claim.promoted silver.claims materialize",
 		"claim.promoted gold.lineage materialize",
+		"claim.promoted gold.workareas materialize",
 		"claim.erased bronze.events append",
 		"claim.erased silver.claims retract",
 		"claim.erased gold.lineage retract",
+		"claim.erased gold.workareas retract",
 	}, b.outboxOps(t))
 	var keys int
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claim_keys WHERE tenant_id = $1`, b.tn).Scan(&keys))

@@ -129,3 +129,47 @@ func TestImpliedLineage_RefusesWhatNoChainImplies(t *testing.T) {
 		require.Error(t, call(), name)
 	}
 }
+
+// Beside every gold.lineage row the append path emits its gold.workareas
+// twin, next in outbox order, for the same event, op and claim and with
+// the same payload; there is no other gold.workareas row.
+func TestWorkareas_OneRowBesideEachLineageRow_SamePayload(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dek := make([]byte, 32)
+	require.NoError(t, b.append(t,
+		submission(t, "a", 1, "alice", "human", dek),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}),
+		submission(t, "a", 2, "alice", "human", dek),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 2, By: "bob"}),
+		submission(t, "s", 1, "sim-agent", "simulation", nil),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "s", Version: 1, By: "bob"}),
+		journal.MustNew(journal.SimulationEnded{SimulationID: "sim-1", By: "ops", Claims: []journal.ClaimRef{{ArtifactID: "s", Version: 1}}}),
+		journal.MustNew(journal.ClaimReassigned{ArtifactID: "a", Version: 1, By: "ops", ToWorkareaID: "wa-2"}),
+		submission(t, "h", 1, "alice", "human", nil),
+		journal.MustNew(journal.ClaimDemoted{ArtifactID: "h", Version: 1, By: "carol"})))
+	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo"})))
+
+	rows := emittedRows(t, b, b.tn)
+	lineage, areas := 0, 0
+	for i, o := range rows {
+		switch o.Target {
+		case journal.TargetGoldLineage:
+			lineage++
+			require.Less(t, i+1, len(rows), "row %d has no twin", o.Seq)
+			w := rows[i+1]
+			require.Equal(t, journal.TargetGoldWorkareas, w.Target, "the row after lineage row %d", o.Seq)
+			require.Equal(t, o.JournalSeq, w.JournalSeq)
+			require.Equal(t, o.Op, w.Op)
+			require.Equal(t, *o.ArtifactID, *w.ArtifactID)
+			require.Equal(t, *o.Version, *w.Version)
+			require.JSONEq(t, string(o.Payload), string(w.Payload))
+		case journal.TargetGoldWorkareas:
+			areas++
+			require.Equal(t, journal.TargetGoldLineage, rows[i-1].Target, "workareas row %d follows its lineage row", o.Seq)
+		}
+	}
+	// a v1, a v2, s v1 promoted; s ended; a v1 reassigned; a v1, a v2 erased.
+	require.Equal(t, 7, lineage)
+	require.Equal(t, lineage, areas)
+}

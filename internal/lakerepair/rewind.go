@@ -193,7 +193,7 @@ func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) 
 	if w.Version() != tp.ReadVersion {
 		return res, fmt.Errorf("%s changed while the repair was planned (version %d, planned at %d): re-run oml lake repair", tp.Path, w.Version(), tp.ReadVersion)
 	}
-	seqCol, err := columnIndexes(w.Snapshot(), []string{"outbox_seq"})
+	seqCol, err := columnIndexes(w.Snapshot(), []string{tp.key.Kind.OutboxSeqColumn()})
 	if err != nil {
 		return res, err
 	}

@@ -55,27 +55,6 @@ const BelowPruneMark Class = "below-prune-mark"
 // RowClasses are the classes repaired row by row.
 var RowClasses = []Class{MissingInLake, UnexpectedInLake, DuplicateInLake, DigestMismatch, StateMismatch, CorruptFile, BelowPruneMark}
 
-// pruneMarks reads every table's outbox prune mark.
-func pruneMarks(ctx context.Context, pool *pgxpool.Pool) (map[tables.TableKey]int64, error) {
-	rows, err := pool.Query(ctx, `SELECT tenant_id, target, through_seq FROM oml.outbox_pruned`)
-	if err != nil {
-		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
-	}
-	defer rows.Close()
-	out := map[tables.TableKey]int64{}
-	for rows.Next() {
-		var key tables.TableKey
-		var target string
-		var through int64
-		if err := rows.Scan(&key.Tenant, &target, &through); err != nil {
-			return nil, fmt.Errorf("read the outbox prune marks: %w", err)
-		}
-		key.Kind = tables.Kind(target)
-		out[key] = through
-	}
-	return out, rows.Err()
-}
-
 // notHere are the reconcile classes repair leaves to other commands.
 var notHere = map[reconcile.Class][2]string{
 	reconcile.DeadLettered:     {"a dead-lettered row is knowingly absent; repair its cause and re-enqueue it", "oml deadletter reenqueue ID (oml deadletter list)"},
@@ -110,6 +89,9 @@ func encodeBronze(seq int64) string {
 func encodeSilver(a string, v int32) string {
 	return "s" + a + "\x00" + string(binary.BigEndian.AppendUint32(nil, uint32(v)))
 }
+
+// encodeWorkarea is a gold.workareas key: the row's workarea.
+func encodeWorkarea(wa string) string { return "w" + wa }
 
 // decodeSilverKeys / decodeBronzeKeys are the reverse of the encodings:
 // the artifact ids and versions, or the journal seqs, of a set of keys.
@@ -179,8 +161,11 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 			w := get(key)
 			w.classes[string(f.Class)]++
 			k := encodeBronze(f.Seq)
-			if kind == tables.Silver {
+			switch kind {
+			case tables.Silver:
 				k = encodeSilver(f.ArtifactID, f.Version)
+			case tables.Workareas:
+				k = encodeWorkarea(f.Workarea)
 			}
 			if f.Class == reconcile.MissingInLake {
 				w.missing[k] = true
@@ -192,13 +177,13 @@ func findRowWork(ctx context.Context, opts Options, plan *Plan) (map[tables.Tabl
 				}
 				return
 			}
-			w.keys[encodeBronze(f.Seq)] = true
+			w.keys[k] = true
 		},
 	})
 	if err != nil {
 		return nil, err
 	}
-	marks, err := pruneMarks(ctx, opts.Pool)
+	marks, err := lakewriter.PruneMarks(ctx, opts.Pool)
 	if err != nil {
 		return nil, err
 	}
@@ -301,6 +286,12 @@ func keysAtOrBelow(ctx context.Context, pool *pgxpool.Pool, key tables.TableKey,
 // selection is the lakewriter selection of a set of encoded keys.
 func selection(key tables.TableKey, keys map[string]bool) *lakewriter.RowKeys {
 	sel := &lakewriter.RowKeys{}
+	if key.Kind == tables.Workareas {
+		for k := range keys {
+			sel.Workareas = append(sel.Workareas, k[1:])
+		}
+		return sel
+	}
 	if key.Kind == tables.Silver {
 		arts, vers := decodeSilverKeys(keys)
 		for i := range arts {
@@ -314,6 +305,9 @@ func selection(key tables.TableKey, keys map[string]bool) *lakewriter.RowKeys {
 
 // builtKey is the encoded key of a row lakewriter built.
 func builtKey(key tables.TableKey, r lakewriter.TableRow) string {
+	if key.Kind == tables.Workareas {
+		return encodeWorkarea(r.Workarea)
+	}
 	if key.Kind == tables.Silver {
 		return encodeSilver(r.Claim.ArtifactID, r.Claim.Version)
 	}
@@ -355,10 +349,18 @@ func keyColumns(k tables.Kind) []string {
 		// lineage row of the event is removed and put back.
 		return []string{tables.LineageJournalSeq.Name()}
 	}
+	if k == tables.Workareas {
+		// One row per workarea: every copy out, the sum of its changes in.
+		return []string{tables.WorkareaID.Name()}
+	}
 	return []string{"seq"}
 }
 
 func rowKey(k tables.Kind, r pq.Row) string {
+	if k == tables.Workareas {
+		wa, _ := r[0].(string)
+		return encodeWorkarea(wa)
+	}
 	if k == tables.Silver {
 		a, _ := r[0].(string)
 		v, _ := r[1].(int32)

@@ -38,10 +38,10 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 	res := tableResult{key: key, committed: -1}
 	// A table is created only for a row that can enter it: a batch of
 	// nothing but poison (say, rows of a ghost tenant) creates no table.
-	create := false
+	missing := leaveMissing
 	for _, it := range items {
 		if it.poison == nil {
-			create = true
+			missing = createMissing
 			break
 		}
 	}
@@ -50,7 +50,7 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 		return res, nil
 	}
 	for attempt := 0; ; attempt++ {
-		w, err := d.tables.writer(ctx, key, create)
+		w, err := d.tables.writer(ctx, key, missing)
 		if err != nil {
 			return res, err
 		}
@@ -177,6 +177,9 @@ type commitStats struct {
 }
 
 func (d *Drainer) buildCommit(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
+	if key.Kind == tables.Workareas {
+		return d.mergeWorkareas(ctx, w, key, todo) // workareas.go
+	}
 	if key.Kind != tables.Silver {
 		rows := make([]pq.Row, 0, len(todo))
 		for _, it := range todo {

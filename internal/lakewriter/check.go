@@ -39,10 +39,11 @@ import (
 //     so a materialize row naming it fails here as poison.
 //   - silver.claims retract: the event retracts that claim, and the payload
 //     is exactly what the event implies.
-//   - gold.lineage (lineage.go): the event makes the change the row
-//     describes to that claim, and the row's submission and previous change
-//     are events of the same claim that imply its attribution and its state
-//     before (journal.ImpliedLineage); the payload is exactly that.
+//   - gold.lineage (lineage.go) and gold.workareas (workareas.go, the same
+//     payload): the event makes the change the row describes to that
+//     claim, and the row's submission and previous change are events of
+//     the same claim that imply its attribution and its state before
+//     (journal.ImpliedLineage); the payload is exactly that.
 //   - After a prune: a row is poison when it cites an event whose rows of
 //     its table `oml outbox prune` deleted, and was inserted after them
 //     (checkPruned): the original was applied, and the copy check below
@@ -111,7 +112,7 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 			if it.bronze == nil || it.bronze.EventType != it.ev.eventType {
 				it.poison = poisonf(it.seq, "bronze.events payload does not name the type %s of journal event %d", it.ev.eventType, it.ev.seq)
 			}
-		case it.table.Kind == tables.Gold:
+		case it.table.Kind == tables.Gold || it.table.Kind == tables.Workareas:
 			if it.lin != nil {
 				lins = append(lins, it)
 			}

@@ -605,7 +605,7 @@ func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]T
 		return nil, err
 	}
 	tenant.ByID(ids)
-	reg := newRegistry(lake, deltaOptions(), true, oneShotOpenTables)
+	reg := newRegistry(lake, registryOptions{Delta: deltaOptions(), Lean: true, MaxOpen: oneShotOpenTables})
 	all := make([]TablePosition, 0, len(ids)*len(tables.Kinds))
 	for _, id := range ids {
 		for _, k := range tables.Kinds {
@@ -616,19 +616,12 @@ func LakePositions(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]T
 	g.SetLimit(recordParallel)
 	for i := range all {
 		g.Go(func() error {
-			w, err := reg.writer(gctx, all[i].Key, false)
+			w, err := reg.writer(gctx, all[i].Key, leaveMissing)
 			if err != nil || w == nil {
 				return err
 			}
-			snap := w.Snapshot()
-			if v, ok := snap.TxnVersion(tables.AppID); ok {
-				all[i].TxnVersion = v
-			}
-			// The record CheckContinuity needs, from the same read.
-			if ci, ok := snap.TxnCommitInfo(tables.AppID); ok {
-				rec, found := tables.ParseBatchBounds(ci)
-				all[i].rec = &foundRecord{rec: rec, ok: found}
-			}
+			// The record CheckContinuity needs comes from the same read.
+			all[i] = positionOf(all[i].Key, w.Snapshot())
 			return nil
 		})
 	}

@@ -15,7 +15,7 @@ import (
 func (d *Drainer) positions(ctx context.Context, tenants []uuid.UUID, scan *tableScan) ([]TablePosition, error) {
 	if scan == nil {
 		var err error
-		if scan, err = d.scanTables(ctx, tenants, false); err != nil {
+		if scan, err = d.scanTables(ctx, tenants, scanOptions{}); err != nil {
 			return nil, err
 		}
 	}

@@ -88,7 +88,7 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 				rng := rand.New(rand.NewPCG(seed, 1))
 				b := setup(t, 2+rng.IntN(3))
 				b.load(t, workload.Config{Claims: 15 + rng.IntN(25), Seed: seed, Poison: 1 + rng.IntN(3),
-					RetractRatio: 0.4})
+					RetractRatio: 0.4, FollowUpRatio: 0.5})
 				lake := store.NewMem()
 				last := b.lastSeq(t)
 				// The last rounds aim at the final batch (x, last]: nothing
@@ -177,7 +177,7 @@ func TestCrash_StoreDiesMidWrite_RestartDrainsExactlyOnce(t *testing.T) {
 				t.Logf("replay with: go test ./internal/lakewriter -run 'TestCrash_StoreDiesMidWrite' -seed %d", seed)
 				rng := rand.New(rand.NewPCG(seed, 2))
 				b := setup(t, 3)
-				b.load(t, workload.Config{Claims: 30, Seed: seed, RetractRatio: 0.5})
+				b.load(t, workload.Config{Claims: 30, Seed: seed, RetractRatio: 0.5, FollowUpRatio: 0.5})
 				mem := store.NewMem()
 				var lake store.Store = mem
 				for round := 0; round < 4; round++ {

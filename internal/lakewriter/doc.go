@@ -88,6 +88,12 @@
 //     advances as the standbys catch up. A standby whose position the role
 //     may not see stops the writer (configuration), never counts as flushed.
 //
+// Tables. bronze.events and gold.lineage are appended; silver.claims and
+// gold.workareas are MERGEd copy-on-write (apply.go, workareas.go): the
+// files holding an affected key are rewritten in the batch's commit. A
+// gold.workareas row is a sum of changes (tables.GoldWorkareaRow.Apply),
+// so invariant 3 makes it equal the fold at the table's txn version.
+//
 // Pruned rows (rederive.go). `oml outbox prune` deletes rows every table has
 // applied. The readers here that could need them: the replay of the newest
 // batch (an interrupted batch is above the frontier cache, which prune never

@@ -279,7 +279,7 @@ func New(opts Options) (*Drainer, error) {
 		opts:   opts,
 		db:     opts.DB,
 		log:    opts.Log,
-		tables: newRegistry(opts.Lake, delta.Options{CheckpointInterval: opts.CheckpointInterval}, true, opts.MaxOpenTables),
+		tables: newRegistry(opts.Lake, registryOptions{Delta: delta.Options{CheckpointInterval: opts.CheckpointInterval}, Lean: true, MaxOpen: opts.MaxOpenTables}),
 		chk:    newRowChecker(),
 	}
 	d.tables.budget = opts.OpenTablesBytes
@@ -322,7 +322,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 	}
 	// One read of every table (scan.go) serves the fork check, finding
 	// the newest batch, the continuity check and the catch-up.
-	scan, err := d.scanTables(ctx, tenants, !d.opts.NoForkCheck)
+	scan, err := d.scanTables(ctx, tenants, scanOptions{BronzeHeads: !d.opts.NoForkCheck})
 	if err != nil {
 		return err
 	}

@@ -184,7 +184,7 @@ func (d *Drainer) recheckHeldTables(ctx context.Context) error {
 	}
 	for key := range keys {
 		d.tables.forget(key)
-		_, err := d.tables.writer(ctx, key, false)
+		_, err := d.tables.writer(ctx, key, leaveMissing)
 		switch {
 		case err == nil:
 			d.releaseTable(ctx, key)

@@ -119,7 +119,7 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 	// and the outbox no longer holds the pruned rows, so stopping at the
 	// frontier would leave the table below its mark (held at its next
 	// batch) or, from an empty lake, lose the pruned rows without a trace.
-	marks, err := pruneMarks(ctx, d.db)
+	marks, err := PruneMarks(ctx, d.db)
 	if err != nil {
 		return err
 	}
@@ -128,7 +128,7 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 		return nil
 	}
 	if scan == nil {
-		if scan, err = d.scanTables(ctx, tenants, false); err != nil {
+		if scan, err = d.scanTables(ctx, tenants, scanOptions{}); err != nil {
 			return err
 		}
 	}
@@ -240,7 +240,7 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	scan, err := d.scanTables(ctx, tenants, !d.opts.NoForkCheck)
+	scan, err := d.scanTables(ctx, tenants, scanOptions{BronzeHeads: !d.opts.NoForkCheck})
 	if err != nil {
 		return err
 	}

@@ -11,7 +11,6 @@ import (
 	"sort"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -129,6 +128,7 @@ func (b *bundle) verifyGold(t *testing.T, lake store.Store) {
 		for k := range want {
 			require.Equalf(t, 1, got[k], "tenant %s: gold.lineage lacks the change %v", tn, k)
 		}
+		b.verifyWorkareas(t, lake, tn)
 	}
 }
 
@@ -217,9 +217,16 @@ func TestGold_RandomLifecycles_IndependentReadOfEveryFileMatchesTheJournal(t *te
 	}
 }
 
-// readParquetFile reads every row of one Parquet file, all columns, in the
-// file's order (the lake writer writes the schema's order).
+// readParquetFile reads every row of one gold.lineage Parquet file, all
+// columns, in the file's order (the lake writer writes the schema's order).
 func readParquetFile(t *testing.T, st store.Store, key string) []pq.Row {
+	t.Helper()
+	return readParquetFileAs(t, st, key, tables.LineageColumns().Columns(), []int{int(tables.LineageRecordedAt)})
+}
+
+// readParquetRows reads every row of one Parquet file straight from the
+// store (no Delta log), requiring its columns to be cols, in order.
+func readParquetRows(t *testing.T, st store.Store, key string, cols []string) []pq.Row {
 	t.Helper()
 	obj, err := st.Open(context.Background(), key)
 	require.NoError(t, err)
@@ -230,7 +237,7 @@ func readParquetFile(t *testing.T, st store.Store, key string) []pq.Row {
 	for _, fl := range f.Schema().Fields {
 		names = append(names, fl.Name)
 	}
-	require.Equal(t, tables.LineageColumns().Columns(), names, "file %s has the gold.lineage columns in order", key)
+	require.Equal(t, cols, names, "file %s has the table's columns in order", key)
 	rows, err := f.Rows()
 	require.NoError(t, err)
 	var out []pq.Row
@@ -241,12 +248,6 @@ func readParquetFile(t *testing.T, st store.Store, key string) []pq.Row {
 		}
 		require.NoError(t, err)
 		out = append(out, batch...)
-	}
-	for i, r := range out {
-		// Timestamps as the file stores them: the decode wants time.Time.
-		if us, ok := r[tables.LineageRecordedAt].(int64); ok {
-			out[i][tables.LineageRecordedAt] = time.UnixMicro(us).UTC()
-		}
 	}
 	return out
 }

@@ -96,7 +96,7 @@ func TestKill9_RealProcess(t *testing.T) {
 				loadDone := make(chan error, 1)
 				go func() {
 					_, err := workload.Run(ctx, b.pool, b.key, workload.Config{Tenants: b.tenants, Claims: 8, Seed: seed,
-						PromoteRatio: 0.7, RetractRatio: 0.4, Duration: 3 * time.Second, Concurrency: 3})
+						PromoteRatio: 0.7, RetractRatio: 0.4, FollowUpRatio: 0.5, Duration: 3 * time.Second, Concurrency: 3})
 					loadDone <- err
 				}()
 

@@ -65,23 +65,24 @@ func checkLineage(ctx context.Context, q querier, lins []*item) error {
 }
 
 func checkLineageRow(it *item, evs map[eventKey]*event) error {
+	tbl := string(it.table.Kind) // gold.lineage or gold.workareas
 	decode := func(seq int64, what string) (journal.Payload, error) {
 		e := evs[eventKey{it.ev.tenant, seq}]
 		if e == nil {
-			return nil, poisonf(it.seq, "gold.lineage row of %s v%d names journal seq %d as its %s, which does not exist", it.artifact, it.version, seq, what)
+			return nil, poisonf(it.seq, "%s row of %s v%d names journal seq %d as its %s, which does not exist", tbl, it.artifact, it.version, seq, what)
 		}
 		if err := e.checkHash(); err != nil {
 			return nil, poisonf(it.seq, "%v", err)
 		}
 		p, err := journal.Decode(journal.Type(e.eventType), e.payload)
 		if err != nil {
-			return nil, poisonf(it.seq, "gold.lineage row of %s v%d: its %s (journal seq %d) does not decode: %v", it.artifact, it.version, what, seq, err)
+			return nil, poisonf(it.seq, "%s row of %s v%d: its %s (journal seq %d) does not decode: %v", tbl, it.artifact, it.version, what, seq, err)
 		}
 		return p, nil
 	}
 	change, err := journal.Decode(journal.Type(it.ev.eventType), it.ev.payload)
 	if err != nil {
-		return poisonf(it.seq, "gold.lineage row of %s v%d: journal event %d does not decode: %v", it.artifact, it.version, it.ev.seq, err)
+		return poisonf(it.seq, "%s row of %s v%d: journal event %d does not decode: %v", tbl, it.artifact, it.version, it.ev.seq, err)
 	}
 	subP, err := decode(it.lin.SubmittedSeq, "submission")
 	if err != nil {
@@ -89,7 +90,7 @@ func checkLineageRow(it *item, evs map[eventKey]*event) error {
 	}
 	sub, ok := subP.(journal.ClaimSubmitted)
 	if !ok {
-		return poisonf(it.seq, "gold.lineage row of %s v%d names journal seq %d as its submission, but that is a %s", it.artifact, it.version, it.lin.SubmittedSeq, subP.EventType())
+		return poisonf(it.seq, "%s row of %s v%d names journal seq %d as its submission, but that is a %s", tbl, it.artifact, it.version, it.lin.SubmittedSeq, subP.EventType())
 	}
 	prev, err := decode(it.lin.PrevSeq, "previous change")
 	if err != nil {
@@ -97,14 +98,14 @@ func checkLineageRow(it *item, evs map[eventKey]*event) error {
 	}
 	want, err := journal.ImpliedLineage(change, it.ev.seq, it.artifact, int(it.version), sub, it.lin.SubmittedSeq, prev, it.lin.PrevSeq)
 	if err != nil {
-		return poisonf(it.seq, "gold.lineage row of %s v%d is not backed by the journal: %v", it.artifact, it.version, err)
+		return poisonf(it.seq, "%s row of %s v%d is not backed by the journal: %v", tbl, it.artifact, it.version, err)
 	}
 	if (want.StateAfter == journal.StatePromoted) != (it.op == journal.OpMaterialize) {
-		return poisonf(it.seq, "gold.lineage row of %s v%d is a %s, but journal event %d is a %s", it.artifact, it.version, it.op, it.ev.seq, it.ev.eventType)
+		return poisonf(it.seq, "%s row of %s v%d is a %s, but journal event %d is a %s", tbl, it.artifact, it.version, it.op, it.ev.seq, it.ev.eventType)
 	}
 	if want != *it.lin {
-		return poisonf(it.seq, "gold.lineage payload of %s v%d differs from what the journal implies (journal events %d, %d and %d)",
-			it.artifact, it.version, it.lin.SubmittedSeq, it.lin.PrevSeq, it.ev.seq)
+		return poisonf(it.seq, "%s payload of %s v%d differs from what the journal implies (journal events %d, %d and %d)",
+			tbl, it.artifact, it.version, it.lin.SubmittedSeq, it.lin.PrevSeq, it.ev.seq)
 	}
 	return nil
 }

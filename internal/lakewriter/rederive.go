@@ -35,6 +35,16 @@ import (
 // (belowPruneMark, through.go) and the drain holds it until `oml lake
 // repair` catches it up.
 
+// backfilled: the gold tables, whose rows a journal older than gold never
+// wrote to the outbox. For them the rows the chain implies that the outbox
+// lacks, pruned or never written, are always re-derived (a table's
+// unwritten rows are the changes before its first outbox row, so they
+// precede its rows in the outbox just as pruned rows do): a rebuild or a
+// repair of a gold table then backfills the history before gold
+// (docs/gold.md, "Backfilling gold"). Bronze and silver rows were written
+// by every oml version, so theirs are derived only after a prune.
+func backfilled(k tables.Kind) bool { return k == tables.Gold || k == tables.Workareas }
+
 type txBeginner interface {
 	BeginTx(ctx context.Context, opts pgx.TxOptions) (pgx.Tx, error)
 }
@@ -55,7 +65,7 @@ func loadRebuild(ctx context.Context, db txBeginner, chk *rowChecker, to int64, 
 		return nil, fmt.Errorf("rebuild %s: %w", key, err)
 	}
 	var derived []*item
-	if through > 0 {
+	if through > 0 || backfilled(key.Kind) {
 		if derived, err = prunedItems(ctx, tx, key); err != nil {
 			return nil, err
 		}

@@ -65,8 +65,17 @@ const DefaultMaxOpenTables = 4096
 // never come back to it: keeping them all open would only cost memory.
 const oneShotOpenTables = 64
 
-func newRegistry(lake store.Store, opts delta.Options, lean bool, maxOpen int) *registry {
-	return &registry{lake: lake, opts: opts, lean: lean, maxOpen: maxOpen, writers: map[tables.TableKey]*list.Element{}}
+// registryOptions say how a registry opens and keeps writers.
+type registryOptions struct {
+	Delta delta.Options
+	// Lean opens bronze and gold with lean Delta writers (registry.lean).
+	Lean bool
+	// MaxOpen bounds the writers kept open (≤ 0: no bound).
+	MaxOpen int
+}
+
+func newRegistry(lake store.Store, opts registryOptions) *registry {
+	return &registry{lake: lake, opts: opts.Delta, lean: opts.Lean, maxOpen: opts.MaxOpen, writers: map[tables.TableKey]*list.Element{}}
 }
 
 // openBytes reports the estimated bytes of the open writers' snapshots.
@@ -144,10 +153,19 @@ func (r *registry) stats() (open int, evictions int64) {
 	return r.lru.Len(), r.evictions
 }
 
-// writer returns the table's writer, opening it (and creating the table
-// when create is set and it does not exist yet). With create unset, a
-// missing table returns (nil, nil).
-func (r *registry) writer(ctx context.Context, key tables.TableKey, create bool) (*delta.Writer, error) {
+// ifMissing says what registry.writer does with a table that does not
+// exist yet.
+type ifMissing int
+
+const (
+	leaveMissing  ifMissing = iota // return (nil, nil)
+	createMissing                  // create the table
+)
+
+// writer returns the table's writer, opening it, and creating the table
+// when it does not exist yet and missing is createMissing; a table left
+// missing returns (nil, nil).
+func (r *registry) writer(ctx context.Context, key tables.TableKey, missing ifMissing) (*delta.Writer, error) {
 	if w, ok := r.cached(key); ok {
 		return w, nil
 	}
@@ -156,10 +174,10 @@ func (r *registry) writer(ctx context.Context, key tables.TableKey, create bool)
 		return nil, err
 	}
 	opts := r.opts
-	opts.Lean = r.lean && key.Kind != tables.Silver
+	opts.Lean = r.lean && key.Kind != tables.Silver && key.Kind != tables.Workareas // a MERGE needs the file list
 	w, err := delta.OpenWriter(ctx, st, opts)
 	if errors.Is(err, delta.ErrTableNotFound) {
-		if !create {
+		if missing != createMissing {
 			return nil, nil
 		}
 		// The table is created by its first commit (version 0 holds the

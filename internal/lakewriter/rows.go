@@ -30,7 +30,7 @@ type item struct {
 	version    int32
 
 	row     pq.Row   // bronze/gold/silver materialize: the table row
-	retract *retract // silver retract
+	retract *retract // silver retract (a gold.workareas row has neither: its change is lin)
 	poison  error    // why this row cannot be applied (its own fault)
 
 	// For the row check (check.go): the cited journal event and the
@@ -168,6 +168,8 @@ func decodeItem(it *item, kind tables.Kind, payload string, ev event, body []byt
 
 	case tables.Gold:
 		return decodeLineage(it, payload, ev)
+	case tables.Workareas:
+		return decodeWorkarea(it, payload)
 	}
 
 	// silver.claims

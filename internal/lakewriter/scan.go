@@ -64,10 +64,17 @@ func (d *Drainer) parallel() int {
 	return store.Concurrency(d.opts.Lake)
 }
 
+// scanOptions say what scanTables keeps beyond the txn versions.
+type scanOptions struct {
+	// BronzeHeads also reads bronze's newest event of each tenant, for
+	// the fork check.
+	BronzeHeads bool
+}
+
 // scanTables opens every table of tenants that is not held, parallel()
 // at a time, through the registry (so the writers of the first
 // --max-open-tables tables stay open for the first batches).
-func (d *Drainer) scanTables(ctx context.Context, tenants []uuid.UUID, heads bool) (*tableScan, error) {
+func (d *Drainer) scanTables(ctx context.Context, tenants []uuid.UUID, opts scanOptions) (*tableScan, error) {
 	out := &tableScan{tables: map[tables.TableKey]*scanned{}, absent: map[tables.TableKey]bool{}}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
@@ -79,7 +86,7 @@ func (d *Drainer) scanTables(ctx context.Context, tenants []uuid.UUID, heads boo
 				continue
 			}
 			g.Go(func() error {
-				w, err := d.tables.writer(gctx, key, false)
+				w, err := d.tables.writer(gctx, key, leaveMissing)
 				if classify(err) == faultTable {
 					d.holdTable(gctx, key, err)
 					return nil
@@ -115,7 +122,7 @@ func (d *Drainer) scanTables(ctx context.Context, tenants []uuid.UUID, heads boo
 						}
 					}
 				}
-				if heads && k == tables.Bronze {
+				if opts.BronzeHeads && k == tables.Bronze {
 					s.head, s.headOK, s.headErr = bronze.HeadOf(gctx, snap, w.Store(), t)
 				}
 				mu.Lock()

@@ -182,7 +182,7 @@ func readTables(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]Tabl
 	if err != nil {
 		return nil, nil, err
 	}
-	reg := newRegistry(lake, deltaOptions(), false, oneShotOpenTables)
+	reg := newRegistry(lake, registryOptions{Delta: deltaOptions(), MaxOpen: oneShotOpenTables})
 	out := make([]TableStatus, 0, len(ids)*len(tables.Kinds))
 	for _, id := range ids {
 		for _, k := range tables.Kinds {
@@ -197,7 +197,7 @@ func readTables(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]Tabl
 		g.Go(func() error {
 			ts := &out[i]
 			key := tables.TableKey{Tenant: ids[i/len(tables.Kinds)], Kind: tables.Kinds[i%len(tables.Kinds)]}
-			w, err := reg.writer(ctx, key, false)
+			w, err := reg.writer(ctx, key, leaveMissing)
 			switch {
 			case err != nil:
 				ts.Error = err.Error()

@@ -2,7 +2,6 @@ package lakewriter
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 
@@ -46,11 +45,13 @@ func (e *ThroughPruneMarkError) Error() string {
 }
 
 // RowKeys selects the keys of a table whose rows TableRowsThrough builds:
-// journal seqs for bronze (and gold, whose rows are appends of one event
-// each), claims for silver. A nil *RowKeys selects every row.
+// journal seqs for bronze (and gold.lineage, whose rows are appends of one
+// event each), claims for silver, workareas for gold.workareas. A nil *RowKeys selects every row.
 type RowKeys struct {
 	JournalSeqs []int64
 	Claims      []ClaimRef
+	// Workareas selects gold.workareas rows (one per workarea).
+	Workareas []string
 }
 
 // ClaimRef is a silver row's key.
@@ -64,6 +65,7 @@ type keyIndex struct {
 	all    bool
 	seqs   map[int64]bool
 	claims map[ClaimRef]bool
+	areas  map[string]bool
 }
 
 func (k *RowKeys) index() keyIndex {
@@ -77,6 +79,10 @@ func (k *RowKeys) index() keyIndex {
 	for _, c := range k.Claims {
 		ix.claims[c] = true
 	}
+	ix.areas = make(map[string]bool, len(k.Workareas))
+	for _, a := range k.Workareas {
+		ix.areas[a] = true
+	}
 	return ix
 }
 
@@ -84,8 +90,11 @@ func (ix keyIndex) has(it *item) bool {
 	if ix.all {
 		return true
 	}
-	if it.table.Kind == tables.Silver {
+	switch it.table.Kind {
+	case tables.Silver:
 		return ix.claims[ClaimRef{it.artifact, it.version}]
+	case tables.Workareas:
+		return it.lin == nil || ix.areas[it.lin.WorkareaID] // an undecodable row is returned (as its error)
 	}
 	return ix.seqs[it.journalSeq]
 }
@@ -93,43 +102,30 @@ func (ix keyIndex) has(it *item) bool {
 // PruneMark reads how far `oml outbox prune` pruned key's table's rows
 // (oml.outbox_pruned.through_seq; 0 when never).
 func PruneMark(ctx context.Context, q querier, key tables.TableKey) (int64, error) {
-	rows, err := q.Query(ctx, `SELECT through_seq FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2`, key.Tenant, string(key.Kind))
-	if err != nil {
-		return 0, fmt.Errorf("read the outbox prune mark of %s: %w", key, err)
-	}
-	through, err := pgx.CollectOneRow(rows, pgx.RowTo[int64])
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
-	}
+	through, err := outbox.PruneMark(ctx, q, outboxTable(key))
 	if err != nil {
 		return 0, fmt.Errorf("read the outbox prune mark of %s: %w", key, err)
 	}
 	return through, nil
 }
 
-// pruneMarks reads every table's prune mark (PruneMark for all tables at
-// once: the catch-up at start needs them for every table).
-func pruneMarks(ctx context.Context, q querier) (map[tables.TableKey]int64, error) {
-	rows, err := q.Query(ctx, `SELECT tenant_id, target, through_seq FROM oml.outbox_pruned`)
+// outboxTable is key's table as the outbox names it.
+func outboxTable(key tables.TableKey) outbox.Table {
+	return outbox.Table{Tenant: key.Tenant, Target: string(key.Kind)}
+}
+
+// PruneMarks reads every table's prune mark (PruneMark for all tables at
+// once: the catch-up at start and lake repair need them for every table).
+func PruneMarks(ctx context.Context, q querier) (map[tables.TableKey]int64, error) {
+	marks, err := outbox.PruneMarks(ctx, q)
 	if err != nil {
-		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+		return nil, err
 	}
-	defer rows.Close()
-	marks := map[tables.TableKey]int64{}
-	for rows.Next() {
-		var key tables.TableKey
-		var target string
-		var through int64
-		if err := rows.Scan(&key.Tenant, &target, &through); err != nil {
-			return nil, fmt.Errorf("read the outbox prune marks: %w", err)
-		}
-		key.Kind = tables.Kind(target)
-		marks[key] = through
+	out := make(map[tables.TableKey]int64, len(marks))
+	for t, through := range marks {
+		out[tables.TableKey{Tenant: t.Tenant, Kind: tables.Kind(t.Target)}] = through
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
-	}
-	return marks, nil
+	return out, nil
 }
 
 // belowPruneMark is the drain's fence for a table caught up from its txn
@@ -173,7 +169,7 @@ func loadThrough(ctx context.Context, db txBeginner, chk *rowChecker, key tables
 	}
 	ix := sel.index()
 	var items []*item
-	if mark > 0 {
+	if mark > 0 || backfilled(key.Kind) {
 		derived, err := prunedItems(ctx, tx, key)
 		if err != nil {
 			return nil, err
@@ -186,9 +182,14 @@ func loadThrough(ctx context.Context, db txBeginner, chk *rowChecker, key tables
 	}
 	scope := &outbox.Scope{Tenant: key.Tenant, Target: string(key.Kind)}
 	if sel != nil {
-		scope.Only = &outbox.Keys{ByClaim: key.Kind == tables.Silver, JournalSeqs: sel.JournalSeqs}
-		for _, c := range sel.Claims {
-			scope.Only.ArtifactIDs, scope.Only.Versions = append(scope.Only.ArtifactIDs, c.ArtifactID), append(scope.Only.Versions, c.Version)
+		if key.Kind != tables.Workareas {
+			// A workarea is in the payload, not a column: for
+			// gold.workareas every row of the table is read and
+			// TableRowsThrough selects.
+			scope.Only = &outbox.Keys{ByClaim: key.Kind == tables.Silver, JournalSeqs: sel.JournalSeqs}
+			for _, c := range sel.Claims {
+				scope.Only.ArtifactIDs, scope.Only.Versions = append(scope.Only.ArtifactIDs, c.ArtifactID), append(scope.Only.Versions, c.Version)
+			}
 		}
 	}
 	if err := outbox.ReadBatch(ctx, tx, 0, through, scope, collectItems(&items)); err != nil {
@@ -221,6 +222,9 @@ func TableRowsThrough(ctx context.Context, db *pgxpool.Pool, key tables.TableKey
 	items, err := loadThrough(ctx, db, newRowChecker(), key, through, sel)
 	if err != nil {
 		return nil, err
+	}
+	if key.Kind == tables.Workareas {
+		return workareaRows(key, items, sel.index())
 	}
 	var rows []TableRow
 	inserts := map[claimKey]int{}
@@ -265,5 +269,33 @@ func TableRowsThrough(ctx context.Context, db *pgxpool.Pool, key tables.TableKey
 type TableRow struct {
 	JournalSeq int64
 	Claim      ClaimRef
+	Workarea   string // gold.workareas: the row's workarea
 	Row        pq.Row
+}
+
+// workareaRows adds up the selected workareas' changes into their rows
+// (tables.GoldWorkareaRow.Apply, as the drain's MERGE does), sorted by
+// workarea. JournalSeq is the row's last change.
+func workareaRows(key tables.TableKey, items []*item, ix keyIndex) ([]TableRow, error) {
+	byArea := map[string]*tables.GoldWorkareaRow{}
+	for _, it := range items {
+		if !ix.has(it) {
+			continue
+		}
+		if it.poison != nil {
+			return nil, it.poison
+		}
+		r := byArea[it.lin.WorkareaID]
+		if r == nil {
+			r = &tables.GoldWorkareaRow{TenantID: key.Tenant.String(), WorkareaID: it.lin.WorkareaID}
+			byArea[it.lin.WorkareaID] = r
+		}
+		r.Apply(workareaChange(it))
+	}
+	rows := make([]TableRow, 0, len(byArea))
+	for wa, r := range byArea {
+		rows = append(rows, TableRow{JournalSeq: r.LastJournalSeq, Workarea: wa, Row: r.Row()})
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].Workarea < rows[j].Workarea })
+	return rows, nil
 }

@@ -66,3 +66,56 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 	require.Len(t, readRows(t, gold.Store), rows)
 	recon()
 }
+
+// TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold:
+// gold.workareas, MERGEd batch after batch (each MERGE removes the files it
+// rewrites), is checkpointed, compacted and (31 days on) vacuumed by oml
+// lake maintain like the other tables: its rows and txn version do not
+// change, the files the MERGEs removed are deleted, and reconcile (which
+// compares each workarea's row with the journal) is clean throughout.
+func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	b.load(t, workload.Config{Claims: 40, Seed: 32, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
+	b.drainAll(t, b.drainer(t, 4))
+	kind, err := maintain.ParseKind("workareas")
+	require.NoError(t, err)
+	var areas maintain.Table
+	for _, tab := range b.tables(t, kind) {
+		if tab.Key.Tenant == b.tenants[0] {
+			areas = tab
+		}
+	}
+	require.NotNil(t, areas.Store)
+	before, err := delta.Load(ctx, areas.Store)
+	require.NoError(t, err)
+	require.Greater(t, before.Version(), int64(5), "many MERGE commits")
+	txn, _ := before.TxnVersion(tables.AppID)
+	rows := readRows(t, areas.Store)
+	recon := func() {
+		rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
+		require.NoError(t, err)
+		require.Zero(t, rep.Total(), "%+v", rep.Findings)
+	}
+	recon()
+
+	reps, err := maintain.Run(ctx, []maintain.Table{areas}, maintain.RunOptions{Policy: maintain.Policy{MinSmallFiles: 2, CheckpointInterval: 2}})
+	require.NoError(t, err)
+	require.Empty(t, reps[0].Error)
+	require.Contains(t, tasks(reps[0].Plan), maintain.TaskCheckpoint)
+	after, err := delta.Load(ctx, areas.Store)
+	require.NoError(t, err)
+	got, _ := after.TxnVersion(tables.AppID)
+	require.Equal(t, txn, got, "maintenance never moves the lake writer's txn version")
+	require.ElementsMatch(t, rows, readRows(t, areas.Store))
+	recon()
+
+	later := func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
+	reps, err = maintain.Run(ctx, []maintain.Table{areas}, maintain.RunOptions{Now: later, Policy: maintain.Policy{VacuumMinFiles: 1}})
+	require.NoError(t, err)
+	require.Contains(t, tasks(reps[0].Plan), maintain.TaskVacuum)
+	require.NotZero(t, reps[0].Vacuumed.Deleted, "the files the MERGEs removed are vacuumed")
+	require.ElementsMatch(t, rows, readRows(t, areas.Store))
+	recon()
+}

@@ -4,7 +4,10 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
 )
 
 // CheckpointResult says what CheckpointTable did.
@@ -44,6 +47,10 @@ type RunOptions struct {
 	// DryRun measures and decides, does nothing.
 	DryRun bool
 	Now    func() time.Time // tests; nil: time.Now
+	// Parallel is how many tables are maintained at once (0: what the
+	// store suits, store.Concurrency: a few on a local disk, many on S3).
+	// Tables are independent; one table's steps stay in order.
+	Parallel int
 }
 
 // Report is what Run measured, decided and did for one table.
@@ -66,31 +73,63 @@ type VacuumReport struct {
 	Bytes   int64 `json:"bytes_deleted"`
 }
 
-// Run measures each table, decides what is due and does only that. A
-// failure on one table is recorded in its report and the others go on;
-// the returned error is the first failure, if any.
+// Run measures each table, decides what is due and does only that,
+// opts.Parallel tables at a time. A failure on one table is recorded in its
+// report and the others go on; the returned error is the first failure in
+// table order, if any. The reports are in table order; when ctx ends, the
+// tables not maintained by then are left out and the error is ctx's.
+//
+// Tables are independent, and on S3 a table's work is mostly waiting on
+// requests; the cost per table (about 0.5 ms of CPU to measure one with
+// nothing due, 11 ms to optimize and checkpoint a small one) is in
+// docs/maintenance.md, "Many tables".
 func Run(ctx context.Context, tables []Table, opts RunOptions) ([]Report, error) {
 	nowf := opts.Now
 	if nowf == nil {
 		nowf = time.Now
 	}
 	p := opts.Policy.withDefaults()
-	var first error
-	var out []Report
-	for _, t := range tables {
-		start := time.Now()
-		rep, err := runTable(ctx, t, p, opts.DryRun, nowf)
-		rep.ElapsedSecs = time.Since(start).Seconds()
-		if err != nil {
-			rep.Error = err.Error()
-			if first == nil {
-				first = err
-			}
-		}
-		out = append(out, rep)
+	par := opts.Parallel
+	if par <= 0 && len(tables) > 0 {
+		par = store.Concurrency(tables[0].Store)
+	}
+	reps := make([]Report, len(tables))
+	errs := make([]error, len(tables))
+	done := make([]bool, len(tables))
+	var g errgroup.Group
+	g.SetLimit(max(par, 1))
+	for i, t := range tables {
 		if ctx.Err() != nil {
-			return out, ctx.Err()
+			break
 		}
+		g.Go(func() error {
+			if ctx.Err() != nil {
+				return nil
+			}
+			start := time.Now()
+			rep, err := runTable(ctx, t, p, opts.DryRun, nowf)
+			rep.ElapsedSecs = time.Since(start).Seconds()
+			if err != nil {
+				rep.Error = err.Error()
+			}
+			reps[i], errs[i], done[i] = rep, err, true
+			return nil
+		})
+	}
+	_ = g.Wait() // failures are per table, in errs
+	var first error
+	out := make([]Report, 0, len(tables))
+	for i := range tables {
+		if !done[i] {
+			continue
+		}
+		out = append(out, reps[i])
+		if errs[i] != nil && first == nil {
+			first = errs[i]
+		}
+	}
+	if ctx.Err() != nil {
+		return out, ctx.Err()
 	}
 	return out, first
 }

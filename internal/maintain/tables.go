@@ -38,23 +38,27 @@ func Tables(lake store.Store, tenants []uuid.UUID, kinds []tables.Kind) ([]Table
 	return out, nil
 }
 
-// ParseKind accepts bronze, silver or gold (or the outbox target names).
+// ParseKind accepts bronze, silver, gold (gold.lineage) or workareas
+// (gold.workareas), or the outbox target names.
 func ParseKind(s string) (tables.Kind, error) {
 	switch s {
 	case "bronze", string(tables.Bronze):
 		return tables.Bronze, nil
 	case "silver", string(tables.Silver):
 		return tables.Silver, nil
-	case "gold", string(tables.Gold):
+	case "gold", "lineage", string(tables.Gold):
 		return tables.Gold, nil
+	case "workareas", string(tables.Workareas):
+		return tables.Workareas, nil
 	}
-	return "", fmt.Errorf("unknown table %q: use bronze, silver or gold", s)
+	return "", fmt.Errorf("unknown table %q: use bronze, silver, gold (gold.lineage) or workareas (gold.workareas)", s)
 }
 
 // SortKey is the column order maintenance sorts a table's rows by when it
 // rewrites them: silver by (artifact_id, version), so the lake writer's
 // MERGE, which prunes files by artifact_id min/max, reads fewer files;
-// bronze by seq and gold by journal_seq, the order readers scan them in.
+// bronze by seq and gold by journal_seq, the order readers scan them in;
+// gold.workareas by workarea_id (its MERGE prunes files by it too).
 func SortKey(k tables.Kind) []string {
 	switch k {
 	case tables.Silver:
@@ -63,6 +67,8 @@ func SortKey(k tables.Kind) []string {
 		return []string{tables.BronzeSeq.Name()}
 	case tables.Gold:
 		return []string{tables.LineageJournalSeq.Name()}
+	case tables.Workareas:
+		return []string{tables.WorkareaID.Name()}
 	}
 	return nil
 }

@@ -31,7 +31,7 @@ type BatchRow struct {
 	Seq        int64 // 0: a re-derived row (ReadImplied), which has no outbox seq
 	Tenant     uuid.UUID
 	JournalSeq int64
-	Target     string // as stored: bronze.events | silver.claims | gold.lineage, unless it is unknown
+	Target     string // as stored: bronze.events | silver.claims | gold.lineage | gold.workareas, unless it is unknown
 	Op         string
 	ArtifactID string // empty when NULL
 	Version    int32  // 0 when NULL

@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -162,4 +163,48 @@ SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq
 		return Backlog{}, fmt.Errorf("read the outbox backlog: %w", err)
 	}
 	return b, nil
+}
+
+// Table names one lake table's rows in the outbox: (tenant, target).
+type Table struct {
+	Tenant uuid.UUID
+	Target string
+}
+
+// PruneMark reads how far `oml outbox prune` pruned table's rows
+// (oml.outbox_pruned.through_seq; 0 when never). A failed read comes back
+// unwrapped, for the caller to name the table its way.
+func PruneMark(ctx context.Context, q RowsQuerier, table Table) (int64, error) {
+	rows, err := q.Query(ctx, `SELECT through_seq FROM oml.outbox_pruned WHERE tenant_id = $1 AND target = $2`, table.Tenant, table.Target)
+	if err != nil {
+		return 0, err
+	}
+	through, err := pgx.CollectOneRow(rows, pgx.RowTo[int64])
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, nil
+	}
+	return through, err
+}
+
+// PruneMarks reads every table's prune mark (PruneMark for all tables at
+// once; a table never pruned is absent).
+func PruneMarks(ctx context.Context, q RowsQuerier) (map[Table]int64, error) {
+	rows, err := q.Query(ctx, `SELECT tenant_id, target, through_seq FROM oml.outbox_pruned`)
+	if err != nil {
+		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+	}
+	defer rows.Close()
+	marks := map[Table]int64{}
+	for rows.Next() {
+		var t Table
+		var through int64
+		if err := rows.Scan(&t.Tenant, &t.Target, &through); err != nil {
+			return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+		}
+		marks[t] = through
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("read the outbox prune marks: %w", err)
+	}
+	return marks, nil
 }

@@ -142,6 +142,16 @@ WHERE tenant_id = $1 AND target = 'silver.claims'`, provider).Scan(&seq, &jseq))
 	seq, jseq := mark()
 	require.Equal(t, s[4], seq)
 	require.EqualValues(t, 3, jseq)
+	silver := outbox.Table{Tenant: provider, Target: "silver.claims"}
+	got, err := outbox.PruneMark(ctx, pool, silver)
+	require.NoError(t, err)
+	require.Equal(t, s[4], got, "PruneMark reads the mark")
+	none, err := outbox.PruneMark(ctx, pool, outbox.Table{Tenant: provider, Target: "bronze.events"})
+	require.NoError(t, err)
+	require.Zero(t, none, "a table never pruned is at 0")
+	marks, err := outbox.PruneMarks(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, map[outbox.Table]int64{silver: s[4]}, marks)
 
 	// Event 6's last row is dead-lettered: kept, and the mark stays on
 	// event 5.
@@ -215,3 +225,37 @@ SELECT max(seq) FROM ins`, *benchRows, fmt.Sprintf("%d-%d", batch, i)).Scan(&las
 }
 
 var benchRows = flagInt("rows", 1_000_000, "BenchmarkPrune: applied outbox rows per run")
+
+// Prunable computes every table's bound, and the oldest prunable row, in
+// set statements over all the tables: each table's result is its own. The
+// table with the oldest rows here (silver) is not prunable at all (its txn
+// version falls inside its first event), so the oldest prunable row is
+// bronze's; a table that took another's bound, or a bound that ignored its
+// event, would name silver's.
+func TestPrunable_ManyTablesAtOnce_EachBoundIsItsOwn(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	plantEvents(t, pool, 3)
+	now := time.Now()
+	row := func(target, op string, jseq int64, age time.Duration) int64 {
+		var s int64
+		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, created_at)
+VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target, op, uuid.NewString(), now.Add(-age)).Scan(&s))
+		return s
+	}
+	day := 24 * time.Hour
+	s1 := row("silver.claims", "retract", 1, 10*day)
+	row("silver.claims", "retract", 1, 10*day) // event 1 has two silver rows: a bound at s1 straddles it
+	row("bronze.events", "append", 2, 5*day)
+	b2 := row("bronze.events", "append", 3, 4*day)
+	g1 := row("gold.lineage", "materialize", 2, day)
+	setFrontier(t, pool, g1)
+	bound := func(target string, v int64) outbox.TableBound {
+		return outbox.TableBound{Tenant: provider, Target: target, TxnVersion: v}
+	}
+	oldest, n, err := outbox.Prunable(ctx, pool, []outbox.TableBound{bound("silver.claims", s1), bound("bronze.events", b2), bound("gold.lineage", g1)})
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "bronze and gold")
+	require.NotNil(t, oldest)
+	require.WithinDuration(t, now.Add(-5*day), *oldest, time.Second, "bronze's first row")
+}

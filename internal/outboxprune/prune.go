@@ -46,10 +46,19 @@ func (e *RefusedError) Error() string {
 // of outbox.Prune. Errors are *LakeError (unreadable lake) or
 // *RefusedError (continuity), or a database error.
 func Bounds(ctx context.Context, db *pgxpool.Pool, lake store.Store) ([]outbox.TableBound, error) {
+	return BoundsWith(ctx, db, lake, func(ctx context.Context) ([]lakewriter.TablePosition, error) {
+		return lakewriter.LakePositions(ctx, db, lake)
+	})
+}
+
+// BoundsWith is Bounds with the tables' positions read by positions
+// (lakewriter.LakePositions' contract): oml doctor passes the positions
+// of its one read of every table.
+func BoundsWith(ctx context.Context, db *pgxpool.Pool, lake store.Store, positions func(context.Context) ([]lakewriter.TablePosition, error)) ([]outbox.TableBound, error) {
 	if lake == nil {
 		return nil, &LakeError{Err: fmt.Errorf("no lake configured (pass --lake or set OML_LAKE_URL)")}
 	}
-	pos, err := lakewriter.LakePositions(ctx, db, lake)
+	pos, err := positions(ctx)
 	if err != nil {
 		return nil, &LakeError{Err: err}
 	}

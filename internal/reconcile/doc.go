@@ -1,6 +1,6 @@
 // Package reconcile audits the lake against the journal fold, behind
 // `oml reconcile`. It compares each tenant's Delta tables (bronze.events,
-// silver.claims, gold.lineage) with what PostgreSQL's journal and claim fold say they
+// silver.claims, gold.lineage, gold.workareas) with what PostgreSQL's journal and claim fold say they
 // must hold, and reports named finding classes (docs/reconcile.md). It
 // never compares store with store: the comparand is always the fold (the
 // journalled digests, ADR-0003 d7), never another copy.
@@ -97,4 +97,10 @@
 // outbox_seq, nothing beyond S, nothing not implied. That replay holds the
 // tenant's fold state, so the gold comparison's memory is not flat in the
 // number of claims (the lake side still goes through the external sort).
+//
+// gold.workareas (workareas.go) is compared with the same replay's
+// gold.workareas rows, added up per workarea (tables.GoldWorkareaRow.Apply,
+// the lake writer's MERGE): a row equals the sum of its workarea's changes
+// at or below J plus a prefix of those in (J, S]. One row per workarea on
+// each side is held in memory.
 package reconcile

@@ -100,19 +100,26 @@ type impliedLineage struct {
 	row tables.GoldLineageRow
 }
 
-// impliedGold is the tenant's chain's gold rows in key order.
-func impliedGold(ctx context.Context, tx pgx.Tx, tenant uuid.UUID) ([]impliedLineage, error) {
+// impliedGold is the tenant's chain's gold.lineage rows in key order, and
+// its gold.workareas rows in emission order (one replay serves both).
+func impliedGold(ctx context.Context, tx pgx.Tx, tenant uuid.UUID) ([]impliedLineage, []areaChange, error) {
 	evs, err := journal.ReadChain(ctx, tx, tenant)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: %w", err)
+		return nil, nil, fmt.Errorf("reconcile: %w", err)
 	}
 	rows, err := journal.DeriveOutbox(tenant, evs)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: the chain of tenant %s does not replay, so its lineage cannot be derived (run oml chain verify): %w", tenant, err)
+		return nil, nil, fmt.Errorf("reconcile: the chain of tenant %s does not replay, so its gold rows cannot be derived (run oml chain verify): %w", tenant, err)
 	}
 	bySeq := make(map[int64]journal.ReplayEvent, len(evs))
+	at := make(map[int64]time.Time, len(evs))
 	for _, e := range evs {
 		bySeq[int64(e.Seq)] = e
+		at[int64(e.Seq)] = e.RecordedAt
+	}
+	areas, err := impliedAreas(tenant, rows, at)
+	if err != nil {
+		return nil, nil, err
 	}
 	var out []impliedLineage
 	for _, o := range rows {
@@ -121,7 +128,7 @@ func impliedGold(ctx context.Context, tx pgx.Tx, tenant uuid.UUID) ([]impliedLin
 		}
 		var p journal.LineagePayload
 		if err := json.Unmarshal(o.Payload, &p); err != nil {
-			return nil, fmt.Errorf("reconcile: the fold's lineage payload for journal seq %d: %w", o.JournalSeq, err)
+			return nil, nil, fmt.Errorf("reconcile: the fold's lineage payload for journal seq %d: %w", o.JournalSeq, err)
 		}
 		ev := bySeq[o.JournalSeq]
 		g := tables.GoldLineageRow{TenantID: tenant.String(), ArtifactID: *o.ArtifactID, Version: int32(*o.Version),
@@ -132,19 +139,20 @@ func impliedGold(ctx context.Context, tx pgx.Tx, tenant uuid.UUID) ([]impliedLin
 		out = append(out, impliedLineage{key: goldKey(nil, g.JournalSeq, g.ArtifactID, g.Version), row: g})
 	}
 	sort.Slice(out, func(i, j int) bool { return bytes.Compare(out[i].key, out[j].key) < 0 })
-	return out, nil
+	return out, areas, nil
 }
 
-// goldDeadLetters are the tenant's dead letters of gold rows that explain
-// a row's absence, by key.
-func goldDeadLetters(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, cut int64) (map[string]bool, error) {
+// goldDeadLetters are the tenant's dead letters of the gold table target
+// that explain a row's (or, for gold.workareas, a change's) absence, by
+// key.
+func goldDeadLetters(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, target string, cut int64) (map[string]bool, error) {
 	rows, err := tx.Query(ctx, `
 SELECT journal_seq, artifact_id, version
   FROM oml.dead_letter
  WHERE tenant_id = $1 AND target = $2 AND artifact_id IS NOT NULL AND version IS NOT NULL
-   AND (reenqueued_at IS NULL OR abandoned_at IS NOT NULL OR new_outbox_seq > $3)`, tenant, journal.TargetGoldLineage, cut)
+   AND (reenqueued_at IS NULL OR abandoned_at IS NOT NULL OR new_outbox_seq > $3)`, tenant, target, cut)
 	if err != nil {
-		return nil, fmt.Errorf("reconcile: read the dead letters of gold.lineage: %w", err)
+		return nil, fmt.Errorf("reconcile: read the dead letters of %s: %w", target, err)
 	}
 	defer rows.Close()
 	out := map[string]bool{}
@@ -153,19 +161,15 @@ SELECT journal_seq, artifact_id, version
 		var a string
 		var v int32
 		if err := rows.Scan(&seq, &a, &v); err != nil {
-			return nil, fmt.Errorf("reconcile: read the dead letters of gold.lineage: %w", err)
+			return nil, fmt.Errorf("reconcile: read the dead letters of %s: %w", target, err)
 		}
 		out[string(goldKey(nil, seq, a, v))] = true
 	}
 	return out, rows.Err()
 }
 
-func (r *runner) mergeGold(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, t *table, it iterator) error {
-	want, err := impliedGold(ctx, tx, tenant)
-	if err != nil {
-		return err
-	}
-	dead, err := goldDeadLetters(ctx, tx, tenant, t.sum.Cutoff)
+func (r *runner) mergeGold(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, t *table, it iterator, want []impliedLineage) error {
+	dead, err := goldDeadLetters(ctx, tx, tenant, journal.TargetGoldLineage, t.sum.Cutoff)
 	if err != nil {
 		return err
 	}

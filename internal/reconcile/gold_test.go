@@ -71,3 +71,60 @@ func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFou
 	require.Equal(t, "actor", got[reconcile.DigestMismatch][0].Evidence["column"])
 	require.Equal(t, "mallory", got[reconcile.DigestMismatch][0].Evidence["lake"])
 }
+
+// TestReconcile_Workareas_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFound:
+// a drained workload over several workareas reconciles clean, gold.workareas
+// included (one row per workarea, each equal to the fold); then one
+// workarea's row is removed, one copied, one changed (its demoted count)
+// and one invented (a workarea with no promoted claim): reconcile reports
+// exactly a missing-in-lake, a duplicate-in-lake, a state-mismatch naming
+// the column, and an unexpected-in-lake, each naming its workarea.
+func TestReconcile_Workareas_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFound(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 1)
+	tn := b.tenants[0]
+	b.load(t, workload.Config{Claims: 30, Seed: 152, PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
+	require.Empty(t, b.drain(t))
+	rep := b.reconcile(t, reconcile.Options{})
+	requireClean(t, rep)
+	var sum *reconcile.TableSummary
+	for i, s := range rep.Tenants[len(rep.Tenants)-1].Tables {
+		if s.Table == (tables.TableKey{Tenant: tn, Kind: tables.Workareas}).Path() {
+			sum = &rep.Tenants[len(rep.Tenants)-1].Tables[i]
+		}
+	}
+	require.NotNil(t, sum, "the report covers gold.workareas")
+	require.GreaterOrEqual(t, sum.LakeRows, int64(4))
+	require.Equal(t, sum.FoldRows, sum.LakeRows)
+
+	st := tableStore(t, b, tn, tables.Workareas)
+	_, rows := readAll(t, st)
+	require.GreaterOrEqual(t, len(rows), 4)
+	gone, copied, changed := tables.WorkareaOf(rows[0]), tables.WorkareaOf(rows[1]), tables.WorkareaOf(rows[2])
+	invented := tables.DecodeWorkarea(rows[3])
+	invented.WorkareaID = "wa-never"
+	rewriteTable(t, st, func(rows []pq.Row) []pq.Row {
+		out := append([]pq.Row(nil), rows[1:]...) // drop rows[0]
+		out = append(out, append(pq.Row(nil), rows[1]...))
+		c := tables.DecodeWorkarea(rows[2])
+		c.Demoted++
+		out[1] = c.Row()
+		return append(out, invented.Row())
+	})
+
+	rep = b.reconcile(t, reconcile.Options{})
+	got := byClass(rep)
+	require.Len(t, got[reconcile.MissingInLake], 1, "%v", rep.Findings)
+	require.Len(t, got[reconcile.DuplicateInLake], 1, "%v", rep.Findings)
+	require.Len(t, got[reconcile.StateMismatch], 1, "%v", rep.Findings)
+	require.Len(t, got[reconcile.UnexpectedInLake], 1, "%v", rep.Findings)
+	require.Equal(t, int64(4), rep.Total(), "%v", rep.Findings)
+	for cl, want := range map[reconcile.Class]string{
+		reconcile.MissingInLake: gone, reconcile.DuplicateInLake: copied, reconcile.StateMismatch: changed, reconcile.UnexpectedInLake: invented.WorkareaID,
+	} {
+		f := got[cl][0]
+		require.Equal(t, string(tables.Workareas), f.Table, "%s", cl)
+		require.Equal(t, want, f.Workarea, "%s", cl)
+	}
+	require.Equal(t, "demoted", got[reconcile.StateMismatch][0].Evidence["column"])
+}

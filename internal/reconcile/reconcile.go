@@ -59,7 +59,8 @@ type Finding struct {
 	Class      Class             `json:"class"`
 	Tenant     uuid.UUID         `json:"tenant_id"`
 	TenantName string            `json:"tenant"`
-	Table      string            `json:"table,omitempty"` // bronze.events | silver.claims | ""
+	Table      string            `json:"table,omitempty"`       // bronze.events | silver.claims | gold.lineage | gold.workareas | ""
+	Workarea   string            `json:"workarea_id,omitempty"` // gold.workareas: the row's workarea
 	ArtifactID string            `json:"artifact_id,omitempty"`
 	Version    int32             `json:"version,omitempty"`
 	Seq        int64             `json:"seq,omitempty"`        // journal seq
@@ -438,6 +439,10 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	if err != nil {
 		return err
 	}
+	areas, err := r.loadTable(ctx, id, tables.Workareas, frontier)
+	if err != nil {
+		return err
+	}
 
 	// The lake side, sorted by key in bounded memory.
 	bs := newExtSort(r.opts.TempDir, r.opts.RunBytes)
@@ -461,6 +466,10 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	if err := r.sortGold(ctx, id, gold, gs); err != nil {
 		return err
 	}
+	lakeAreas, err := r.lakeAreas(ctx, id, areas)
+	if err != nil {
+		return err
+	}
 
 	tx, err := r.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -468,7 +477,7 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	for _, t := range []*table{bronze, silver, gold} {
+	for _, t := range []*table{bronze, silver, gold, areas} {
 		if err := journalCutoffs(ctx, tx, id, t); err != nil {
 			return err
 		}
@@ -499,15 +508,26 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 			return err
 		}
 	}
-	if !gold.corrupt {
-		it, err := gs.sorted()
+	if !gold.corrupt || !areas.corrupt {
+		lineage, changes, err := impliedGold(ctx, tx, id)
 		if err != nil {
 			return err
 		}
-		err = r.mergeGold(ctx, tx, id, gold, it)
-		it.close()
-		if err != nil {
-			return err
+		if !gold.corrupt {
+			it, err := gs.sorted()
+			if err != nil {
+				return err
+			}
+			err = r.mergeGold(ctx, tx, id, gold, it, lineage)
+			it.close()
+			if err != nil {
+				return err
+			}
+		}
+		if !areas.corrupt {
+			if err := r.mergeWorkareas(ctx, tx, id, areas, lakeAreas, changes); err != nil {
+				return err
+			}
 		}
 	}
 	if err := r.erasedKeys(ctx, tx, id); err != nil {
@@ -517,8 +537,8 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 		r.rep.Stats.SortRuns += len(s.runs)
 		r.rep.Stats.PeakSortBytes = max(r.rep.Stats.PeakSortBytes, s.peak)
 	}
-	r.rep.Stats.LakeRows += bronze.sum.LakeRows + silver.sum.LakeRows + gold.sum.LakeRows
-	r.rep.Tenants = append(r.rep.Tenants, TenantSummary{Tenant: id, Name: name, Tables: []TableSummary{bronze.sum, silver.sum, gold.sum}})
+	r.rep.Stats.LakeRows += bronze.sum.LakeRows + silver.sum.LakeRows + gold.sum.LakeRows + areas.sum.LakeRows
+	r.rep.Tenants = append(r.rep.Tenants, TenantSummary{Tenant: id, Name: name, Tables: []TableSummary{bronze.sum, silver.sum, gold.sum, areas.sum}})
 	return tx.Commit(ctx)
 }
 

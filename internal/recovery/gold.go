@@ -2,10 +2,12 @@ package recovery
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
 
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
@@ -47,4 +49,37 @@ func goldIndex(ctx context.Context, lake store.Store, tenant uuid.UUID, from int
 		return nil, fmt.Errorf("read %s: %w", key.Path(), err)
 	}
 	return out, nil
+}
+
+// areaIndex reads, per workarea, the last journal seq tenant's
+// gold.workareas row counts (last_journal_seq). A workarea's changes reach
+// its row in journal order under the table's txn fence, so a restored
+// tail's gold.workareas row is applied when its change is at or below it.
+func areaIndex(ctx context.Context, lake store.Store, tenant uuid.UUID) (map[string]int64, error) {
+	out := map[string]int64{}
+	key := tables.TableKey{Tenant: tenant, Kind: tables.Workareas}
+	snap, st, err := loadTable(ctx, lake, key)
+	if err != nil || snap == nil {
+		return out, err
+	}
+	cols := tables.WorkareaColumns(tables.WorkareaID, tables.WorkareaLastJournalSeq)
+	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: cols.Columns()},
+		func(_ *delta.Add, rows []pq.Row) error {
+			for _, r := range rows {
+				g := cols.Decode(r)
+				out[g.WorkareaID] = max(out[g.WorkareaID], g.LastJournalSeq)
+			}
+			return nil
+		})
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", key.Path(), err)
+	}
+	return out, nil
+}
+
+// areaOf is the workarea a gold.workareas outbox row changes.
+func areaOf(o journal.OutboxRow) string {
+	var p journal.LineagePayload
+	_ = json.Unmarshal(o.Payload, &p)
+	return p.WorkareaID
 }

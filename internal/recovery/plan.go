@@ -81,6 +81,7 @@ type tenantPlan struct {
 	outboxOf map[int64]int64 // journal seq -> bronze outbox seq
 	silver   map[journal.ClaimRef]silverRow
 	gold     map[goldRef]int64 // the tail's gold.lineage rows in the lake (goldIndex)
+	areas    map[string]int64  // gold.workareas: workarea -> last journal seq counted (areaIndex)
 }
 
 // issuedKeys returns the public keys the provider chain's key.issued
@@ -169,13 +170,13 @@ func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UU
 	}
 	evs, problem := dedupe(tenant, evs)
 	if problem != "" {
-		return refuse(r, problem, false), nil
+		return refuse(r, problem), nil
 	}
 	if len(evs) > 0 {
 		r.BronzeSeq = evs[len(evs)-1].Seq
 	}
-	refusef := func(tampered bool, format string, args ...any) (*TenantResult, error) {
-		return refuse(r, fmt.Sprintf(format, args...), tampered), nil
+	refusef := func(format string, args ...any) (*TenantResult, error) {
+		return refuse(r, fmt.Sprintf(format, args...)), nil
 	}
 	var tail []bronze.Event
 	for _, e := range evs {
@@ -185,7 +186,7 @@ func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UU
 		}
 		// e.Seq == head.Seq: bronze must hold the journal's head event.
 		if !bytes.Equal(e.Hash, head.Hash[:]) {
-			return refusef(false, "the journal holds another event at seq %d (hash %x) than bronze (hash %x): the database wrote over the lost tail; accept the fork (oml chain accept-fork) and repair the lake",
+			return refusef("the journal holds another event at seq %d (hash %x) than bronze (hash %x): the database wrote over the lost tail; accept the fork (oml chain accept-fork) and repair the lake",
 				e.Seq, head.Hash[:], e.Hash)
 		}
 	}
@@ -195,11 +196,11 @@ func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UU
 			if h, err := journalHashAt(ctx, q, tenant, r.BronzeSeq); err != nil {
 				return nil, err
 			} else if !bytes.Equal(h, evs[len(evs)-1].Hash) {
-				return refusef(false, "the journal holds another event at seq %d than bronze: a fork; accept it (oml chain accept-fork)", r.BronzeSeq)
+				return refusef("the journal holds another event at seq %d than bronze: a fork; accept it (oml chain accept-fork)", r.BronzeSeq)
 			}
 		}
 		if w != nil && w.Seq > r.JournalSeq {
-			return refusef(false, "the witness saw seq %d but neither the journal (seq %d) nor bronze holds it: the lost events are not in the lake; accept the fork (oml chain accept-fork)", w.Seq, r.JournalSeq)
+			return refusef("the witness saw seq %d but neither the journal (seq %d) nor bronze holds it: the lost events are not in the lake; accept the fork (oml chain accept-fork)", w.Seq, r.JournalSeq)
 		}
 		r.Status = StatusIntact
 		return r, nil
@@ -210,31 +211,31 @@ func planTenant(ctx context.Context, q Querier, lake store.Store, tenant uuid.UU
 			return nil, fmt.Errorf("look up tenant %s: %w", tenant, err)
 		}
 		if !exists {
-			return refusef(false, "the tenant does not exist in this database: its tenant.created was lost with the provider chain's tail, which is not being restored (restore the provider chain first, or accept the fork)")
+			return refusef("the tenant does not exist in this database: its tenant.created was lost with the provider chain's tail, which is not being restored (restore the provider chain first, or accept the fork)")
 		}
 	}
 	if hasHead && (len(evs) == 0 || evs[0].Seq != int64(head.Seq)) {
-		return refusef(false, "bronze does not hold the journal head (seq %d) the lost tail links to: it cannot be checked against the chain", head.Seq)
+		return refusef("bronze does not hold the journal head (seq %d) the lost tail links to: it cannot be checked against the chain", head.Seq)
 	}
 	last := tail[len(tail)-1]
 	if w != nil {
 		switch {
 		case w.Seq > last.Seq:
-			return refusef(false, "the witness saw seq %d but bronze reaches only seq %d: events %d..%d are in neither the journal nor the lake; accept the fork (oml chain accept-fork)",
+			return refusef("the witness saw seq %d but bronze reaches only seq %d: events %d..%d are in neither the journal nor the lake; accept the fork (oml chain accept-fork)",
 				w.Seq, last.Seq, last.Seq+1, w.Seq)
 		case w.Seq > int64(head.Seq):
 			for _, e := range tail {
 				if e.Seq == w.Seq && !w.SameHash(e.Hash) {
-					return refusef(false, "bronze holds another event at seq %d (hash %x) than the witness (%s): the lake disagrees with the signed head; investigate before restoring", w.Seq, e.Hash, w.Hash)
+					return refusef("bronze holds another event at seq %d (hash %x) than the witness (%s): the lake disagrees with the signed head; investigate before restoring", w.Seq, e.Hash, w.Hash)
 				}
 			}
 		}
 	}
 	if err := verifyTail(tenant, head, tail, keys); err != nil {
-		return refuse(r, err.Error(), true), nil
+		return refuseTampered(r, err.Error()), nil
 	}
 	if problem := reenqueuedIn(tail); problem != "" {
-		return refuse(r, problem, false), nil
+		return refuse(r, problem), nil
 	}
 	r.Status = StatusRestorable
 	r.FromSeq, r.ToSeq, r.Events = tail[0].Seq, last.Seq, len(tail)
@@ -270,8 +271,16 @@ func reenqueuedIn(tail []bronze.Event) string {
 	return ""
 }
 
-func refuse(r *TenantResult, problem string, tampered bool) *TenantResult {
-	r.Status, r.Problem, r.Tampered = StatusRefused, problem, tampered
+// refuse marks r refused for problem.
+func refuse(r *TenantResult, problem string) *TenantResult {
+	r.Status, r.Problem = StatusRefused, problem
+	return r
+}
+
+// refuseTampered is refuse for a tail that fails its signatures or links:
+// tampering, not a lost history (TenantResult.Tampered).
+func refuseTampered(r *TenantResult, problem string) *TenantResult {
+	refuse(r, problem).Tampered = true
 	return r
 }
 

@@ -128,6 +128,9 @@ func RestoreTail(ctx context.Context, opts RestoreOptions) (*RestoreResult, erro
 						known[s] = true
 					}
 				}
+				if r.plan.areas, err = areaIndex(ctx, opts.Lake, id); err != nil {
+					return nil, err
+				}
 			}
 			round = append(round, r)
 		}
@@ -176,14 +179,11 @@ func RestoreTail(ctx context.Context, opts RestoreOptions) (*RestoreResult, erro
 // tenantIDs lists every tenant: oml.tenants, chain heads, and tenants the
 // planned provider tail creates.
 func tenantIDs(ctx context.Context, q Querier, res *RestoreResult) ([]uuid.UUID, error) {
-	rows, err := q.Query(ctx, `SELECT id FROM oml.tenants WHERE id <> $1 UNION SELECT tenant_id FROM oml.chain_heads WHERE tenant_id <> $1`, journal.ProviderTenant)
+	known, err := tenant.KnownIDs(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("list the tenants: %w", err)
 	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("list the tenants: %w", err)
-	}
+	ids := slices.DeleteFunc(known, func(id uuid.UUID) bool { return id == journal.ProviderTenant })
 	for _, id := range createdBy(res) {
 		if !slices.Contains(ids, id) {
 			ids = append(ids, id)
@@ -283,7 +283,7 @@ func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv
 		if err != nil {
 			return fmt.Errorf("tenant %s: the restored events do not fold: %w", r.Tenant, err)
 		}
-		seqs, reseated, pending, err := placeOutbox(ctx, tx, plan.Outbox, p.outboxOf, silver, p.gold, known, maxTxn)
+		seqs, reseated, pending, err := placeOutbox(ctx, tx, plan.Outbox, p.outboxOf, silver, p.gold, p.areas, known, maxTxn)
 		if err != nil {
 			return fmt.Errorf("tenant %s: %w", r.Tenant, err)
 		}
@@ -396,7 +396,7 @@ func bumpOutboxSeq(ctx context.Context, tx pgx.Tx, top int64) error {
 // and before the next known one, which is never above its real seq (so it
 // stays applied).
 func placeOutbox(ctx context.Context, tx pgx.Tx, rows []journal.OutboxRow, bronzeSeq map[int64]int64,
-	silver map[journal.ClaimRef]silverRow, gold map[goldRef]int64, known map[int64]bool, maxTxn int64) (seqs []int64, reseated, pending int, err error) {
+	silver map[journal.ClaimRef]silverRow, gold map[goldRef]int64, areas map[string]int64, known map[int64]bool, maxTxn int64) (seqs []int64, reseated, pending int, err error) {
 	seqs = make([]int64, len(rows))
 	lastBronze := -1
 	for i, o := range rows {
@@ -419,6 +419,10 @@ func placeOutbox(ctx context.Context, tx pgx.Tx, rows []journal.OutboxRow, bronz
 			} else {
 				seqs[i] = -1
 			}
+		case journal.TargetGoldWorkareas:
+			// The workarea's row says how far its changes are counted,
+			// not at which seqs: decided below.
+			seqs[i] = -1
 		default:
 			return nil, 0, 0, fmt.Errorf("the fold implies a %s row, which restore-tail cannot place", o.Target)
 		}
@@ -432,6 +436,10 @@ func placeOutbox(ctx context.Context, tx pgx.Tx, rows []journal.OutboxRow, bronz
 		applied := inSilver && (o.Op == journal.OpMaterialize || s.journalSeq >= o.JournalSeq)
 		if o.Target == journal.TargetGoldLineage {
 			_, applied = gold[goldRef{o.JournalSeq, *o.ArtifactID, *o.Version}]
+		}
+		if o.Target == journal.TargetGoldWorkareas {
+			last, ok := areas[areaOf(o)]
+			applied = ok && last >= o.JournalSeq
 		}
 		if !applied && i > lastBronze {
 			seqs[i] = 0

@@ -56,6 +56,21 @@ func IDs(ctx context.Context, q Querier) ([]uuid.UUID, error) {
 	return ids, nil
 }
 
+// KnownIDs lists every tenant id the database knows of, in id order: the
+// provider, the tenants of oml.tenants, and the tenants with a chain head
+// (oml.chain_heads), which can exist without a tenants row (a chain
+// restored or forged ahead of it). The one home of that union: the fork
+// check compares every such chain with bronze, and a restore replays
+// every such chain. A failed read comes back unwrapped, for the caller to
+// say what it was listing for.
+func KnownIDs(ctx context.Context, q Querier) ([]uuid.UUID, error) {
+	rows, err := q.Query(ctx, `SELECT $1::uuid UNION SELECT id FROM oml.tenants UNION SELECT tenant_id FROM oml.chain_heads ORDER BY 1`, Provider)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
 // ByID sorts ids in place in id order (bytewise, as PostgreSQL orders
 // uuids) and returns them.
 func ByID(ids []uuid.UUID) []uuid.UUID {

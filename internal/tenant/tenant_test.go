@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -99,4 +100,34 @@ func TestResolve_ByNameOrIDAndUnknown(t *testing.T) {
 	require.ErrorContains(t, err, "oml tenant list")
 	_, _, err = tenant.Create(ctx, pool, k, "_provider")
 	require.ErrorIs(t, err, tenant.ErrBadName)
+}
+
+// KnownIDs is oml.tenants ∪ oml.chain_heads with the provider, in id
+// order: a chain head without a tenants row (a chain restored ahead of
+// it) is listed, and the provider is listed before Init too.
+func TestKnownIDs_TenantsAndChainHeadsWithTheProviderInIDOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	ids, err := tenant.KnownIDs(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{tenant.Provider}, ids, "the provider, before any chain exists")
+
+	k, _ := keys.Generate()
+	_, err = tenant.Init(ctx, pool, k)
+	require.NoError(t, err)
+	var want []uuid.UUID
+	for _, name := range []string{"zeta", "alpha"} {
+		tn, _, err := tenant.Create(ctx, pool, k, name)
+		require.NoError(t, err)
+		want = append(want, tn.ID)
+	}
+	orphan := uuid.New() // a chain head with no tenants row
+	_, err = pool.Exec(ctx, `INSERT INTO oml.chain_heads (tenant_id, seq, hash, updated_at) VALUES ($1, 1, sha256('x'), now())`, orphan)
+	require.NoError(t, err)
+	want = append(want, orphan, tenant.Provider)
+
+	ids, err = tenant.KnownIDs(ctx, pool)
+	require.NoError(t, err)
+	require.Equal(t, tenant.ByID(want), ids)
 }

@@ -58,7 +58,7 @@ connection error.`,
 			if opts.IDs, err = parseIDs(args); err != nil {
 				return err
 			}
-			if opts.By, err = journalledBy(opts.By); err != nil {
+			if opts.By, err = cliutil.JournalledBy(opts.By); err != nil {
 				return err
 			}
 			if runF != nil {

@@ -53,7 +53,7 @@ func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	unlock, err := lockRoot(ctx, l, false)
+	unlock, err := lockRoot(ctx, l, lockOptions{})
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
@@ -66,7 +66,7 @@ func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
 		purge = append(purge, pf.SocketDir)
 	}
 	if st != pgdev.Stopped {
-		c, err := openCluster(ctx, f, l, false, 0, false)
+		c, err := openCluster(ctx, f, l, clusterOptions{})
 		if err != nil {
 			return err
 		}

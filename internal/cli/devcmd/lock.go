@@ -14,10 +14,17 @@ import (
 // `dev up` would otherwise both run initdb on the same directory.
 const lockFile = "dev.lock"
 
+// lockOptions say what lockRoot does when .oml/ is missing.
+type lockOptions struct {
+	// Create makes .oml/ (`dev up`); without it a missing .oml/ yields a
+	// no-op unlock and no error (`dev down`: nothing to guard).
+	Create bool
+}
+
 // lockRoot takes an exclusive flock on .oml/dev.lock, waiting for another oml
-// holding it (until ctx ends). create makes .oml/ if it is missing; without
-// it a missing .oml/ yields a nil unlock and no error (nothing to guard).
-func lockRoot(ctx context.Context, l layout, create bool) (unlock func(), err error) {
+// holding it (until ctx ends).
+func lockRoot(ctx context.Context, l layout, opts lockOptions) (unlock func(), err error) {
+	create := opts.Create
 	if create {
 		if err := os.MkdirAll(l.Root, 0o755); err != nil {
 			return nil, fmt.Errorf("cannot create %s: %w", l.Root, err)

@@ -82,12 +82,12 @@ func upRun(ctx context.Context, f *cliutil.Factory, opts *upOptions) error {
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
-	unlock, err := lockRoot(ctx, l, true)
+	unlock, err := lockRoot(ctx, l, lockOptions{Create: true})
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
 	defer unlock()
-	c, err := openCluster(ctx, f, l, opts.TCP, opts.Port, !opts.NoInstall)
+	c, err := openCluster(ctx, f, l, clusterOptions{TCP: opts.TCP, Port: opts.Port, Install: !opts.NoInstall})
 	if err != nil {
 		return err
 	}
@@ -185,10 +185,18 @@ func describeListen(pf *pgdev.PIDFile) string {
 	return pf.ListenAddr + ":" + strconv.Itoa(pf.Port)
 }
 
+// clusterOptions say how openCluster finds the server and listens.
+type clusterOptions struct {
+	TCP     bool // also listen on 127.0.0.1:Port (pgdev.Config.TCP)
+	Port    int  // pgdev.Config.Port (0: the default socket name, or a free port with TCP)
+	Install bool // install Debian's postgresql package when no server binaries are found
+}
+
 // openCluster finds binaries and the server user and returns a handle on
 // the working directory's cluster (nothing is started).
-func openCluster(ctx context.Context, f *cliutil.Factory, l layout, tcp bool, port int, install bool) (*pgdev.Cluster, error) {
-	bin, err := pgdev.Ensure(ctx, pgdev.ReadDataMajor(l.DataDir), install, f.IO.ErrOut)
+
+func openCluster(ctx context.Context, f *cliutil.Factory, l layout, opts clusterOptions) (*pgdev.Cluster, error) {
+	bin, err := pgdev.Ensure(ctx, pgdev.ReadDataMajor(l.DataDir), opts.Install, f.IO.ErrOut)
 	if err != nil {
 		return nil, cliutil.AsConfigError(err)
 	}
@@ -199,8 +207,8 @@ func openCluster(ctx context.Context, f *cliutil.Factory, l layout, tcp bool, po
 	c, err := pgdev.New(pgdev.Config{
 		DataDir:   l.DataDir,
 		SocketDir: l.SocketDir,
-		TCP:       tcp,
-		Port:      port,
+		TCP:       opts.TCP,
+		Port:      opts.Port,
 	}, bin, runner)
 	if err != nil {
 		return nil, cliutil.AsConfigError(err)

@@ -156,16 +156,27 @@ func TestLakeLineage_HistoryFromTheLake_TimeTravelReturnsTheEarlierHistory(t *te
 		} `json:"tables"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(out), &st))
-	shown := false
+	shown, areas := false, false
 	for _, tb := range st.Tables {
 		if tb.Table == acme.String()+"/gold/lineage" {
 			shown = tb.Exists && tb.Kind == journal.TargetGoldLineage
 		}
+		if tb.Table == acme.String()+"/gold/workareas" {
+			areas = tb.Exists && tb.Kind == journal.TargetGoldWorkareas
+		}
 	}
 	require.True(t, shown, "lake status --tables lists acme's gold/lineage: %s", out)
+	require.True(t, areas, "lake status --tables lists acme's gold/workareas: %s", out)
 	code, out, stderr = e.Run(t, nil, "lake", "inspect", "acme/gold/lineage")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	require.Contains(t, out, "event_hash")
+	code, out, stderr = e.Run(t, nil, "lake", "inspect", "acme/gold/workareas")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "simulation_ended")
+	require.Contains(t, out, "writers")
+	code, out, stderr = e.Run(t, nil, "lake", "status", "--tables")
+	require.Equal(t, cliutil.ExitOK, code, stderr)
+	require.Contains(t, out, "gold/workareas")
 
 	// Time travel: the table as the first drain left it.
 	for _, asOf := range []string{fmt.Sprint(v1), v1At.Format(time.RFC3339Nano)} {

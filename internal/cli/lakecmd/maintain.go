@@ -26,7 +26,7 @@ type tableSelection struct {
 
 func (s *tableSelection) addFlags(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.Tenant, "tenant", "", "only this tenant (name or id; an id needs no database)")
-	cmd.Flags().StringVar(&s.Table, "table", "", "only this table: bronze, silver or gold")
+	cmd.Flags().StringVar(&s.Table, "table", "", "only this table: bronze, silver, gold (gold.lineage) or workareas (gold.workareas)")
 }
 
 // validate checks the flags before anything is opened.

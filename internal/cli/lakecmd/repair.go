@@ -175,7 +175,7 @@ func repairRun(ctx context.Context, opts *RepairOptions) error {
 			if err := printRepair(f, plan); err != nil {
 				return err
 			}
-			if !cliutil.Confirm(f, fmt.Sprintf("Repair %d table(s) as planned (plan %.12s)? [y/N] ", len(plan.Plan.Tables), plan.Plan.Digest)) {
+			if !cliutil.Confirm(f.IO, fmt.Sprintf("Repair %d table(s) as planned (plan %.12s)? [y/N] ", len(plan.Plan.Tables), plan.Plan.Digest)) {
 				return cliutil.Findingsf("nothing was changed")
 			}
 		}

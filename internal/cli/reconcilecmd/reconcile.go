@@ -35,7 +35,7 @@ func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cob
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Audit the lake against the journal fold; named finding classes",
-		Long: `Compare every tenant's Delta tables (bronze.events, silver.claims, gold.lineage)
+		Long: `Compare every tenant's Delta tables (bronze.events, silver.claims, gold.lineage, gold.workareas)
 with what the journal and the claim fold in PostgreSQL say they must hold, at
 or below the lake's frontier (rows above it are not drained yet). Findings:
 
@@ -187,6 +187,9 @@ func findingsTable(f *cliutil.Factory, fs []reconcile.Finding) error {
 			if x.Version > 0 {
 				claim = fmt.Sprintf("%s v%d", x.ArtifactID, x.Version)
 			}
+		}
+		if x.Workarea != "" {
+			claim = "workarea " + x.Workarea
 		}
 		seq, oseq := "-", "-"
 		if x.Seq > 0 {

@@ -300,7 +300,7 @@ func (s *Snapshot) finish() error {
 	if s.metadata.ID == "" {
 		return fmt.Errorf("%w: table %s has no metaData action up to version %d", ErrCorruptLog, s.table, s.version)
 	}
-	schema, err := ParseSchema(s.metadata.SchemaString)
+	schema, err := parseSchemaShared(s.metadata.SchemaString)
 	if err != nil {
 		return fmt.Errorf("table %s: %w", s.table, err)
 	}

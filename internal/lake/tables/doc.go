@@ -11,8 +11,9 @@
 // What it owns, all part of the lake format (changing any of it makes
 // existing lakes unreadable or misread):
 //
-//   - Kind and TableKey: the three per-tenant tables, named as outbox
-//     targets (bronze.events, silver.claims, gold.lineage), each at
+//   - Kind and TableKey: the four per-tenant tables, named as outbox
+//     targets (bronze.events, silver.claims, gold.lineage,
+//     gold.workareas), each at
 //     <lake>/<tenant_id>/<kind dir> (TableKey.Path, TableKey.Store).
 //   - AppID: the Delta txn appId of every lake-writer commit. A table's txn
 //     version under it means "every outbox row for this table with seq ≤ v
@@ -22,7 +23,9 @@
 //     (start, end], and the database history it was read from (lakewriter
 //     invariant 7). How the record is computed and checked is the lake
 //     writer's; its shape is here.
-//   - The rows (rows.go, schema.go): BronzeRow, SilverRow and GoldLineageRow,
+//   - The rows (rows.go, schema.go): BronzeRow, SilverRow, GoldLineageRow
+//     and GoldWorkareaRow (with Apply, the one definition of how a
+//     workarea's row adds up its changes),
 //     each table's Delta schema (Kind.Schema, TableKey.Spec), the mapping
 //     of a typed row to its Parquet row (Row) and back (DecodeBronze, ...),
 //     and named columns (BronzeSeq, SilverState, ...) whose value is the

@@ -1,12 +1,15 @@
 package tables
 
 import (
+	"sort"
 	"time"
 
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/pq"
 )
 
-// Rows. Each table has a typed row (BronzeRow, SilverRow, GoldLineageRow), its
+// Rows. Each table has a typed row (BronzeRow, SilverRow, GoldLineageRow,
+// GoldWorkareaRow), its
 // columns as constants whose value is the column's position in the schema
 // and in a full pq.Row, the mapping to a Parquet row (Row) and back
 // (Decode*, or a Projection for a scan of some columns). Readers use these
@@ -347,6 +350,180 @@ func (r *GoldLineageRow) set(c GoldLineageCol, v any) {
 	}
 }
 
+// GoldWorkareaCol is a column of gold.workareas.
+type GoldWorkareaCol int
+
+// The columns of gold.workareas, in schema order.
+const (
+	WorkareaTenantID GoldWorkareaCol = iota
+	WorkareaID
+	WorkareaClaims
+	WorkareaPromoted
+	WorkareaDemoted
+	WorkareaReassigned
+	WorkareaSimulationEnded
+	WorkareaErased
+	WorkareaWriters
+	WorkareaChanges
+	WorkareaFirstJournalSeq
+	WorkareaFirstChangedAt
+	WorkareaLastJournalSeq
+	WorkareaLastChangedAt
+	WorkareaLastOutboxSeq
+	workareaColumns
+)
+
+// GoldWorkareaRow is one row of gold.workareas: one workarea of a tenant,
+// as the changes to its promoted claims (its gold.lineage rows) add up.
+// Claims counts the claims ever promoted in it; each is counted once more
+// in the column of its current state (Promoted + Demoted + Reassigned +
+// SimulationEnded + Erased = Claims). A reassigned claim stays counted in
+// the workarea it was reassigned from (its lineage row's workarea_id).
+// Writers are the distinct writers of those claims, sorted. First and last
+// are the changes with the smallest and largest journal seq. Never a body
+// or a digest: counts and attribution only.
+type GoldWorkareaRow struct {
+	TenantID        string
+	WorkareaID      string
+	Claims          int64
+	Promoted        int64
+	Demoted         int64
+	Reassigned      int64
+	SimulationEnded int64
+	Erased          int64
+	Writers         []string // sorted, distinct
+	Changes         int64    // the changes (gold.lineage rows) counted
+	FirstJournalSeq int64
+	FirstChangedAt  time.Time
+	LastJournalSeq  int64
+	LastChangedAt   time.Time
+	LastOutboxSeq   int64 // the largest outbox seq applied; 0: null (every change re-derived after prune)
+}
+
+// WorkareaChange is one change to a promoted claim as its workarea's row
+// counts it: the claim's state before and after (before is held for its
+// promotion), its writer, and the journal event and outbox row (0: a row
+// re-derived after prune) that carried it.
+type WorkareaChange struct {
+	StateBefore, StateAfter string
+	Writer                  string
+	JournalSeq              int64
+	RecordedAt              time.Time
+	OutboxSeq               int64
+}
+
+// Apply adds one change to the row. It is commutative (counts add, the
+// writer set unites, first and last are the smallest and largest journal
+// seq), so the row is the same whatever order, or batches, its changes
+// arrive in: the lake writer's MERGE, reconcile and repair all build a
+// row with it.
+func (r *GoldWorkareaRow) Apply(c WorkareaChange) {
+	if c.StateBefore == journal.StateHeld {
+		r.Claims++
+	} else if p := r.count(c.StateBefore); p != nil {
+		*p--
+	}
+	if p := r.count(c.StateAfter); p != nil {
+		*p++
+	}
+	r.Changes++
+	if i := sort.SearchStrings(r.Writers, c.Writer); i == len(r.Writers) || r.Writers[i] != c.Writer {
+		r.Writers = append(r.Writers, "")
+		copy(r.Writers[i+1:], r.Writers[i:])
+		r.Writers[i] = c.Writer
+	}
+	if r.Changes == 1 || c.JournalSeq < r.FirstJournalSeq {
+		r.FirstJournalSeq, r.FirstChangedAt = c.JournalSeq, c.RecordedAt
+	}
+	if r.Changes == 1 || c.JournalSeq > r.LastJournalSeq {
+		r.LastJournalSeq, r.LastChangedAt = c.JournalSeq, c.RecordedAt
+	}
+	r.LastOutboxSeq = max(r.LastOutboxSeq, c.OutboxSeq)
+}
+
+func (r *GoldWorkareaRow) count(state string) *int64 {
+	switch state {
+	case journal.StatePromoted:
+		return &r.Promoted
+	case journal.StateDemoted:
+		return &r.Demoted
+	case journal.StateReassigned:
+		return &r.Reassigned
+	case journal.StateSimulationEnded:
+		return &r.SimulationEnded
+	case journal.StateErased:
+		return &r.Erased
+	}
+	return nil
+}
+
+// Row is the row as written to Parquet, in schema order.
+func (r GoldWorkareaRow) Row() pq.Row {
+	var outbox, writers any
+	if r.LastOutboxSeq != 0 {
+		outbox = r.LastOutboxSeq
+	}
+	if len(r.Writers) > 0 {
+		writers = append([]string(nil), r.Writers...)
+	}
+	return pq.Row{
+		WorkareaTenantID:        r.TenantID,
+		WorkareaID:              r.WorkareaID,
+		WorkareaClaims:          r.Claims,
+		WorkareaPromoted:        r.Promoted,
+		WorkareaDemoted:         r.Demoted,
+		WorkareaReassigned:      r.Reassigned,
+		WorkareaSimulationEnded: r.SimulationEnded,
+		WorkareaErased:          r.Erased,
+		WorkareaWriters:         writers,
+		WorkareaChanges:         r.Changes,
+		WorkareaFirstJournalSeq: r.FirstJournalSeq,
+		WorkareaFirstChangedAt:  r.FirstChangedAt,
+		WorkareaLastJournalSeq:  r.LastJournalSeq,
+		WorkareaLastChangedAt:   r.LastChangedAt,
+		WorkareaLastOutboxSeq:   outbox,
+	}
+}
+
+func (r *GoldWorkareaRow) set(c GoldWorkareaCol, v any) {
+	switch c {
+	case WorkareaTenantID:
+		r.TenantID = asString(v)
+	case WorkareaID:
+		r.WorkareaID = asString(v)
+	case WorkareaClaims:
+		r.Claims = asInt64(v)
+	case WorkareaPromoted:
+		r.Promoted = asInt64(v)
+	case WorkareaDemoted:
+		r.Demoted = asInt64(v)
+	case WorkareaReassigned:
+		r.Reassigned = asInt64(v)
+	case WorkareaSimulationEnded:
+		r.SimulationEnded = asInt64(v)
+	case WorkareaErased:
+		r.Erased = asInt64(v)
+	case WorkareaWriters:
+		r.Writers = asStrings(v)
+	case WorkareaChanges:
+		r.Changes = asInt64(v)
+	case WorkareaFirstJournalSeq:
+		r.FirstJournalSeq = asInt64(v)
+	case WorkareaFirstChangedAt:
+		r.FirstChangedAt = asTime(v)
+	case WorkareaLastJournalSeq:
+		r.LastJournalSeq = asInt64(v)
+	case WorkareaLastChangedAt:
+		r.LastChangedAt = asTime(v)
+	case WorkareaLastOutboxSeq:
+		r.LastOutboxSeq = asInt64(v)
+	}
+}
+
+// WorkareaOf reads the workarea a full gold.workareas row is of: the
+// table's key (the lake writer's MERGE matches and sorts rows by it).
+func WorkareaOf(row pq.Row) string { return asString(row[WorkareaID]) }
+
 // Projection reads the rows of a scan of some columns of a table: Columns
 // are the names to scan (delta.ScanOptions.Columns), in the projection's
 // order, and Decode fills those fields of a typed row from a scanned row
@@ -405,10 +582,16 @@ func LineageColumns(cols ...GoldLineageCol) Projection[GoldLineageCol, GoldLinea
 	return project(cols, lineageColumns, (*GoldLineageRow).set)
 }
 
+// WorkareaColumns is a projection of gold.workareas (no columns: all).
+func WorkareaColumns(cols ...GoldWorkareaCol) Projection[GoldWorkareaCol, GoldWorkareaRow] {
+	return project(cols, workareaColumns, (*GoldWorkareaRow).set)
+}
+
 var (
-	allBronze  = BronzeColumns()
-	allSilver  = SilverColumns()
-	allLineage = LineageColumns()
+	allBronze   = BronzeColumns()
+	allSilver   = SilverColumns()
+	allLineage  = LineageColumns()
+	allWorkarea = WorkareaColumns()
 )
 
 // DecodeBronze reads a full bronze.events row (schema order).
@@ -419,6 +602,9 @@ func DecodeSilver(row pq.Row) SilverRow { return allSilver.Decode(row) }
 
 // DecodeLineage reads a full gold.lineage row (schema order).
 func DecodeLineage(row pq.Row) GoldLineageRow { return allLineage.Decode(row) }
+
+// DecodeWorkarea reads a full gold.workareas row (schema order).
+func DecodeWorkarea(row pq.Row) GoldWorkareaRow { return allWorkarea.Decode(row) }
 
 // The conversions are lenient the way every reader was before this
 // package: a value of another type (or null) reads as the zero value;
@@ -440,6 +626,21 @@ func asBytes(v any) []byte {
 		return x
 	case string:
 		return []byte(x)
+	}
+	return nil
+}
+
+// asStrings reads a list of strings (a Parquet list reads as []any).
+func asStrings(v any) []string {
+	switch x := v.(type) {
+	case []string:
+		return append([]string(nil), x...)
+	case []any:
+		out := make([]string, 0, len(x))
+		for _, e := range x {
+			out = append(out, asString(e))
+		}
+		return out
 	}
 	return nil
 }

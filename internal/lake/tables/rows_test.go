@@ -23,6 +23,8 @@ var wantColumns = map[tables.Kind][]string{
 	tables.Gold: {"tenant_id", "artifact_id", "version", "journal_seq", "event_type", "event_hash", "recorded_at", "actor", "reason",
 		"state_before", "state_after", "workarea_id", "to_workarea_id", "writer", "principal", "provenance", "plaintext_digest",
 		"ciphertext_digest", "submitted_seq", "prev_journal_seq", "outbox_seq"},
+	tables.Workareas: {"tenant_id", "workarea_id", "claims", "promoted", "demoted", "reassigned", "simulation_ended", "erased",
+		"writers", "changes", "first_journal_seq", "first_changed_at", "last_journal_seq", "last_changed_at", "last_outbox_seq"},
 }
 
 func allColumns(k tables.Kind) []string {
@@ -31,6 +33,8 @@ func allColumns(k tables.Kind) []string {
 		return tables.BronzeColumns().Columns()
 	case tables.Silver:
 		return tables.SilverColumns().Columns()
+	case tables.Workareas:
+		return tables.WorkareaColumns().Columns()
 	}
 	return tables.LineageColumns().Columns()
 }
@@ -180,6 +184,75 @@ func TestLineageSchema_NoBodyColumn(t *testing.T) {
 		require.NotContains(t, []string{"body", "ciphertext", "plaintext", "payload"}, f.Name)
 		if p, ok := f.Type.(*delta.PrimitiveType); ok && p.Name == delta.TypeBinary {
 			require.Equal(t, tables.LineageEventHash.Name(), f.Name, "the only binary column of gold.lineage is the event hash")
+		}
+	}
+}
+
+func sampleWorkarea() tables.GoldWorkareaRow {
+	at := time.Date(2026, 12, 1, 12, 34, 56, 789000000, time.UTC)
+	return tables.GoldWorkareaRow{TenantID: uuid.NewString(), WorkareaID: "wa-1", Claims: 15, Promoted: 1, Demoted: 2,
+		Reassigned: 3, SimulationEnded: 4, Erased: 5, Writers: []string{"w-a", "w-b"}, Changes: 40,
+		FirstJournalSeq: 41, FirstChangedAt: at, LastJournalSeq: 42, LastChangedAt: at.Add(time.Hour), LastOutboxSeq: 43}
+}
+
+// TestWorkareaRow_RoundTripsEveryColumnInMemoryAndThroughParquet: the
+// gold.workareas row (a list column among them) decodes to itself, and a
+// row re-derived after prune has a null last_outbox_seq.
+func TestWorkareaRow_RoundTripsEveryColumnInMemoryAndThroughParquet(t *testing.T) {
+	t.Parallel()
+	w := sampleWorkarea()
+	require.Len(t, w.Row(), len(tables.Workareas.Schema().Fields))
+	require.Equal(t, w, tables.DecodeWorkarea(w.Row()))
+	require.Equal(t, w.WorkareaID, tables.WorkareaOf(w.Row()))
+	derived := w
+	derived.WorkareaID, derived.LastOutboxSeq, derived.Writers = "wa-0", 0, []string{"only"}
+	require.Nil(t, derived.Row()[tables.WorkareaLastOutboxSeq])
+
+	got := writeAndScan(t, tables.TableKey{Tenant: uuid.New(), Kind: tables.Workareas}, []pq.Row{derived.Row(), w.Row()}, nil)
+	require.Len(t, got, 2)
+	require.Nil(t, got[0][tables.WorkareaLastOutboxSeq])
+	require.Equal(t, derived, tables.DecodeWorkarea(got[0]))
+	require.Equal(t, w, tables.DecodeWorkarea(got[1]))
+}
+
+// TestWorkareaRow_ApplyCountsEachClaimInItsCurrentStateInAnyOrder: a
+// promotion counts a claim, each later change moves it between state
+// columns; the writers unite; first and last follow the journal seq; and
+// the result does not depend on the order the changes arrive in (the
+// MERGE, reconcile and repair rely on it).
+func TestWorkareaRow_ApplyCountsEachClaimInItsCurrentStateInAnyOrder(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ch := func(before, after, writer string, seq, outbox int64) tables.WorkareaChange {
+		return tables.WorkareaChange{StateBefore: before, StateAfter: after, Writer: writer, JournalSeq: seq,
+			RecordedAt: at.Add(time.Duration(seq) * time.Second), OutboxSeq: outbox}
+	}
+	changes := []tables.WorkareaChange{
+		ch("held", "promoted", "w-b", 3, 10), ch("held", "promoted", "w-a", 4, 12), ch("promoted", "demoted", "w-b", 6, 15),
+		ch("demoted", "erased", "w-b", 9, 20), ch("held", "promoted", "w-b", 11, 0), ch("promoted", "simulation_ended", "w-b", 12, 0),
+		ch("promoted", "reassigned", "w-a", 13, 22),
+	}
+	want := tables.GoldWorkareaRow{Claims: 3, Promoted: 0, Demoted: 0, Reassigned: 1, SimulationEnded: 1, Erased: 1,
+		Writers: []string{"w-a", "w-b"}, Changes: 7, FirstJournalSeq: 3, FirstChangedAt: at.Add(3 * time.Second),
+		LastJournalSeq: 13, LastChangedAt: at.Add(13 * time.Second), LastOutboxSeq: 22}
+	var fwd, rev tables.GoldWorkareaRow
+	for i := range changes {
+		fwd.Apply(changes[i])
+		rev.Apply(changes[len(changes)-1-i])
+	}
+	require.Equal(t, want, fwd)
+	require.Equal(t, want, rev)
+	require.Equal(t, fwd.Claims, fwd.Promoted+fwd.Demoted+fwd.Reassigned+fwd.SimulationEnded+fwd.Erased)
+}
+
+// TestWorkareaSchema_NoBodyOrDigestColumn: gold.workareas holds counts
+// and attribution only (erasure leaves nothing to erase in it).
+func TestWorkareaSchema_NoBodyOrDigestColumn(t *testing.T) {
+	t.Parallel()
+	for _, f := range tables.Workareas.Schema().Fields {
+		require.NotContains(t, []string{"body", "ciphertext", "plaintext", "payload", "plaintext_digest", "ciphertext_digest"}, f.Name)
+		if p, ok := f.Type.(*delta.PrimitiveType); ok {
+			require.NotEqual(t, delta.TypeBinary, p.Name, "gold.workareas has no binary column")
 		}
 	}
 }

@@ -76,9 +76,28 @@ var (
 		LineageOutboxSeq:        long("outbox_seq"),
 	}
 
+	workareaFields = [workareaColumns]delta.StructField{
+		WorkareaTenantID:        str("tenant_id"),
+		WorkareaID:              str("workarea_id"),
+		WorkareaClaims:          long("claims"),
+		WorkareaPromoted:        long("promoted"),
+		WorkareaDemoted:         long("demoted"),
+		WorkareaReassigned:      long("reassigned"),
+		WorkareaSimulationEnded: long("simulation_ended"),
+		WorkareaErased:          long("erased"),
+		WorkareaWriters:         delta.Field("writers", &delta.ArrayType{ElementType: delta.Prim(delta.TypeString), ContainsNull: false}, true),
+		WorkareaChanges:         long("changes"),
+		WorkareaFirstJournalSeq: long("first_journal_seq"),
+		WorkareaFirstChangedAt:  timestamp("first_changed_at"),
+		WorkareaLastJournalSeq:  long("last_journal_seq"),
+		WorkareaLastChangedAt:   timestamp("last_changed_at"),
+		WorkareaLastOutboxSeq:   long("last_outbox_seq"),
+	}
+
 	bronzeSchema = &delta.StructType{Fields: bronzeFields[:]}
 	silverSchema = &delta.StructType{Fields: silverFields[:]}
 	goldSchema   = &delta.StructType{Fields: lineageFields[:]}
+	areasSchema  = &delta.StructType{Fields: workareaFields[:]}
 )
 
 // Schema is the Delta schema oml writes for tables of kind k (nil for an
@@ -91,6 +110,8 @@ func (k Kind) Schema() *delta.StructType {
 		return silverSchema
 	case Gold:
 		return goldSchema
+	case Workareas:
+		return areasSchema
 	}
 	return nil
 }
@@ -112,3 +133,16 @@ func (c SilverCol) Name() string { return silverFields[c].Name }
 
 // Name is the column's name in gold.lineage.
 func (c GoldLineageCol) Name() string { return lineageFields[c].Name }
+
+// Name is the column's name in gold.workareas.
+func (c GoldWorkareaCol) Name() string { return workareaFields[c].Name }
+
+// OutboxSeqColumn names the column of k's rows that holds the outbox seq
+// that last wrote the row: outbox_seq, or last_outbox_seq for
+// gold.workareas (a row sums many outbox rows; the largest).
+func (k Kind) OutboxSeqColumn() string {
+	if k == Workareas {
+		return WorkareaLastOutboxSeq.Name()
+	}
+	return BronzeOutboxSeq.Name()
+}

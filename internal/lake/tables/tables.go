@@ -12,7 +12,7 @@ import (
 // AppID is the Delta txn appId of every lake-writer commit.
 const AppID = "oml-lakewriter"
 
-// Kind is one of the three per-tenant tables.
+// Kind is one of the four per-tenant tables.
 type Kind string
 
 // The tables, named as outbox targets.
@@ -20,10 +20,12 @@ const (
 	Bronze Kind = journal.TargetBronzeEvents
 	Silver Kind = journal.TargetSilverClaims
 	Gold   Kind = journal.TargetGoldLineage
+	// Workareas is gold/workareas: one row per workarea, MERGEd.
+	Workareas Kind = journal.TargetGoldWorkareas
 )
 
 // Kinds lists the tables in a fixed order.
-var Kinds = []Kind{Bronze, Silver, Gold}
+var Kinds = []Kind{Bronze, Silver, Gold, Workareas}
 
 // Dir is the table's directory under a tenant: bronze/events, ...
 func (k Kind) Dir() string {
@@ -34,6 +36,8 @@ func (k Kind) Dir() string {
 		return "silver/claims"
 	case Gold:
 		return "gold/lineage"
+	case Workareas:
+		return "gold/workareas"
 	}
 	return ""
 }
@@ -42,7 +46,7 @@ func (k Kind) Dir() string {
 // an error (for the lake writer, the row's own fault).
 func ParseTarget(target string) (Kind, error) {
 	switch Kind(target) {
-	case Bronze, Silver, Gold:
+	case Bronze, Silver, Gold, Workareas:
 		return Kind(target), nil
 	}
 	return "", fmt.Errorf("unknown outbox target %q", target)

@@ -17,7 +17,7 @@ import (
 func TestTableKey_PathIsTenantThenKindDir(t *testing.T) {
 	t.Parallel()
 	tn := uuid.MustParse("5f0c6c1e-8a43-4d0e-9d0a-2b1f3c4d5e6f")
-	for k, dir := range map[tables.Kind]string{tables.Bronze: "bronze/events", tables.Silver: "silver/claims", tables.Gold: "gold/lineage"} {
+	for k, dir := range map[tables.Kind]string{tables.Bronze: "bronze/events", tables.Silver: "silver/claims", tables.Gold: "gold/lineage", tables.Workareas: "gold/workareas"} {
 		key := tables.TableKey{Tenant: tn, Kind: k}
 		require.Equal(t, tn.String()+"/"+dir, key.Path())
 		require.Equal(t, key.Path(), key.String())
@@ -30,11 +30,11 @@ func TestTableKey_PathIsTenantThenKindDir(t *testing.T) {
 	require.NoError(t, err)
 }
 
-// TestParseTarget_OnlyTheThreeOutboxTargets: every Kind is an outbox
+// TestParseTarget_OnlyTheFourOutboxTargets: every Kind is an outbox
 // target, in Kinds' fixed order, and nothing else parses.
-func TestParseTarget_OnlyTheThreeOutboxTargets(t *testing.T) {
+func TestParseTarget_OnlyTheFourOutboxTargets(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, []tables.Kind{journal.TargetBronzeEvents, journal.TargetSilverClaims, journal.TargetGoldLineage}, tables.Kinds)
+	require.Equal(t, []tables.Kind{journal.TargetBronzeEvents, journal.TargetSilverClaims, journal.TargetGoldLineage, journal.TargetGoldWorkareas}, tables.Kinds)
 	for _, k := range tables.Kinds {
 		got, err := tables.ParseTarget(string(k))
 		require.NoError(t, err)

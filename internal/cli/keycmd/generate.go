@@ -1,0 +1,73 @@
+package keycmd
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/keys"
+)
+
+// GenerateOptions are `oml key generate`'s flags.
+type GenerateOptions struct {
+	F     *cliutil.Factory
+	Out   string
+	Force bool
+}
+
+// NewCmdGenerate builds `oml key generate`.
+func NewCmdGenerate(f *cliutil.Factory, runF func(context.Context, *GenerateOptions) error) *cobra.Command {
+	opts := &GenerateOptions{F: f}
+	cmd := &cobra.Command{
+		Use:   "generate --out FILE",
+		Short: "Write a new ed25519 deployment key to FILE (mode 0600)",
+		Long: `Write a new random ed25519 key to FILE with mode 0600 and print its key id.
+
+An existing FILE is never overwritten unless --force is given: replacing the
+deployment key orphans the chains it signed (the new key is not issued until
+a key.issued event registers it). The file is PEM PKCS#8, readable by
+openssl (openssl pkey -in FILE -pubout).`,
+		Example: `  oml key generate --out /etc/oml/deploy.key
+  export OML_SIGNING_KEY_FILE=/etc/oml/deploy.key`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Out == "" {
+				return cliutil.FlagErrorf("--out FILE is required: where to write the new key")
+			}
+			if runF != nil {
+				return runF(cmd.Context(), opts)
+			}
+			return generateRun(opts)
+		},
+	}
+	cmd.Flags().StringVar(&opts.Out, "out", "", "file to write the key to (required)")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "replace FILE if it exists")
+	return cmd
+}
+
+func generateRun(opts *GenerateOptions) error {
+	f := opts.F
+	format, _ := f.Format()
+	k, err := keys.Generate()
+	if err != nil {
+		return err
+	}
+	if err := keys.WriteFile(opts.Out, k, opts.Force); err != nil {
+		if errors.Is(err, keys.ErrExists) {
+			return cliutil.FlagErrorf("%s already exists; refusing to overwrite a signing key (pass --force to replace it)", opts.Out)
+		}
+		return cliutil.AsConfigError(err)
+	}
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(f.IO.Out, map[string]string{
+			"key_id": k.KeyID(), "path": opts.Out, "algorithm": "ed25519",
+			"public_key": base64.StdEncoding.EncodeToString(k.Public()),
+		})
+	}
+	_, err = fmt.Fprintf(f.IO.Out, "Wrote ed25519 key %s to %s (mode 0600).\n", k.KeyID(), opts.Out)
+	return err
+}

@@ -1,0 +1,138 @@
+package doctor
+
+import (
+	"context"
+	"sync"
+
+	"github.com/google/uuid"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/omlhq/oml/internal/bronze"
+	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/lakewriter"
+)
+
+// lakeRead is the run's one read of every tenant table's log, shared by
+// the outbox, continuity, fork and Delta checks. Each of them used to open
+// every table itself (the positions twice, bronze a fourth time for its
+// head): 74 s at 10,000 tables. It is read once, store.Concurrency tables
+// at a time, and each table's snapshot is dropped as soon as what the
+// checks need of it is kept, so memory does not hold every table's file
+// list at once.
+//
+// It is read before any of its checks reads the database, as each of them
+// did before: the fork check must read bronze before the journal (a lake
+// writer draining meanwhile can then never make bronze look ahead of the
+// journal it was copied from), and the continuity check reads the
+// positions before the database's outbox sequence.
+type lakeRead struct {
+	// err is listing the tenants failing (tenant.IDs): every check built
+	// on the read reports it its own way.
+	err    error
+	tables []readTable // dbTableKeys order: tenants by id, then tables.Kinds
+	// heads are bronze's newest events by tenant, for the tables read.
+	heads map[uuid.UUID]bronzeHead
+}
+
+// readTable is what the checks need of one table.
+type readTable struct {
+	health tableHealth
+	pos    lakewriter.TablePosition
+	posErr error // what LakePositions fails with for this table
+}
+
+// bronzeHead is one bronze table's head as bronze.ReadHead returns it;
+// reread marks a table whose log could not be read: the fork check then
+// reads it itself, so its problem reads exactly as before.
+type bronzeHead struct {
+	head   bronze.Head
+	ok     bool
+	err    error
+	reread bool
+}
+
+// readLake returns the run's lake read, reading it on first use.
+func (r *run) readLake(ctx context.Context) *lakeRead {
+	r.lakeReadOnce.Do(func() {
+		// Not the first caller's context: its timeout would fail the others.
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
+		defer cancel()
+		r.lakeRead = r.readTables(lctx)
+	})
+	return r.lakeRead
+}
+
+func (r *run) readTables(ctx context.Context) *lakeRead {
+	keys, err := dbTableKeys(ctx, r)
+	if err != nil {
+		return &lakeRead{err: err}
+	}
+	out := &lakeRead{tables: make([]readTable, len(keys)), heads: map[uuid.UUID]bronzeHead{}}
+	var mu sync.Mutex
+	var g errgroup.Group
+	g.SetLimit(store.Concurrency(r.lake))
+	for i, k := range keys {
+		g.Go(func() error {
+			t := lakewriter.ReadTable(ctx, r.lake, k)
+			out.tables[i] = readTable{health: r.healthOf(k, &t), pos: t.Position(), posErr: t.Err}
+			if k.Kind != tables.Bronze {
+				return nil
+			}
+			var h bronzeHead
+			switch {
+			case t.Snap != nil:
+				h.head, h.ok, h.err = bronze.HeadOf(ctx, t.Snap, t.Store, k.Tenant)
+			case t.Exists():
+				h.reread = true
+			}
+			mu.Lock()
+			out.heads[k.Tenant] = h
+			mu.Unlock()
+			return nil
+		})
+	}
+	_ = g.Wait() // every failure is one table's, kept in out
+	return out
+}
+
+// positions are the lake's positions as lakewriter.LakePositions reads
+// them: the first table's error, else every table holding a lake-writer
+// commit.
+func (l *lakeRead) positions() ([]lakewriter.TablePosition, error) {
+	if l.err != nil {
+		return nil, l.err
+	}
+	var pos []lakewriter.TablePosition
+	for _, t := range l.tables {
+		if t.posErr != nil {
+			return nil, t.posErr
+		}
+		if t.pos.TxnVersion > 0 {
+			pos = append(pos, t.pos)
+		}
+	}
+	return pos, nil
+}
+
+// headReader serves the fork check's bronze heads from the read; a tenant
+// it did not read (one only in oml.chain_heads), or whose log it could not
+// read, is read by bronze.ReadHead as the fork check would. Nil when the
+// read failed: the fork check then reads every head itself.
+func (l *lakeRead) headReader(lake store.Store) chainverify.HeadReader {
+	if l.err != nil {
+		return nil
+	}
+	return func(ctx context.Context, tenant uuid.UUID) (bronze.Head, bool, error) {
+		if h, ok := l.heads[tenant]; ok && !h.reread {
+			return h.head, h.ok, h.err
+		}
+		return bronze.ReadHead(ctx, lake, tenant)
+	}
+}
+
+// positions is lakewriter.LakePositions on the run's read.
+func (r *run) positions(ctx context.Context) ([]lakewriter.TablePosition, error) {
+	return r.readLake(ctx).positions()
+}

@@ -1,0 +1,212 @@
+package lakewriter
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/lake/tables"
+)
+
+// gold.workareas rows: the fold emits one beside each gold.lineage row,
+// with the same payload (journal fold, addGold), so it is checked against
+// the journal exactly as the lineage row is (checkLineage). It is not
+// appended: the batch's changes are MERGEd into one row per workarea
+// (tables.GoldWorkareaRow.Apply), copy-on-write like silver's retracts.
+// Apply is commutative, so the row a commit leaves is the sum of every
+// change the table's txn version covers, whatever batches they came in;
+// the txn fence (apply.go) makes each change count exactly once.
+
+func decodeWorkarea(it *item, payload string) error {
+	seq := it.seq
+	if it.op != journal.OpMaterialize && it.op != journal.OpRetract {
+		return poisonf(seq, "gold.workareas rows must be materialize (a promotion) or retract (a later change), not %q", it.op)
+	}
+	if it.artifact == "" || it.version <= 0 {
+		return poisonf(seq, "gold.workareas row without an artifact id and version")
+	}
+	var p journal.LineagePayload
+	if err := strictJSON(payload, &p); err != nil {
+		return poisonf(seq, "undecodable gold.workareas payload: %v", err)
+	}
+	if p.WorkareaID == "" {
+		return poisonf(seq, "gold.workareas row of %s v%d names no workarea", it.artifact, it.version)
+	}
+	it.lin = &p
+	return nil
+}
+
+// workareaChange is the change the (checked) row adds to its workarea.
+func workareaChange(it *item) tables.WorkareaChange {
+	c := tables.WorkareaChange{StateBefore: it.lin.StateBefore, StateAfter: it.lin.StateAfter, Writer: it.lin.Writer,
+		JournalSeq: it.journalSeq, OutboxSeq: it.seq}
+	if it.ev != nil {
+		c.RecordedAt = it.ev.recordedAt
+	}
+	if it.derived {
+		c.OutboxSeq = 0 // its outbox row was pruned (rederive.go)
+	}
+	return c
+}
+
+// workareaChanges groups rows by workarea, in first-seen order.
+func workareaChanges(todo []*item) (map[string][]tables.WorkareaChange, []string) {
+	byArea := map[string][]tables.WorkareaChange{}
+	var order []string
+	for _, it := range todo {
+		wa := it.lin.WorkareaID
+		if _, ok := byArea[wa]; !ok {
+			order = append(order, wa)
+		}
+		byArea[wa] = append(byArea[wa], workareaChange(it))
+	}
+	return byArea, order
+}
+
+// mergeWorkareas applies the batch's changes to the rows of their
+// workareas: the files whose stats may hold one of them are scanned for
+// the key column, the files that do are rewritten with the changes
+// applied (remove + add), and workareas the table does not hold yet get a
+// new row, in one new file.
+func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
+	byArea, order := workareaChanges(todo)
+	var commit delta.Commit
+	var stats commitStats
+	snap := w.Snapshot()
+	candidates := filesMayHold(snap.Files(), tables.WorkareaID.Name(), byArea)
+	hits := map[string]bool{}
+	found := map[string]bool{}
+	if len(candidates) > 0 {
+		keys := tables.WorkareaColumns(tables.WorkareaID)
+		err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: keys.Columns(), Files: candidates},
+			func(f *delta.Add, rows []pq.Row) error {
+				for _, r := range rows {
+					if wa := keys.Decode(r).WorkareaID; byArea[wa] != nil {
+						hits[f.Path], found[wa] = true, true
+					}
+				}
+				return nil
+			})
+		if err != nil {
+			return commit, stats, nil, fmt.Errorf("read %s to merge workareas: %w", key, err)
+		}
+	}
+	for _, f := range candidates {
+		if !hits[f.Path] {
+			continue
+		}
+		if err := rewriteWorkareas(ctx, w, snap, key, f, byArea, &commit, &stats); err != nil {
+			return commit, stats, nil, err
+		}
+	}
+	var rows []pq.Row
+	for _, wa := range order {
+		if found[wa] {
+			continue
+		}
+		r := tables.GoldWorkareaRow{TenantID: key.Tenant.String(), WorkareaID: wa}
+		for _, c := range byArea[wa] {
+			r.Apply(c)
+		}
+		rows = append(rows, r.Row())
+	}
+	if len(rows) > 0 {
+		sortWorkareas(rows)
+		add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+		if err != nil {
+			return commit, stats, nil, fmt.Errorf("write a data file for %s: %w", key, err)
+		}
+		commit.Adds = append(commit.Adds, add)
+		stats.rows += len(rows)
+		stats.bytes += add.Size
+	}
+	commit.Operation = "MERGE"
+	pred, _ := json.Marshal(map[string]any{"on": "target.workarea_id = source.workarea_id"})
+	commit.OperationParameters = map[string]any{"predicate": string(pred), "queryId": tables.AppID}
+	commit.OperationMetrics = map[string]any{
+		"numTargetRowsInserted": fmt.Sprint(stats.rows),
+		"numTargetRowsUpdated":  fmt.Sprint(stats.merged),
+		"numTargetFilesAdded":   fmt.Sprint(len(commit.Adds)),
+		"numTargetFilesRemoved": fmt.Sprint(len(commit.Removes)),
+		"numOutputBytes":        fmt.Sprint(stats.bytes),
+	}
+	return commit, stats, nil, nil
+}
+
+// rewriteWorkareas copies data file f with the changes applied to the rows
+// of their workareas: the commit removes f and adds the copy.
+func rewriteWorkareas(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add,
+	byArea map[string][]tables.WorkareaChange, commit *delta.Commit, stats *commitStats) error {
+	var rows []pq.Row
+	err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
+		for _, raw := range batch {
+			if cs := byArea[tables.WorkareaOf(raw)]; cs != nil {
+				r := tables.DecodeWorkarea(raw)
+				for _, c := range cs {
+					r.Apply(c)
+				}
+				raw = r.Row()
+				stats.merged++
+			}
+			rows = append(rows, raw)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read %s to merge workareas: %w", key, err)
+	}
+	path, err := delta.DecodePath(f.Path)
+	if err != nil {
+		return err
+	}
+	rm, err := w.Remove(path, true)
+	if err != nil {
+		return err
+	}
+	sortWorkareas(rows)
+	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
+	if err != nil {
+		return fmt.Errorf("rewrite a data file of %s: %w", key, err)
+	}
+	commit.Removes = append(commit.Removes, rm)
+	commit.Adds = append(commit.Adds, add)
+	stats.bytes += add.Size
+	return nil
+}
+
+func sortWorkareas(rows []pq.Row) {
+	sort.SliceStable(rows, func(i, j int) bool { return tables.WorkareaOf(rows[i]) < tables.WorkareaOf(rows[j]) })
+}
+
+// filesMayHold keeps the live files whose min/max stats of the string
+// column col may hold one of the keys. Files without usable stats are
+// always kept.
+func filesMayHold[V any](files []*delta.Add, col string, keys map[string]V) []*delta.Add {
+	type bounds struct {
+		MinValues map[string]any `json:"minValues"`
+		MaxValues map[string]any `json:"maxValues"`
+	}
+	var out []*delta.Add
+	for _, f := range files {
+		var b bounds
+		if f.Stats == "" || json.Unmarshal([]byte(f.Stats), &b) != nil {
+			out = append(out, f)
+			continue
+		}
+		lo, lok := b.MinValues[col].(string)
+		hi, hok := b.MaxValues[col].(string)
+		for k := range keys {
+			// The min is a prefix of the true min (≤ it); a max, when
+			// present, is ≥ the true max (truncated with a tie-breaker).
+			if (!lok || lo <= k) && (!hok || k <= hi) {
+				out = append(out, f)
+				break
+			}
+		}
+	}
+	return out
+}

@@ -7,7 +7,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 )
@@ -20,12 +19,12 @@ func TestRegistry_ByteBudget_ClosesLeastRecentlyUsedWriters(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	lake := store.NewMem()
-	r := newRegistry(lake, delta.Options{}, true, 1000)
+	r := newRegistry(lake, registryOptions{Lean: true, MaxOpen: 1000})
 	keys := make([]tables.TableKey, 6)
 	var one int64
 	for i := range keys {
 		keys[i] = tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}
-		w, err := r.writer(ctx, keys[i], true)
+		w, err := r.writer(ctx, keys[i], createMissing)
 		require.NoError(t, err)
 		one = w.ApproxBytes()
 	}
@@ -33,10 +32,10 @@ func TestRegistry_ByteBudget_ClosesLeastRecentlyUsedWriters(t *testing.T) {
 	open, _ := r.stats()
 	require.Equal(t, 6, open, "no budget: only --max-open-tables bounds them")
 
-	r = newRegistry(lake, delta.Options{}, true, 1000)
+	r = newRegistry(lake, registryOptions{Lean: true, MaxOpen: 1000})
 	r.budget = 3*one + one/2 // room for three writers
 	for _, k := range keys {
-		_, err := r.writer(ctx, k, true)
+		_, err := r.writer(ctx, k, createMissing)
 		require.NoError(t, err)
 		require.LessOrEqual(t, r.openBytes(), r.budget)
 	}
@@ -53,7 +52,7 @@ func TestRegistry_ByteBudget_ClosesLeastRecentlyUsedWriters(t *testing.T) {
 	}
 
 	r.budget = 1 // smaller than any writer: the one in use stays
-	_, err := r.writer(ctx, keys[0], true)
+	_, err := r.writer(ctx, keys[0], createMissing)
 	require.NoError(t, err)
 	open, _ = r.stats()
 	require.Equal(t, 1, open)

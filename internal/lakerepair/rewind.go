@@ -77,6 +77,13 @@ func planRewind(ctx context.Context, lake store.Store, key tables.TableKey, shar
 	if len(hist) > 0 {
 		oldest = hist[len(hist)-1].Version
 	}
+	if restore < 0 && len(hist) > 0 && hist[len(hist)-1].Version == 0 && firstAbove(hist, shared) {
+		// The table was created by the commit of its first batch (the lake
+		// writer's version 0 holds its metadata and rows), and that batch
+		// is already past the shared seq: no version of it holds only
+		// shared rows, so it is emptied and rebuilt.
+		return rebuildPlan(tp, snap, fmt.Sprintf("the first commit of %s is already past the shared seq %d", key, shared)), nil
+	}
 	if restore < 0 {
 		return nil, fmt.Errorf("%s: no commit sets its txn version above the shared seq %d, yet the continuity check lists it; re-run oml lake status", key, shared)
 	}
@@ -127,6 +134,13 @@ func planRewind(ctx context.Context, lake store.Store, key tables.TableKey, shar
 	tp.Detail = fmt.Sprintf("restore version %d (txn version %d, at or below the shared seq %d): remove %d file(s) added since, re-add %d removed since",
 		restore, tp.TargetTxnVersion, shared, tp.RemoveFiles, tp.ReaddFiles)
 	return tp, nil
+}
+
+// firstAbove reports whether the oldest commit of hist (newest first) sets
+// the lake writer's txn version above shared.
+func firstAbove(hist []delta.HistoryEntry, shared int64) bool {
+	v, ok := lakeWriterTxn(hist[len(hist)-1])
+	return ok && v > shared
 }
 
 // rebuildPlan empties the table (txn version 0): the drain's catch-up

@@ -72,7 +72,7 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 		// between (it was held for a forked chain, or the lake was
 		// restored from an older copy), those rows go first.
 		batch := items
-		if applied < from {
+		if applied < from && !d.isComplete(key, applied) {
 			gap, err := d.gapRows(ctx, key, applied, from)
 			if err != nil {
 				return res, err
@@ -121,6 +121,8 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 		res.latency = time.Since(start)
 		if err == nil {
 			res.committed, res.rows, res.merged, res.bytes = v, stats.rows, stats.merged, stats.bytes
+			d.markComplete(key, to) // it holds its rows through `to` (complete.go)
+			d.tables.resized(key, w)
 			d.maybeCheckpoint(ctx, w, key)
 			return res, nil
 		}

@@ -31,6 +31,9 @@ var (
 	benchBacklog = flag.Int("bench.backlog", 200000, "outbox rows in the backlog-memory benchmark (the issue's figure is 10000000)")
 	benchLagFor  = flag.Duration("bench.lagfor", 10*time.Second, "how long the frontier-lag benchmark loads and drains")
 	benchRate    = flag.Float64("bench.rate", 1000, "events/s the frontier-lag benchmark writes")
+	benchLagN    = flag.Int("bench.lagtenants", 20, "tenants the frontier-lag benchmark writes to")
+	benchLagLake = flag.String("bench.lagstore", "file", "the frontier-lag benchmark's lake: file or s3 (versitygw)")
+	benchMaxWait = flag.Duration("bench.maxwait", 200*time.Millisecond, "the frontier-lag benchmark's --max-wait")
 )
 
 // benchBundle is a database with tenants and a loaded outbox, shared by the
@@ -285,16 +288,29 @@ FROM oml.journal WHERE tenant_id <> '00000000-0000-0000-0000-000000000000' ORDER
 }
 
 // BenchmarkFrontierLag runs the long-running writer while the workload
-// writes at a steady --rate and samples the frontier lag (age of the oldest
-// row not yet in the lake) every 100 ms.
+// writes at a steady -bench.rate over -bench.lagtenants tenants for
+// -bench.lagfor and samples the frontier lag (age of the oldest row not yet
+// in the lake) every 100 ms. Every table exists before the timed part (one
+// untimed round per tenant), as in a running deployment.
 func BenchmarkFrontierLag(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		bb, _ := benchSetupEmpty(b, 20)
-		lake := newLake(b, "file")
+		bb, _ := benchSetupEmpty(b, *benchLagN)
+		lake := newLake(b, *benchLagLake)
 		o := bb.opts(lake)
-		o.MaxWait = 200 * time.Millisecond
+		o.MaxWait = *benchMaxWait
 		o.Poll = 50 * time.Millisecond
 		o.Limits = outbox.Limits{Rows: 10000, Bytes: 64 << 20}
+		if *benchLagN > 20 {
+			warm := warmLoad(b, bb, 0.7, 0.2)
+			wo := o
+			wo.StopAt = warm
+			wd, err := lakewriter.New(wo)
+			require.NoError(b, err)
+			_, err = wd.DrainOnce(context.Background())
+			require.NoError(b, err)
+		}
+		var commits atomic.Int64
+		o.OnBatch = func(r lakewriter.BatchResult) { commits.Add(int64(r.Tables)) }
 		d, err := lakewriter.New(o)
 		require.NoError(b, err)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -335,6 +351,7 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 			b.ReportMetric(lags[len(lags)-1], "lag_max_s")
 		}
 		b.ReportMetric(float64(res.Stats.Events)/time.Duration(res.Stats.ElapsedNano).Seconds(), "load_events/s")
+		b.ReportMetric(float64(commits.Load())/time.Duration(res.Stats.ElapsedNano).Seconds(), "table_commits/s")
 	}
 }
 

@@ -44,4 +44,12 @@ const (
 	// DefaultWitnessInterval is how often, at most, a tenant's head is
 	// witnessed after a batch touched it.
 	DefaultWitnessInterval = 10 * time.Second
+	// DefaultMemory is the lake writer's memory budget (--memory): the Go
+	// runtime's soft memory limit, of which OpenTablesShare goes to the
+	// open table writers' snapshots (Options.OpenTablesBytes).
+	DefaultMemory = 256 << 20
+	// OpenTablesShare is the divisor of --memory that bounds the open
+	// table writers (a quarter: the batch itself, its decoded rows and the
+	// Parquet buffers need the rest).
+	OpenTablesShare = 4
 )

@@ -67,6 +67,11 @@ type Options struct {
 	// batches (default DefaultMaxOpenTables; registry.go says why and what
 	// a reopen costs). Negative: no bound.
 	MaxOpenTables int
+	// OpenTablesBytes bounds the estimated memory of the open writers'
+	// snapshots (delta.Snapshot.ApproxBytes) as well: the least recently
+	// used are closed first. 0: only MaxOpenTables bounds them
+	// (`oml lake drain --memory` sets it, OpenTablesShare of the budget).
+	OpenTablesBytes int64
 	// BackoffMin/Max bound the wait between retries after an outage or a
 	// poison row (defaults 200ms / 30s).
 	BackoffMin, BackoffMax time.Duration
@@ -192,6 +197,11 @@ type Drainer struct {
 	startScan     *tableScan   // while recover replays the newest batch: the start-up scan
 	deadMu        sync.Mutex
 
+	// complete is the tables known to hold every live row of theirs up to
+	// the frontier (complete.go): they skip the probe for missed rows.
+	completeMu sync.Mutex
+	complete   map[tables.TableKey]int64
+
 	// Continuity (continuity.go): the identity the last full check found,
 	// the anchor of the newest batch known to agree, and the record of the
 	// batch being applied.
@@ -272,6 +282,7 @@ func New(opts Options) (*Drainer, error) {
 		tables: newRegistry(opts.Lake, registryOptions{Delta: delta.Options{CheckpointInterval: opts.CheckpointInterval}, Lean: true, MaxOpen: opts.MaxOpenTables}),
 		chk:    newRowChecker(),
 	}
+	d.tables.budget = opts.OpenTablesBytes
 	if !opts.NoLease {
 		d.lease = newLease(opts.DB, opts.Holder, opts.LeaseTTL)
 	}
@@ -301,6 +312,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 	if d.recovered {
 		return nil
 	}
+	d.resetComplete()
 	if err := d.recheckHeldTables(ctx); err != nil {
 		return err
 	}

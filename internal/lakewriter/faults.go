@@ -104,6 +104,7 @@ func holdKey(k tables.TableKey) string {
 // now on and the hold is recorded in the lake.
 func (d *Drainer) holdTable(ctx context.Context, key tables.TableKey, err error) {
 	d.tables.forget(key)
+	d.forgetComplete(key) // its rows are left out from now on (complete.go)
 	d.heldMu.Lock()
 	if d.heldTables == nil {
 		d.heldTables = map[tables.TableKey]TableHold{}

@@ -83,16 +83,25 @@ func (d *Drainer) dropHeld(items []*item) ([]*item, int) {
 	}
 	kept := items[:0]
 	n := 0
+	var dropped []tables.TableKey
+	defer func() { d.forgetComplete(dropped...) }() // complete.go
 	for _, it := range items {
 		_, tenantHeld := d.held[it.table.Tenant]
 		_, tableHeld := d.heldTables[it.table]
 		if tenantHeld || tableHeld {
 			n++
+			dropped = append(dropped, it.table)
 			continue
 		}
 		kept = append(kept, it)
 	}
 	return kept, n
+}
+
+// catchUpRange is a table's catch-up: its rows in (from, to].
+type catchUpRange struct {
+	key      tables.TableKey
+	from, to int64
 }
 
 // catchUp brings every table of a tenant that is not held up to the
@@ -115,6 +124,7 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 		return err
 	}
 	if f == 0 && len(marks) == 0 {
+		d.markCaughtUp(tenants, scan, nil) // nothing is at or below 0
 		return nil
 	}
 	if scan == nil {
@@ -125,11 +135,7 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 	d.heldMu.Lock()
 	held := d.held
 	d.heldMu.Unlock()
-	type catchUp struct {
-		key      tables.TableKey
-		from, to int64
-	}
-	var behind, rebuild []catchUp
+	var behind, rebuild []catchUpRange
 	for _, t := range tenants {
 		if _, ok := held[t]; ok {
 			continue
@@ -147,9 +153,9 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 			}
 			switch {
 			case v == 0 && marks[key] > f:
-				rebuild = append(rebuild, catchUp{key: key, to: marks[key]})
+				rebuild = append(rebuild, catchUpRange{key: key, to: marks[key]})
 			case v < f:
-				behind = append(behind, catchUp{key: key, from: v, to: f})
+				behind = append(behind, catchUpRange{key: key, from: v, to: f})
 			}
 		}
 	}
@@ -179,7 +185,43 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 			return fmt.Errorf("catch %s up to %d: %w", c.key, c.to, err)
 		}
 	}
+	d.markCaughtUp(tenants, scan, rebuild)
 	return nil
+}
+
+// markCaughtUp records that every table of tenants that is not held now
+// holds all its rows up to the frontier at the txn version scan read
+// (complete.go): catchUp has just made it so. The tables it caught up
+// are left alone: their catch-up commit recorded its own txn version.
+func (d *Drainer) markCaughtUp(tenants []uuid.UUID, scan *tableScan, caught []catchUpRange) {
+	if scan == nil {
+		return // nothing known of the tables: they are probed
+	}
+	held := map[uuid.UUID]bool{}
+	d.heldMu.Lock()
+	for t := range d.held {
+		held[t] = true
+	}
+	d.heldMu.Unlock()
+	skip := make(map[tables.TableKey]bool, len(caught))
+	for _, c := range caught {
+		skip[c.key] = true
+	}
+	for _, t := range tenants {
+		for _, k := range tables.Kinds {
+			key := tables.TableKey{Tenant: t, Kind: k}
+			if skip[key] || held[t] || d.isHeldTable(key) {
+				continue
+			}
+			txn := int64(-1) // no table, or none of the lake writer's commits: applyTable's "applied"
+			if s := scan.get(key); s != nil && s.hasTxn {
+				txn = s.txn
+			} else if s == nil && !scan.absent[key] {
+				continue // the scan held it
+			}
+			d.markComplete(key, txn)
+		}
+	}
 }
 
 // maybeRecheckForks re-runs the fork check (and the catch-up of tenants it

@@ -38,6 +38,10 @@ type registry struct {
 
 	// maxOpen bounds the writers kept open (≤ 0: no bound).
 	maxOpen int
+	// budget bounds the estimated bytes of the open writers' snapshots
+	// (delta.Snapshot.ApproxBytes; ≤ 0: no bound); open is their sum.
+	budget int64
+	open   int64
 
 	mu      sync.Mutex
 	writers map[tables.TableKey]*list.Element // of *openTable, most recent first
@@ -47,8 +51,9 @@ type registry struct {
 }
 
 type openTable struct {
-	key tables.TableKey
-	w   *delta.Writer
+	key   tables.TableKey
+	w     *delta.Writer
+	bytes int64 // its snapshot's estimated size when last measured
 }
 
 // DefaultMaxOpenTables is the default bound on the table writers the lake
@@ -73,6 +78,13 @@ func newRegistry(lake store.Store, opts registryOptions) *registry {
 	return &registry{lake: lake, opts: opts.Delta, lean: opts.Lean, maxOpen: opts.MaxOpen, writers: map[tables.TableKey]*list.Element{}}
 }
 
+// openBytes reports the estimated bytes of the open writers' snapshots.
+func (r *registry) openBytes() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.open
+}
+
 // cached returns the open writer of key, marking it most recently used.
 func (r *registry) cached(key tables.TableKey) (*delta.Writer, bool) {
 	r.mu.Lock()
@@ -89,20 +101,49 @@ func (r *registry) cached(key tables.TableKey) (*delta.Writer, bool) {
 // registered first) and closes the least recently used writers beyond
 // maxOpen.
 func (r *registry) keep(key tables.TableKey, w *delta.Writer) *delta.Writer {
+	size := w.ApproxBytes()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e, ok := r.writers[key]; ok {
 		r.lru.MoveToFront(e)
 		return e.Value.(*openTable).w
 	}
-	r.writers[key] = r.lru.PushFront(&openTable{key: key, w: w})
-	for r.maxOpen > 0 && r.lru.Len() > r.maxOpen {
+	r.writers[key] = r.lru.PushFront(&openTable{key: key, w: w, bytes: size})
+	r.open += size
+	r.evict()
+	return w
+}
+
+// resized re-measures key's writer after a commit changed its snapshot
+// (a silver table keeps its file list) and keeps the budget.
+func (r *registry) resized(key tables.TableKey, w *delta.Writer) {
+	if r.budget <= 0 {
+		return
+	}
+	size := w.ApproxBytes()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.writers[key]
+	if !ok || e.Value.(*openTable).w != w {
+		return
+	}
+	ot := e.Value.(*openTable)
+	r.open += size - ot.bytes
+	ot.bytes = size
+	r.evict()
+}
+
+// evict closes the least recently used writers beyond maxOpen or the byte
+// budget; the most recently used one always stays (it is in use).
+func (r *registry) evict() {
+	for r.lru.Len() > 1 && ((r.maxOpen > 0 && r.lru.Len() > r.maxOpen) || (r.budget > 0 && r.open > r.budget)) {
 		old := r.lru.Back()
 		r.lru.Remove(old)
-		delete(r.writers, old.Value.(*openTable).key)
+		ot := old.Value.(*openTable)
+		delete(r.writers, ot.key)
+		r.open -= ot.bytes
 		r.evictions++
 	}
-	return w
 }
 
 // stats reports the writers open and the evictions so far.
@@ -139,11 +180,12 @@ func (r *registry) writer(ctx context.Context, key tables.TableKey, missing ifMi
 		if missing != createMissing {
 			return nil, nil
 		}
-		w, err = delta.CreateTable(ctx, st, key.Spec(), opts)
-		if errors.Is(err, delta.ErrConflict) {
-			// Another writer created it first: open what it created.
-			w, err = delta.OpenWriter(ctx, st, opts)
-		}
+		// The table is created by its first commit (version 0 holds the
+		// protocol, the metadata and the batch's rows): one log entry per
+		// new table instead of an empty CREATE TABLE commit before it.
+		// Another writer creating it first makes that commit lose its
+		// put-if-absent race like any other (applyTable redoes it).
+		w, err = delta.NewTable(st, key.Spec(), opts)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("open Delta table %s: %w", key, err)
@@ -180,5 +222,6 @@ func (r *registry) forget(key tables.TableKey) {
 	if e, ok := r.writers[key]; ok {
 		r.lru.Remove(e)
 		delete(r.writers, key)
+		r.open -= e.Value.(*openTable).bytes
 	}
 }

@@ -68,7 +68,10 @@ func TestHeadOf_LeanBronzeOnACheckpoint_MatchesReadHead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t, 2)
-	b.load(t, workload.Config{Claims: 8, Seed: 3})
+	// Enough rows for at least three bronze commits per tenant in 50-row
+	// batches (a table's first commit is its version 0): a checkpoint at
+	// version 1 with commits after it.
+	b.load(t, workload.Config{Claims: 20, Seed: 3})
 	lake := store.NewMem()
 	o := b.opts(lake)
 	o.CheckpointInterval = 2

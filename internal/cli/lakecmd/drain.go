@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -37,6 +39,8 @@ type DrainOptions struct {
 	MetricsAddr      string
 	Parallel         int
 	MaxOpenTables    int
+	Memory           string
+	memory           int64
 	LeaseTTL         time.Duration
 	HorizonTimeout   time.Duration
 	MaxOutage        time.Duration
@@ -111,6 +115,9 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 			if opts.MaxOpenTables < 1 {
 				return cliutil.FlagErrorf("--max-open-tables must be 1 or more")
 			}
+			if opts.memory, err = cliutil.ParseBytes(opts.Memory); err != nil || opts.memory < 0 {
+				return cliutil.FlagErrorf("--memory %q: give a size such as 256MiB (0: no budget)", opts.Memory)
+			}
 			if opts.MaxOutage <= 0 {
 				return cliutil.FlagErrorf("--max-outage must be positive (e.g. 5m)")
 			}
@@ -144,6 +151,7 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	fl.IntVar(&opts.Parallel, "parallel", lakewriter.DefaultParallel, fmt.Sprintf("tables committed (and opened at start) at once; 0: what suits the store (%d on a file lake, %d on S3)", store.FileConcurrency, store.S3Concurrency))
 	fl.IntVar(&opts.MaxOpenTables, "max-open-tables", lakewriter.DefaultMaxOpenTables, "Delta table writers kept open between batches; beyond it the least recently used table is reopened from its log when next touched (bounds memory with many tenants)")
+	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: the Go runtime's soft memory limit, of which 1/%d bounds the open table writers' snapshots (least recently used closed first); 0: no budget beyond --max-open-tables", lakewriter.OpenTablesShare))
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", lakewriter.DefaultLeaseTTL, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", lakewriter.DefaultHorizonTimeout, "with --once: how long to wait for open transactions to end")
 	fl.DurationVar(&opts.MaxOutage, "max-outage", lakewriter.DefaultMaxOutage, "with --once: how long to wait out an outage of the database or the store before exiting 1")
@@ -210,12 +218,19 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 		log.Info("serving Prometheus metrics", "addr", ln.Addr().String(), "path", "/metrics")
 	}
 
+	if opts.memory > 0 {
+		// A soft limit (the GC works harder near it), never a crash; a
+		// GOMEMLIMIT in the environment wins.
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(opts.memory)
+		}
+	}
 	d, err := lakewriter.New(lakewriter.Options{
 		DB: pool, Lake: lake, Signer: signer,
 		Limits:  outbox.Limits{Rows: opts.BatchRows, Bytes: int(opts.batchBytes)},
 		MaxWait: opts.MaxWait, PoisonBudget: opts.PoisonBudget, Parallel: opts.Parallel,
-		MaxOpenTables: opts.MaxOpenTables,
-		LeaseTTL:      opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout, MaxOutage: opts.MaxOutage,
+		MaxOpenTables: opts.MaxOpenTables, OpenTablesBytes: opts.memory / lakewriter.OpenTablesShare,
+		LeaseTTL: opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout, MaxOutage: opts.MaxOutage,
 		CheckpointInterval: opts.CheckpointEvery, Log: log, Metrics: metrics,
 		Durable: opts.durable, DurableTimeout: opts.DurableTimeout,
 	})

@@ -622,3 +622,32 @@ func (s *Snapshot) EachFile(ctx context.Context, st store.Store, fn func(*Add) e
 	}
 	return nil
 }
+
+// ApproxBytes estimates the memory the snapshot holds: its live files and
+// tombstones (paths, stats, partition values), txn records and metadata.
+// It is an estimate for memory budgets (the lake writer's open tables),
+// not an exact count: Go's map and string headers are counted with a
+// fixed overhead per entry.
+func (s *Snapshot) ApproxBytes() int64 {
+	const perEntry = 200                              // map slot, struct, headers
+	n := int64(1024 + 4*len(s.metadata.SchemaString)) // the parsed schema is several times its JSON
+	for k, a := range s.files {
+		n += perEntry + int64(len(k)+len(a.Path)+len(a.Stats))
+		for pk, pv := range a.PartitionValues {
+			n += int64(len(pk)) + 16
+			if pv != nil {
+				n += int64(len(*pv))
+			}
+		}
+	}
+	for k, r := range s.tombstones {
+		n += perEntry + int64(len(k)+len(r.Path)+len(r.Stats))
+	}
+	for k := range s.leanRemoved {
+		n += 48 + int64(len(k))
+	}
+	for k, ci := range s.txnInfo {
+		n += perEntry + int64(len(k)+len(ci))
+	}
+	return n + int64(len(s.lastInfo))
+}

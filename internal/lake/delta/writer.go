@@ -140,10 +140,19 @@ type Writer struct {
 	stale   bool  // re-read the log before the next commit
 	broken  error // sticky: the in-memory snapshot cannot be trusted
 	gateErr error // the writer gate's verdict on the current snapshot
+
+	// create is set on a NewTable writer until its first commit creates
+	// the table (or it learns that another writer did).
+	create       *pendingCreate
+	createSchema *StructType // the parsed schema of the table to create
 }
 
 // EngineInfo is what oml writes as commitInfo.engineInfo.
-func EngineInfo() string { return "oml/" + buildinfo.String() }
+func EngineInfo() string { return engineInfo() }
+
+// engineInfo is read once: the build information does not change while
+// the process runs, and parsing it cost about 50 µs per commit.
+var engineInfo = sync.OnceValue(func() string { return "oml/" + buildinfo.String() })
 
 func (o Options) now() time.Time {
 	if o.Now != nil {
@@ -179,24 +188,72 @@ type TableSpec struct {
 // metaData) and returns a writer on it. If the table already exists it
 // fails with a *ConflictError (errors.Is ErrConflict).
 func CreateTable(ctx context.Context, st store.Store, spec TableSpec, opts Options) (*Writer, error) {
-	if spec.Schema == nil || len(spec.Schema.Fields) == 0 {
-		return nil, errors.New("delta: a table needs a schema with at least one column")
-	}
-	schemaString, err := MarshalSchema(spec.Schema)
+	w, proto, md, err := newTableWriter(st, spec, opts)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := ParseSchema(schemaString); err != nil { // unique names, known types
+	partBy, _ := json.Marshal(md.PartitionColumns)
+	props, _ := json.Marshal(md.Configuration)
+	_, err = w.commit(ctx, Commit{
+		Operation:           "CREATE TABLE",
+		OperationParameters: map[string]any{"partitionBy": string(partBy), "properties": string(props)},
+	}, proto, md)
+	if err != nil {
 		return nil, err
+	}
+	return w, nil
+}
+
+// NewTable returns a writer on a table that does not exist yet, without
+// writing anything: its first Commit creates the table as version 0 with
+// the protocol and metaData of spec in the same log entry as that commit's
+// files and txn (as Spark's streaming sink creates its table), so a new
+// table costs one log entry and one data file, not two log entries. Until
+// then WriteFile works against spec's schema. If another writer creates the
+// table first, that Commit loses the put-if-absent race: the writer catches
+// up with the winner's log and returns a *ConflictError, and a retry is an
+// ordinary commit on the existing table.
+func NewTable(st store.Store, spec TableSpec, opts Options) (*Writer, error) {
+	w, proto, md, err := newTableWriter(st, spec, opts)
+	if err != nil {
+		return nil, err
+	}
+	w.create = &pendingCreate{proto: proto, md: md}
+	// WriteFile and the caller's checks read the schema and metadata from
+	// the snapshot; version stays -1 until the first commit lands.
+	w.snap.protocol, w.snap.metadata, w.snap.schema = *proto, *md, w.createSchema
+	return w, nil
+}
+
+// pendingCreate is the protocol and metaData a NewTable writer's first
+// commit carries.
+type pendingCreate struct {
+	proto *Protocol
+	md    *Metadata
+}
+
+// newTableWriter validates spec and builds the writer, protocol and
+// metaData of a table's version 0.
+func newTableWriter(st store.Store, spec TableSpec, opts Options) (*Writer, *Protocol, *Metadata, error) {
+	if spec.Schema == nil || len(spec.Schema.Fields) == 0 {
+		return nil, nil, nil, errors.New("delta: a table needs a schema with at least one column")
+	}
+	schemaString, err := MarshalSchema(spec.Schema)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	parsed, err := ParseSchema(schemaString) // unique names, known types
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	for _, pc := range spec.PartitionColumns {
 		f := spec.Schema.Field(pc)
 		if f == nil {
-			return nil, fmt.Errorf("delta: partition column %q is not in the schema", pc)
+			return nil, nil, nil, fmt.Errorf("delta: partition column %q is not in the schema", pc)
 		}
 		switch f.Type.(type) {
 		case *StructType, *ArrayType, *MapType:
-			return nil, fmt.Errorf("delta: partition column %q has nested type %s", pc, f.Type.TypeString())
+			return nil, nil, nil, fmt.Errorf("delta: partition column %q has nested type %s", pc, f.Type.TypeString())
 		}
 	}
 	now := opts.now().UnixMilli()
@@ -221,20 +278,11 @@ func CreateTable(ctx context.Context, st store.Store, spec TableSpec, opts Optio
 	table := st.String()
 	snap := newSnapshot(table)
 	snap.setLean(opts.Lean)
-	w := &Writer{st: st, table: table, opts: opts, snap: snap}
+	w := &Writer{st: st, table: table, opts: opts, snap: snap, createSchema: parsed}
 	if w.gateErr = checkWrite(table, *proto, md, spec.Schema); w.gateErr != nil {
-		return nil, w.gateErr
+		return nil, nil, nil, w.gateErr
 	}
-	partBy, _ := json.Marshal(md.PartitionColumns)
-	props, _ := json.Marshal(md.Configuration)
-	_, err = w.commit(ctx, Commit{
-		Operation:           "CREATE TABLE",
-		OperationParameters: map[string]any{"partitionBy": string(partBy), "properties": string(props)},
-	}, proto, md)
-	if err != nil {
-		return nil, err
-	}
-	return w, nil
+	return w, proto, md, nil
 }
 
 // Snapshot returns the writer's current snapshot. It is updated in place by
@@ -334,6 +382,9 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	if w.gateErr != nil {
 		return -1, w.gateErr
 	}
+	if md == nil && w.create != nil {
+		proto, md = w.create.proto, w.create.md
+	}
 	if err := w.checkCommit(c, md); err != nil {
 		return -1, err
 	}
@@ -358,6 +409,7 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	if err := w.landed(actions, v, proto, md); err != nil {
 		return -1, err
 	}
+	w.create = nil
 	return v, nil
 }
 
@@ -648,6 +700,14 @@ func (w *Writer) catchUp(ctx context.Context) ([]CommitSummary, error) {
 		w.stale = false
 		return nil, nil
 	}
+	if w.create != nil {
+		// Another writer created the table: build on its version 0, not
+		// on the metadata this writer meant to create it with.
+		w.create = nil
+		s = newSnapshot(w.table)
+		s.setLean(w.opts.Lean)
+		w.snap = s
+	}
 	var winners []CommitSummary
 	changedMeta := false
 	err = func() error {
@@ -749,4 +809,12 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(ks)
 	return ks
+}
+
+// ApproxBytes estimates the memory of the writer's snapshot
+// (Snapshot.ApproxBytes).
+func (w *Writer) ApproxBytes() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.snap.ApproxBytes()
 }

@@ -111,7 +111,7 @@ func TestReconcile_ExitCodesAndJSON(t *testing.T) {
 		require.EqualValues(t, 0, counts[c], c)
 	}
 	tables := doc["tenants"].([]any)[0].(map[string]any)["tables"].([]any)
-	require.Len(t, tables, 3, "bronze, silver and gold")
+	require.Len(t, tables, 4, "bronze, silver, gold lineage and gold workareas")
 	for _, k := range []string{"table", "exists", "version", "txn_version", "cutoff_outbox_seq", "cutoff_journal_seq", "lake_rows", "fold_rows", "files"} {
 		require.Contains(t, tables[0], k)
 	}

@@ -119,7 +119,9 @@ func TestFailover_PromotedStandbyLostTail_DrainRefusesDoctorStatusFail(t *testin
 
 	// The application writes on the promoted database.
 	e.ok(t, "tenant", "create", "newcomer")
-	e.ok(t, "dev", "load", "--tenants", "3", "--claims", "20", "--seed", "3")
+	// More rows than the lost tail held, so the promoted outbox passes the
+	// lake's position (below it the lake is only ahead, not diverged).
+	e.ok(t, "dev", "load", "--tenants", "3", "--claims", "40", "--seed", "3")
 	for i := 0; i < 2; i++ {
 		r := e.run(t, "lake", "drain", "--once")
 		require.Equalf(t, cliutil.ExitFindings, r.code, "drain %d: stdout %s stderr %s", i, r.stdout, r.stderr)

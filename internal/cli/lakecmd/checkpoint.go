@@ -26,7 +26,7 @@ type checkpointRow struct {
 	CommitsSinceCheckpoint int64  `json:"commits_since_checkpoint"`
 	Interval               int64  `json:"checkpoint_interval"`
 	Checkpointed           bool   `json:"checkpointed"`
-	NewCheckpoint          int64  `json:"new_checkpoint_version,omitempty"`
+	NewCheckpoint          *int64 `json:"new_checkpoint_version,omitempty"` // set when checkpointed (v0 is a version)
 	Error                  string `json:"error,omitempty"`
 }
 
@@ -77,7 +77,7 @@ func checkpointRun(ctx context.Context, opts *CheckpointOptions) error {
 		if err == nil && m.Exists && m.CommitsSinceCheckpoint > 0 && (opts.Force || m.CommitsSinceCheckpoint >= m.CheckpointInterval) {
 			var r maintain.CheckpointResult
 			if r, err = maintain.CheckpointTable(ctx, t); err == nil {
-				row.Checkpointed, row.NewCheckpoint = true, r.Version
+				row.Checkpointed, row.NewCheckpoint = true, &r.Version
 			}
 		}
 		if err != nil {
@@ -103,7 +103,7 @@ func checkpointRun(ctx context.Context, opts *CheckpointOptions) error {
 			case r.Error != "":
 				action = "error: " + r.Error
 			case r.Checkpointed:
-				action = fmt.Sprintf("checkpointed at v%d", r.NewCheckpoint)
+				action = fmt.Sprintf("checkpointed at v%d", *r.NewCheckpoint)
 			case r.CommitsSinceCheckpoint == 0:
 				action = "up to date"
 			}

@@ -324,21 +324,32 @@ func (m *silverMerge) missing(key tables.TableKey, found map[claimKey]bool) ([]*
 // rewrite copies data file f with the retracts applied to its rows: the
 // commit removes f and adds the copy.
 func (m *silverMerge) rewrite(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add, commit *delta.Commit, stats *commitStats) error {
+	return rewriteFile(ctx, w, snap, key, f, commit, stats, "merge retracts", sortSilver, func(r pq.Row) pq.Row {
+		a, v := tables.SilverClaim(r)
+		if c, ok := m.existing[claimKey{a, v}]; ok {
+			setRetract(r, c.it)
+			stats.merged++
+		}
+		return r
+	})
+}
+
+// rewriteFile is a MERGE's copy-on-write step, one home for silver's and
+// gold/workareas': every row of data file f passes through edit, the rows
+// are put in the table's order (sortRows) and written as one new file, and
+// the commit removes f and adds the copy. what names the MERGE in a read
+// error.
+func rewriteFile(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add,
+	commit *delta.Commit, stats *commitStats, what string, sortRows func([]pq.Row), edit func(pq.Row) pq.Row) error {
 	var rows []pq.Row
 	err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
 		for _, r := range batch {
-			a, v := tables.SilverClaim(r)
-			k := claimKey{a, v}
-			if c, ok := m.existing[k]; ok {
-				setRetract(r, c.it)
-				stats.merged++
-			}
-			rows = append(rows, r)
+			rows = append(rows, edit(r))
 		}
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("read %s to merge retracts: %w", key, err)
+		return fmt.Errorf("read %s to %s: %w", key, what, err)
 	}
 	path, err := delta.DecodePath(f.Path)
 	if err != nil {
@@ -348,7 +359,7 @@ func (m *silverMerge) rewrite(ctx context.Context, w *delta.Writer, snap *delta.
 	if err != nil {
 		return err
 	}
-	sortSilver(rows)
+	sortRows(rows)
 	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
 	if err != nil {
 		return fmt.Errorf("rewrite a data file of %s: %w", key, err)

@@ -141,41 +141,18 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 // of their workareas: the commit removes f and adds the copy.
 func rewriteWorkareas(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add,
 	byArea map[string][]tables.WorkareaChange, commit *delta.Commit, stats *commitStats) error {
-	var rows []pq.Row
-	err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
-		for _, raw := range batch {
-			if cs := byArea[tables.WorkareaOf(raw)]; cs != nil {
-				r := tables.DecodeWorkarea(raw)
-				for _, c := range cs {
-					r.Apply(c)
-				}
-				raw = r.Row()
-				stats.merged++
-			}
-			rows = append(rows, raw)
+	return rewriteFile(ctx, w, snap, key, f, commit, stats, "merge workareas", sortWorkareas, func(raw pq.Row) pq.Row {
+		cs := byArea[tables.WorkareaOf(raw)]
+		if cs == nil {
+			return raw
 		}
-		return nil
+		r := tables.DecodeWorkarea(raw)
+		for _, c := range cs {
+			r.Apply(c)
+		}
+		stats.merged++
+		return r.Row()
 	})
-	if err != nil {
-		return fmt.Errorf("read %s to merge workareas: %w", key, err)
-	}
-	path, err := delta.DecodePath(f.Path)
-	if err != nil {
-		return err
-	}
-	rm, err := w.Remove(path, true)
-	if err != nil {
-		return err
-	}
-	sortWorkareas(rows)
-	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
-	if err != nil {
-		return fmt.Errorf("rewrite a data file of %s: %w", key, err)
-	}
-	commit.Removes = append(commit.Removes, rm)
-	commit.Adds = append(commit.Adds, add)
-	stats.bytes += add.Size
-	return nil
 }
 
 func sortWorkareas(rows []pq.Row) {

@@ -39,8 +39,10 @@
 //
 // Rows the lake no longer records exactly: a silver.claims row keeps only
 // the outbox seq of a claim's last change, so an earlier change's outbox
-// row is put back at the smallest free seq between its neighbours (never
-// above the seq it really had, so it stays applied). Outbox rows the lake
+// row is put back at a free seq between its neighbours (never above the
+// seq it really had, so it stays applied). Tenants whose tails were lost
+// together share those gaps, so the seats of every tail restored in one
+// round are chosen together (seats.go), before any is written. Outbox rows the lake
 // had not applied yet are re-inserted at new seqs, after every table's txn
 // version, and drained as usual.
 package recovery

@@ -82,6 +82,14 @@ type tenantPlan struct {
 	silver   map[journal.ClaimRef]silverRow
 	gold     map[goldRef]int64 // the tail's gold.lineage rows in the lake (goldIndex)
 	areas    map[string]int64  // gold.workareas: workarea -> last journal seq counted (areaIndex)
+
+	// Set by seatRound (not in a dry run): the outbox rows the tail's
+	// fold implies, their seqs (0: drawn new), how many of them are
+	// pending, and the seqs chosen for the reseated ones.
+	outbox   []journal.OutboxRow
+	seqs     []int64
+	pending  int
+	reseated []int64
 }
 
 // issuedKeys returns the public keys the provider chain's key.issued

@@ -141,12 +141,18 @@ func RestoreTail(ctx context.Context, opts RestoreOptions) (*RestoreResult, erro
 		if err != nil {
 			return nil, err
 		}
-		if _, err := tv.maxOver(ctx, append(all, journal.ProviderTenant)...); err != nil {
+		maxTxn, err := tv.maxOver(ctx, append(all, journal.ProviderTenant)...)
+		if err != nil {
 			return nil, err
+		}
+		if !opts.DryRun {
+			if err := seatRound(ctx, opts.Pool, round, known, maxTxn); err != nil {
+				return nil, err
+			}
 		}
 		for _, r := range round {
 			if r.Status == StatusRestorable && !opts.DryRun {
-				if err := restoreTenant(ctx, opts, r, tv, known); err != nil {
+				if err := restoreTenant(ctx, opts, r, tv); err != nil {
 					return nil, err
 				}
 			}
@@ -232,13 +238,12 @@ func names(ctx context.Context, q Querier, res *RestoreResult) error {
 // restoreTenant restores one planned tail in one transaction, under the
 // tenant's chain lock, after checking the chain did not move since it was
 // planned.
-func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv *txnVersions, known map[int64]bool) error {
+func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv *txnVersions) error {
 	maxTxn, err := tv.maxOver(ctx, r.Tenant)
 	if err != nil {
 		return err
 	}
 	p := r.plan
-	silver := p.silver
 	return pgx.BeginTxFunc(ctx, opts.Pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, `SELECT set_config('oml.tenant_id', $1, true)`, r.Tenant.String()); err != nil {
 			return fmt.Errorf("restore tenant %s: %w", r.Tenant, err)
@@ -254,38 +259,18 @@ func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv
 			return fmt.Errorf("tenant %s: the chain moved from seq %d to %d while the restore was planned: run oml chain restore-tail again", r.Tenant, p.head.Seq, now.Seq)
 		}
 
-		// The fold the restored events imply, by the journal's own fold.
-		evs := make([]journal.Event, len(p.events))
-		keyIDs := make([]string, len(p.events))
-		applied := make([]journal.Applied, len(p.events))
-		for i, e := range p.events {
-			evs[i] = journal.Event{Type: journal.Type(e.EventType), Payload: e.Payload}
-			if evs[i], err = evs[i].Prepared(); err != nil {
-				return err
-			}
-			keyIDs[i] = e.KeyID
-			applied[i] = journal.Applied{Seq: uint64(e.Seq), RecordedAt: e.RecordedAt}
-			copy(applied[i].Hash[:], e.Hash)
-		}
-		st := journal.NewState(r.Tenant)
-		needs := journal.NeedsOf(keyIDs[0], evs)
-		for _, k := range keyIDs[1:] {
-			if !slices.Contains(needs.KeyIDs, k) {
-				needs.KeyIDs = append(needs.KeyIDs, k)
-			}
-		}
-		var b pgx.Batch
-		journal.QueueLoad(&b, st, needs)
-		if err := tx.SendBatch(ctx, &b).Close(); err != nil {
-			return fmt.Errorf("restore tenant %s: load the fold state: %w", r.Tenant, err)
-		}
-		plan, err := journal.Restore(st, keyIDs, applied, evs)
+		// The fold the restored events imply, by the journal's own fold:
+		// the rows seatRound placed, or the database moved since.
+		plan, err := foldTail(ctx, tx, r)
 		if err != nil {
-			return fmt.Errorf("tenant %s: the restored events do not fold: %w", r.Tenant, err)
+			return err
 		}
-		seqs, reseated, pending, err := placeOutbox(ctx, tx, plan.Outbox, p.outboxOf, silver, p.gold, p.areas, known, maxTxn)
-		if err != nil {
-			return fmt.Errorf("tenant %s: %w", r.Tenant, err)
+		if !slices.EqualFunc(plan.Outbox, p.outbox, sameOutboxRow) {
+			return fmt.Errorf("tenant %s: the fold state moved while the restore was planned: run oml chain restore-tail again", r.Tenant)
+		}
+		seqs := p.seqs
+		if err := seatsStillFree(ctx, tx, r.Tenant, p.reseated); err != nil {
+			return err
 		}
 
 		if err := writeChain(ctx, tx, r.Tenant, p); err != nil {
@@ -301,7 +286,7 @@ func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv
 		if err := bumpOutboxSeq(ctx, tx, top); err != nil {
 			return err
 		}
-		if err := plan.SetOutboxSeqs(seqs); err != nil {
+		if err := plan.SetOutboxSeqs(slices.Clone(seqs)); err != nil {
 			return err
 		}
 		var w pgx.Batch
@@ -326,7 +311,7 @@ func restoreTenant(ctx context.Context, opts RestoreOptions, r *TenantResult, tv
 			return fmt.Errorf("tenant %s: journal chain.tail_restored: %w", r.Tenant, err)
 		}
 		r.Status = StatusRestored
-		r.OutboxRows, r.Reseated, r.Pending = len(plan.Outbox), reseated, pending
+		r.OutboxRows, r.Reseated, r.Pending = len(plan.Outbox), len(p.reseated), p.pending
 		r.BodyLost = append([]journal.ClaimRef{}, plan.HeldWithoutBody()...)
 		r.RestoredSeq = int64(recs[0].Seq)
 		return nil
@@ -385,115 +370,4 @@ func bumpOutboxSeq(ctx context.Context, tx pgx.Tx, top int64) error {
 		return fmt.Errorf("move the outbox sequence past seq %d: %w", top, err)
 	}
 	return nil
-}
-
-// placeOutbox chooses the seq of each outbox row the restored events imply
-// (rows in fold order): a bronze row's seq is the one its bronze row
-// records; a silver row whose change is the claim's last in silver.claims
-// has the seq silver records; one the lake had not applied yet, after the
-// last restored bronze row, draws a new seq (0) above every txn version;
-// any other is reseated at the smallest free seq after the previous row's
-// and before the next known one, which is never above its real seq (so it
-// stays applied).
-func placeOutbox(ctx context.Context, tx pgx.Tx, rows []journal.OutboxRow, bronzeSeq map[int64]int64,
-	silver map[journal.ClaimRef]silverRow, gold map[goldRef]int64, areas map[string]int64, known map[int64]bool, maxTxn int64) (seqs []int64, reseated, pending int, err error) {
-	seqs = make([]int64, len(rows))
-	lastBronze := -1
-	for i, o := range rows {
-		switch o.Target {
-		case journal.TargetBronzeEvents:
-			seqs[i] = bronzeSeq[o.JournalSeq]
-			lastBronze = i
-		case journal.TargetSilverClaims:
-			ref := journal.ClaimRef{ArtifactID: *o.ArtifactID, Version: *o.Version}
-			if s, ok := silver[ref]; ok && s.journalSeq == o.JournalSeq {
-				seqs[i] = s.outboxSeq
-			} else {
-				seqs[i] = -1 // decided below
-			}
-		case journal.TargetGoldLineage:
-			// The lake holds the change with its outbox seq, or (a row
-			// re-derived after prune) without one: decided below.
-			if s := gold[goldRef{o.JournalSeq, *o.ArtifactID, *o.Version}]; s > 0 {
-				seqs[i] = s
-			} else {
-				seqs[i] = -1
-			}
-		case journal.TargetGoldWorkareas:
-			// The workarea's row says how far its changes are counted,
-			// not at which seqs: decided below.
-			seqs[i] = -1
-		default:
-			return nil, 0, 0, fmt.Errorf("the fold implies a %s row, which restore-tail cannot place", o.Target)
-		}
-	}
-	for i, o := range rows {
-		if seqs[i] != -1 {
-			continue
-		}
-		ref := journal.ClaimRef{ArtifactID: *o.ArtifactID, Version: *o.Version}
-		s, inSilver := silver[ref]
-		applied := inSilver && (o.Op == journal.OpMaterialize || s.journalSeq >= o.JournalSeq)
-		if o.Target == journal.TargetGoldLineage {
-			_, applied = gold[goldRef{o.JournalSeq, *o.ArtifactID, *o.Version}]
-		}
-		if o.Target == journal.TargetGoldWorkareas {
-			last, ok := areas[areaOf(o)]
-			applied = ok && last >= o.JournalSeq
-		}
-		if !applied && i > lastBronze {
-			seqs[i] = 0
-			pending++
-			continue
-		}
-		lo := int64(0)
-		for j := i - 1; j >= 0; j-- {
-			if seqs[j] > 0 {
-				lo = seqs[j]
-				break
-			}
-		}
-		hi := maxTxn + 1
-		for j := i + 1; j < len(rows); j++ {
-			if seqs[j] > 0 {
-				hi = seqs[j]
-				break
-			}
-		}
-		free, err := freeSeq(ctx, tx, lo, hi, known)
-		if err != nil {
-			return nil, 0, 0, err
-		}
-		if free == 0 {
-			return nil, 0, 0, fmt.Errorf("no free outbox seq between %d and %d for the %s %s row of journal seq %d: accept the fork instead (oml chain accept-fork)",
-				lo, hi, o.Target, o.Op, o.JournalSeq)
-		}
-		seqs[i] = free
-		known[free] = true
-		reseated++
-	}
-	return seqs, reseated, pending, nil
-}
-
-// freeSeq is the smallest seq in (lo, hi) that no outbox row and no known
-// lake row holds (0 if none).
-func freeSeq(ctx context.Context, tx pgx.Tx, lo, hi int64, known map[int64]bool) (int64, error) {
-	rows, err := tx.Query(ctx, `SELECT seq FROM oml.outbox WHERE seq > $1 AND seq < $2 ORDER BY seq`, lo, hi)
-	if err != nil {
-		return 0, fmt.Errorf("look for a free outbox seq: %w", err)
-	}
-	used, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return 0, fmt.Errorf("look for a free outbox seq: %w", err)
-	}
-	taken := map[int64]bool{}
-	for _, u := range used {
-		taken[u] = true
-	}
-	for s := lo + 1; s < hi; s++ {
-		if !taken[s] && !known[s] {
-			return s, nil
-		}
-	}
-	return 0, nil
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/charmbracelet/x/exp/golden"
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -19,26 +18,21 @@ import (
 	"github.com/omlhq/oml/internal/testkit/runtest"
 )
 
-var (
-	at     = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	acmeID = uuid.MustParse("0b5c9a52-4f5e-4c0e-8a55-1b2f3c4d5e6f")
-)
-
-func ptr[T any](v T) *T { return &v }
+var at, acmeID = runtest.At, runtest.Acme
 
 // letters are what the fake database holds: one open dead letter, one
 // re-enqueued, one abandoned.
 func letters() []deadletter.Letter {
 	open := deadletter.Letter{ID: 3, TenantID: acmeID, TenantName: "acme", OutboxSeq: 41, JournalSeq: 12, Target: "silver.claims", Op: "materialize",
-		ArtifactID: ptr("a-1"), Version: ptr(int32(2)), Payload: json.RawMessage(`{"artifact_id": "a-1", "version": 2}`), Attempts: 5,
+		ArtifactID: runtest.Ptr("a-1"), Version: runtest.Ptr(int32(2)), Payload: json.RawMessage(`{"artifact_id": "a-1", "version": 2}`), Attempts: 5,
 		FirstFailedAt: at, LastFailedAt: at.Add(time.Minute), SkippedSeq: 13,
 		Error: "held body missing:\n the claim_bodies row for a-1 v2 is gone, so the lake writer cannot materialize it and gave up after five attempts"}
 	re := open
 	re.ID, re.OutboxSeq, re.Reenqueued, re.ReenqueuedAt, re.ReenqueuedSeq, re.NewOutboxSeq, re.ReenqueuedBy, re.ReenqueueReason =
-		4, 42, true, ptr(at.Add(time.Hour)), ptr(int64(14)), ptr(int64(50)), ptr("ops"), ptr("restored the body")
+		4, 42, true, runtest.Ptr(at.Add(time.Hour)), runtest.Ptr(int64(14)), runtest.Ptr(int64(50)), runtest.Ptr("ops"), runtest.Ptr("restored the body")
 	ab := open
 	ab.ID, ab.OutboxSeq, ab.TenantName, ab.Abandoned, ab.AbandonedAt, ab.AbandonedSeq, ab.AbandonedBy, ab.AbandonReason =
-		5, 43, "", true, ptr(at.Add(2*time.Hour)), ptr(int64(15)), ptr("ops"), ptr("gone for good")
+		5, 43, "", true, runtest.Ptr(at.Add(2*time.Hour)), runtest.Ptr(int64(15)), runtest.Ptr("ops"), runtest.Ptr("gone for good")
 	return []deadletter.Letter{open, re, ab}
 }
 
@@ -94,10 +88,10 @@ func TestShowRun_KeyValuesAndJSON(t *testing.T) {
 	}
 	open := deadletter.Detail{Letter: ls[0], Source: ev(12, "claim.promoted"), Skipped: ev(13, "materialize.skipped"),
 		Original: &deadletter.OutboxRow{Seq: 41, Payload: ls[0].Payload}, ImpliedPayload: json.RawMessage(`{"artifact_id":"a-1","version":3}`),
-		BodyPresent: ptr(false)}
+		BodyPresent: runtest.Ptr(false)}
 	re := deadletter.Detail{Letter: ls[1], Source: ev(12, "claim.promoted"), ReenqueuedEvent: ev(14, "deadletter.reenqueued"),
 		Copy: &deadletter.OutboxRow{Seq: 50, Payload: ls[1].Payload}, ImpliedPayload: ls[1].Payload, PayloadMatches: true,
-		BodyPresent: ptr(true), BodyDigestMatches: ptr(true)}
+		BodyPresent: runtest.Ptr(true), BodyDigestMatches: runtest.Ptr(true)}
 	cases := []struct {
 		name string
 		tty  bool
@@ -142,7 +136,7 @@ func (r *fakeRepair) results(ids []int64, by string) []deadletter.Result {
 		x := deadletter.Result{ID: id, Tenant: acmeID, OutboxSeq: 40 + id, Outcome: o, JournalSeq: 20 + id, NewOutboxSeq: 60 + id, By: by}
 		switch o {
 		case deadletter.OutcomeAlreadyReenqueued, deadletter.OutcomeAlreadyAbandoned:
-			x.At = ptr(at)
+			x.At = runtest.Ptr(at)
 		case deadletter.OutcomeFailed, deadletter.OutcomeNotFound, deadletter.OutcomeRefusedAbandoned:
 			x.JournalSeq, x.NewOutboxSeq, x.Error = 0, 0, "refused: "+string(o)
 		}

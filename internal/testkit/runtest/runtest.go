@@ -10,8 +10,10 @@ import (
 	"bytes"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/charmbracelet/x/exp/golden"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cliutil"
@@ -73,3 +75,25 @@ func RequireOutput(t *testing.T, s Streams, err error, code cliutil.ExitCode, st
 	require.Equal(t, stderr, s.ErrOut.String())
 	golden.RequireEqual(t, s.Out.Bytes())
 }
+
+// RequireStreams is RequireOutput for a command that writes a plan or
+// notes on stderr as well: its exit, and stdout, a "--- stderr" line and
+// stderr together against the golden file.
+func RequireStreams(t *testing.T, s Streams, err error, code cliutil.ExitCode) {
+	t.Helper()
+	require.Equal(t, code, cliutil.ExitCodeFor(err), "%v", err)
+	both := append(append(s.Out.Bytes(), "--- stderr\n"...), s.ErrOut.Bytes()...)
+	golden.RequireEqual(t, both)
+}
+
+// Fixed values for fakes, so golden files do not change from run to run.
+var (
+	// At is the time fakes report.
+	At = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	// Acme and Initech are two tenants' ids.
+	Acme    = uuid.MustParse("0b5c9a52-4f5e-4c0e-8a55-1b2f3c4d5e6f")
+	Initech = uuid.MustParse("f1e2d3c4-b5a6-4978-8a9b-0c1d2e3f4a5b")
+)
+
+// Ptr is a pointer to v, for the optional fields of fakes.
+func Ptr[T any](v T) *T { return &v }

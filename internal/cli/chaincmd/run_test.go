@@ -1,13 +1,20 @@
 package chaincmd
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/bundle"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/journal"
@@ -197,6 +204,183 @@ func TestAcceptForkRun_PlansAsksAndPrints(t *testing.T) {
 			err := acceptForkRun(context.Background(), opts)
 			require.Equal(t, tc.wantCalls, calls)
 			runtest.RequireStreams(t, s, err, tc.wantCode)
+		})
+	}
+}
+
+// verified is a fake verification: acme clean, initech broken at seq 3,
+// an accepted fork and a witness problem per case.
+func verified(kind string) *dbVerify {
+	v := &dbVerify{names: map[uuid.UUID]string{acmeID: "acme", initID: "initech"},
+		wj: witnessCheckJSON{Checked: true, Tenants: 2, Bronze: 2, Problems: []string{}},
+		rep: chainverify.Report{Events: 15, Rule: "batch", Elapsed: 250 * time.Millisecond, Checkpoints: 2, Chains: []chainverify.ChainReport{
+			{Tenant: acmeID, Seq: 12, Hash: hashA, Events: 12, OK: true},
+			{Tenant: initID, Seq: 3, Hash: hashA[:8], Events: 3, OK: true},
+		}}}
+	switch kind {
+	case "broken":
+		v.rep.Chains[1].OK, v.rep.Chains[1].Reason = false, chainverify.ReasonFork
+		v.rep.Findings = []chainverify.Finding{{Tenant: initID, Seq: 3, Reason: chainverify.ReasonFork, Detail: "PostgreSQL holds another hash at seq 3"}}
+		v.wj.Problems = []string{"witness _oml_witness/x/3.json: bad signature"}
+	case "accepted":
+		v.acceptedForks = []chainverify.AcceptedFinding{{Finding: chainverify.Finding{Tenant: initID, Seq: 3, Reason: chainverify.ReasonTailLost,
+			Evidence: map[string]string{"anchor": "bronze"}}, AcceptedAt: 44, Reason: "failover", By: "ops"}}
+	case "no-lake":
+		v.wj = witnessCheckJSON{Problems: []string{}}
+	case "resumed":
+		v.rep.Resumed = 2
+	}
+	return v
+}
+
+// kindCase is a run test's case that picks a fake by kind.
+type kindCase struct {
+	name, kind string
+	tty, json  bool
+	wantCode   cliutil.ExitCode
+}
+
+// `oml chain verify`'s run function without a database: the chain and
+// finding tables, the notes on stderr, the exit (1 on a finding) and
+// golden -o json.
+func TestVerifyRun_ReportsAndExits(t *testing.T) {
+	cases := []kindCase{
+		{name: "ok-no-tty"},
+		{name: "ok-json", json: true},
+		{name: "broken", kind: "broken", wantCode: cliutil.ExitFindings},
+		{name: "broken-json", kind: "broken", json: true, wantCode: cliutil.ExitFindings},
+		{name: "accepted", kind: "accepted"},
+		{name: "no-lake", kind: "no-lake"},
+		{name: "resumed", kind: "resumed"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runtest.IO(false)
+			s.IO.SetStdoutTTY(tc.tty)
+			opts := &VerifyOptions{IO: s.IO, Format: runtest.Format(tc.json), Tenant: "acme",
+				Verify: func(_ context.Context, o *VerifyOptions, p verifyProgress) (*dbVerify, error) {
+					require.Equal(t, "acme", o.Tenant)
+					require.Nil(t, p.onPlan, "no progress bar off a terminal")
+					p.start()()
+					return verified(tc.kind), nil
+				}}
+			runtest.RequireStreams(t, s, verifyRun(context.Background(), opts), tc.wantCode)
+		})
+	}
+}
+
+// On a terminal the progress bar is started just before the journal is
+// read and erased before the report is printed.
+func TestVerifyRun_ProgressOnATerminal(t *testing.T) {
+	s := runtest.IO(true)
+	opts := &VerifyOptions{IO: s.IO, Format: runtest.Format(true),
+		Verify: func(_ context.Context, _ *VerifyOptions, p verifyProgress) (*dbVerify, error) {
+			require.NotNil(t, p.onPlan)
+			p.onPlan(15)
+			p.progress.Events.Store(15)
+			p.start()()
+			return verified(""), nil
+		}}
+	require.NoError(t, verifyRun(context.Background(), opts))
+	require.Contains(t, s.Out.String(), `"ok": true`)
+}
+
+// witnessRoundFake publishes acme's head, finds initech's already
+// witnessed or (conflict) refused as not extending an earlier witness.
+func witnessRoundFake(kind string) *witnessRound {
+	r := &witnessRound{names: map[uuid.UUID]string{acmeID: "acme", initID: "initech"}, heads: []*witness.Head{
+		{Tenant: acmeID, Seq: 12, Hash: hashA, Time: at}, {Tenant: initID, Seq: 3, Hash: hashA, Time: at}}}
+	if kind == "lagging" {
+		r.notDurable = "standby db-2 has not flushed 0/3000060 within 1m0s"
+		return r
+	}
+	r.sign = func(*witness.Head) error { return nil }
+	r.publish = func(_ context.Context, h *witness.Head) (bool, error) {
+		if h.Tenant != initID {
+			return true, nil
+		}
+		if kind == "conflict" {
+			return false, fmt.Errorf("%w: seq 3 is below the witnessed seq 5", witness.ErrNotExtending)
+		}
+		return false, nil
+	}
+	r.checkpoint = func(context.Context, *witness.Head) error { return nil }
+	return r
+}
+
+// `oml chain witness`: the state of each head, nothing witnessed (exit 0)
+// while a standby lags, exit 1 for a head that does not extend a witness.
+func TestWitnessRun_StatesAndExits(t *testing.T) {
+	cases := []kindCase{
+		{name: "tty", tty: true},
+		{name: "json", json: true},
+		{name: "conflict", kind: "conflict", wantCode: cliutil.ExitFindings},
+		{name: "lagging", kind: "lagging"},
+		{name: "lagging-json", kind: "lagging", json: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runtest.IO(tc.tty)
+			opts := &WitnessOptions{IO: s.IO, Format: runtest.Format(tc.json),
+				Prepare: func(context.Context, *WitnessOptions) (*witnessRound, error) { return witnessRoundFake(tc.kind), nil }}
+			runtest.RequireStreams(t, s, witnessRun(context.Background(), opts), tc.wantCode)
+		})
+	}
+}
+
+// `oml chain export`: the bundle lands at --out only when complete, an
+// existing file needs --force, an unknown event is a usage error.
+func TestExportRun_WritesTheBundle(t *testing.T) {
+	cases := []struct {
+		name      string
+		json      bool
+		exists    bool
+		force     bool
+		exportErr error
+		wantCode  cliutil.ExitCode
+	}{
+		{name: "table"},
+		{name: "json", json: true},
+		{name: "exists", exists: true, wantCode: cliutil.ExitUsage},
+		{name: "force", exists: true, force: true},
+		{name: "no-such-event", exportErr: bundle.ErrNoSuchEvent, wantCode: cliutil.ExitUsage},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			out := filepath.Join(dir, "acme.bundle")
+			if tc.exists {
+				require.NoError(t, os.WriteFile(out, []byte("old"), 0o600))
+			}
+			s := runtest.IO(false)
+			opts := &ExportOptions{IO: s.IO, Format: runtest.Format(tc.json), Tenant: "acme", From: 4, Out: out, Force: tc.force,
+				Open: func(_ context.Context, tenant string, from int64) (*pgxpool.Pool, bundle.ExportOptions, error) {
+					require.Equal(t, "acme", tenant)
+					return nil, bundle.ExportOptions{Tenant: acmeID, TenantName: "acme", From: from}, nil
+				},
+				Export: func(_ context.Context, _ *pgxpool.Pool, w io.Writer, o bundle.ExportOptions) (bundle.Trailer, error) {
+					require.Equal(t, int64(4), o.From)
+					if _, err := w.Write([]byte("new")); err != nil {
+						return bundle.Trailer{}, err
+					}
+					return bundle.Trailer{ProviderEvents: 3, Events: 8, Witnesses: 1, ToSeq: 12, ToHash: hashA}, tc.exportErr
+				}}
+			err := exportRun(context.Background(), opts)
+			b := bytes.ReplaceAll(s.Out.Bytes(), []byte(dir), []byte("DIR")) // the golden file does not name the test's directory
+			s.Out.Reset()
+			s.Out.Write(b)
+			runtest.RequireOutput(t, s, err, tc.wantCode, "")
+			got, rerr := os.ReadFile(out)
+			switch {
+			case err == nil:
+				require.Equal(t, "new", string(got))
+			case tc.exists:
+				require.Equal(t, "old", string(got), "a failed export leaves the file as it was")
+			default:
+				require.ErrorIs(t, rerr, os.ErrNotExist)
+			}
+			left, _ := filepath.Glob(filepath.Join(dir, ".acme.bundle.*"))
+			require.Empty(t, left, "no temporary file is left behind")
 		})
 	}
 }

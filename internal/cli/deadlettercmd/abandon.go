@@ -89,7 +89,7 @@ func abandonRun(ctx context.Context, opts *AbandonOptions) error {
 	if err != nil {
 		return err
 	}
-	if !confirmed(opts.IO, opts.Yes, fmt.Sprintf("Abandon %d dead letter(s) for good as %s? They will never reach the lake. [y/N] ", len(opts.IDs), opts.By), "Nothing abandoned.") {
+	if !cliutil.Confirmed(opts.IO, opts.Yes, fmt.Sprintf("Abandon %d dead letter(s) for good as %s? They will never reach the lake. [y/N] ", len(opts.IDs), opts.By), "Nothing abandoned.") {
 		return nil
 	}
 	res, err := opts.Abandon(ctx, pool, k, opts.IDs, deadletter.AbandonOptions{By: opts.By, Reason: opts.Reason})

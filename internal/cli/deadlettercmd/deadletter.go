@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keys"
 )
 
@@ -109,16 +108,4 @@ func repairArgs(args []string, by string) ([]int64, string, error) {
 		return nil, "", err
 	}
 	return ids, by, nil
-}
-
-// confirmed is reenqueue's and abandon's prompt: true at once with --yes,
-// else it asks on the terminal (anything but y/yes is a no) and, on a no,
-// says declined on stderr. Declining is a decision, not a problem: the
-// caller exits 0.
-func confirmed(io *iostreams.IOStreams, yes bool, prompt, declined string) bool {
-	if yes || cliutil.Confirm(io, prompt) {
-		return true
-	}
-	fmt.Fprintln(io.ErrOut, declined)
-	return false
 }

@@ -133,7 +133,7 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 			_, err := fmt.Fprintln(opts.IO.Out, "No open dead letters: nothing to re-enqueue.")
 			return err
 		}
-		if !confirmed(opts.IO, opts.Yes, fmt.Sprintf("Re-enqueue %d open dead letter(s) as %s? [y/N] ", len(ids), opts.By), "Nothing re-enqueued.") {
+		if !cliutil.Confirmed(opts.IO, opts.Yes, fmt.Sprintf("Re-enqueue %d open dead letter(s) as %s? [y/N] ", len(ids), opts.By), "Nothing re-enqueued.") {
 			return nil
 		}
 	}

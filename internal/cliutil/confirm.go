@@ -21,6 +21,18 @@ func Confirm(io *iostreams.IOStreams, prompt string) bool {
 	return false
 }
 
+// Confirmed is the prompt of a command that changes the journal: true at
+// once when yes (--yes), else it asks (Confirm) and, on a no, says
+// declined on stderr. Declining is a decision, not a problem: the caller
+// exits 0.
+func Confirmed(io *iostreams.IOStreams, yes bool, prompt, declined string) bool {
+	if yes || Confirm(io, prompt) {
+		return true
+	}
+	_, _ = io.ErrOut.Write([]byte(declined + "\n"))
+	return false
+}
+
 // OSUser is the OS user name: the journalled identity of a manual action
 // when --by is not given.
 func OSUser() string {

@@ -234,3 +234,22 @@ func (f *Factory) Tenant(ctx context.Context, nameOrID string) (tenant.Tenant, e
 	}
 	return t, nil
 }
+
+// Query is a command's read over the current database, as an Options
+// function: it opens the pool (CurrentDB: the schema check) and runs read
+// on it; read's errors are ConfigErrors (exit 2), as a failed query is a
+// database that cannot answer.
+func Query[T any](f *Factory, read func(ctx context.Context, pool *pgxpool.Pool) (T, error)) func(context.Context) (T, error) {
+	return func(ctx context.Context) (T, error) {
+		pool, err := f.CurrentDB(ctx)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		v, err := read(ctx, pool)
+		if err != nil {
+			return v, AsConfigError(err)
+		}
+		return v, nil
+	}
+}

@@ -6,15 +6,30 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/recovery"
 )
 
-// AcceptForkOptions are `oml chain accept-fork`'s flags and dependencies.
+// AcceptForkOptions are `oml chain accept-fork`'s flags and what its run
+// function needs, as functions (NewCmdAcceptFork fills them from the
+// Factory; a test replaces them).
 type AcceptForkOptions struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Open requires a lake, loads the deployment key and opens the
+	// database and the lake.
+	Open openRecovery
+	// ResolveTenant resolves --tenant (a name, an id or the provider).
+	ResolveTenant func(ctx context.Context, pool *pgxpool.Pool, tenant string) (uuid.UUID, error)
+	// Accept is recovery.AcceptFork: it plans (DryRun) or journals.
+	Accept func(ctx context.Context, o recovery.AcceptOptions) (*recovery.AcceptResult, error)
+
 	Tenant string
 	Reason string
 	Yes    bool
@@ -23,7 +38,9 @@ type AcceptForkOptions struct {
 
 // NewCmdAcceptFork builds `oml chain accept-fork`.
 func NewCmdAcceptFork(f *cliutil.Factory, runF func(context.Context, *AcceptForkOptions) error) *cobra.Command {
-	opts := &AcceptForkOptions{F: f}
+	opts := &AcceptForkOptions{IO: f.IO, Format: f.Format, ResolveTenant: resolveTenant, Accept: recovery.AcceptFork,
+		Open: openForRecovery(f, "no lake configured: set --lake or OML_LAKE_URL to the lake whose witnesses and bronze.events saw the lost history",
+			"accept-fork journals chain.fork_accepted and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")}
 	cmd := &cobra.Command{
 		Use:   "accept-fork",
 		Short: "Accept that a tenant's journal forked from (or lost) the history its witness and bronze saw",
@@ -74,29 +91,17 @@ nothing to accept, or the tail can be restored instead.`,
 }
 
 func acceptForkRun(ctx context.Context, opts *AcceptForkOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	if f.LakeURL() == "" {
-		return cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to the lake whose witnesses and bronze.events saw the lost history")
-	}
-	k, err := f.SigningKey("accept-fork journals chain.fork_accepted and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE")
+	format, _ := opts.Format()
+	k, pool, st, err := opts.Open(ctx, false)
 	if err != nil {
 		return err
 	}
-	pool, err := f.DB(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := f.OptionalLake(ctx)
-	if err != nil {
-		return err
-	}
-	id, err := resolveTenant(ctx, pool, opts.Tenant)
+	id, err := opts.ResolveTenant(ctx, pool, opts.Tenant)
 	if err != nil {
 		return err
 	}
 	ao := recovery.AcceptOptions{Pool: pool, Lake: st, Tenant: id, Reason: opts.Reason, By: opts.By, DryRun: true}
-	res, err := recovery.AcceptFork(ctx, ao)
+	res, err := opts.Accept(ctx, ao)
 	if errors.Is(err, recovery.ErrNothingToAccept) || errors.Is(err, recovery.ErrRestorable) {
 		return cliutil.ConfigErrorf("%v", err)
 	}
@@ -105,36 +110,36 @@ func acceptForkRun(ctx context.Context, opts *AcceptForkOptions) error {
 	}
 	if !res.AlreadyAccepted {
 		if format != cliutil.FormatJSON {
-			printAccept(f, res)
+			printAccept(opts.IO, res)
 		}
-		ok, err := confirm(f, opts.Yes, fmt.Sprintf("Journal on the provider chain that tenant %s's journal wins over the lost history, as %s? [y/N] ", id, opts.By))
+		ok, err := confirm(opts.IO, opts.Yes, fmt.Sprintf("Journal on the provider chain that tenant %s's journal wins over the lost history, as %s? [y/N] ", id, opts.By))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			fmt.Fprintln(f.IO.ErrOut, "Nothing accepted.")
+			fmt.Fprintln(opts.IO.ErrOut, "Nothing accepted.")
 			return cliutil.ErrSilent
 		}
 		ao.DryRun, ao.Signer = false, k
-		if res, err = recovery.AcceptFork(ctx, ao); err != nil {
+		if res, err = opts.Accept(ctx, ao); err != nil {
 			return cliutil.AsConfigError(err)
 		}
 	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, res)
+		return cliutil.WriteJSON(opts.IO.Out, res)
 	}
 	if res.AlreadyAccepted {
-		_, err := fmt.Fprintf(f.IO.Out, "The fork of tenant %s is already accepted: nothing to do.\n", id)
+		_, err := fmt.Fprintf(opts.IO.Out, "The fork of tenant %s is already accepted: nothing to do.\n", id)
 		return err
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "Accepted the fork of tenant %s: journalled chain.fork_accepted at provider seq %d. Next: oml lake repair --tenant %s rewinds its tables to seq %d (docs/runbooks/failover.md).\n",
+	_, err = fmt.Fprintf(opts.IO.Out, "Accepted the fork of tenant %s: journalled chain.fork_accepted at provider seq %d. Next: oml lake repair --tenant %s rewinds its tables to seq %d (docs/runbooks/failover.md).\n",
 		id, res.ProviderSeq, id, res.SharedSeq)
 	return err
 }
 
-func printAccept(f *cliutil.Factory, res *recovery.AcceptResult) {
+func printAccept(io *iostreams.IOStreams, res *recovery.AcceptResult) {
 	for _, l := range res.Lost {
-		fmt.Fprintf(f.IO.ErrOut, "lost head (%s): seq %d hash %s\n", l.Source, l.Seq, l.Hash)
+		fmt.Fprintf(io.ErrOut, "lost head (%s): seq %d hash %s\n", l.Source, l.Seq, l.Hash)
 	}
-	fmt.Fprintf(f.IO.ErrOut, "shared with the journal up to seq %d; journal head now seq %d hash %s\n", res.SharedSeq, res.NewSeq, res.NewHash)
+	fmt.Fprintf(io.ErrOut, "shared with the journal up to seq %d; journal head now seq %d hash %s\n", res.SharedSeq, res.NewSeq, res.NewHash)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
+	"github.com/omlhq/oml/internal/testkit/runtest"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -69,8 +70,8 @@ func TestNewCmdVerify_Flags(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			tc.want.F = f
-			require.Equal(t, tc.want, *got)
+			require.Same(t, f.IO, got.IO)
+			require.Equal(t, tc.want, runtest.Flags(*got))
 		})
 	}
 }

@@ -4,19 +4,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/bundle"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keys"
 )
 
-// ExportOptions are `oml chain export`'s flags.
+// ExportOptions are `oml chain export`'s flags and what its run function
+// needs, as functions (NewCmdExport fills them from the Factory; a test
+// replaces them).
 type ExportOptions struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Open opens the database, resolves --tenant and fills what the bundle
+	// carries besides the journal (the tenant's name, the lake's witnessed
+	// heads, the key that signs the bundle when one is configured).
+	Open func(ctx context.Context, tenant string, from int64) (*pgxpool.Pool, bundle.ExportOptions, error)
+	// Export is bundle.Export: it writes the bundle to w.
+	Export func(ctx context.Context, pool *pgxpool.Pool, w io.Writer, o bundle.ExportOptions) (bundle.Trailer, error)
+
 	Tenant string
 	From   int64
 	Out    string
@@ -25,7 +39,10 @@ type ExportOptions struct {
 
 // NewCmdExport builds `oml chain export`.
 func NewCmdExport(f *cliutil.Factory, runF func(context.Context, *ExportOptions) error) *cobra.Command {
-	opts := &ExportOptions{F: f}
+	opts := &ExportOptions{IO: f.IO, Format: f.Format, Export: bundle.Export,
+		Open: func(ctx context.Context, tenant string, from int64) (*pgxpool.Pool, bundle.ExportOptions, error) {
+			return openExport(ctx, f, tenant, from)
+		}}
 	cmd := &cobra.Command{
 		Use:   "export --tenant T --out FILE",
 		Short: "Write a self-contained proof of one tenant's chain for an auditor (checked offline by oml chain verify --bundle)",
@@ -70,42 +87,51 @@ Exit status: 0 written; 2 usage, configuration or connection error.`,
 	return cmd
 }
 
+// openExport is ExportOptions.Open over the Factory.
+func openExport(ctx context.Context, f *cliutil.Factory, name string, from int64) (*pgxpool.Pool, bundle.ExportOptions, error) {
+	pool, err := f.CurrentDB(ctx)
+	if err != nil {
+		return nil, bundle.ExportOptions{}, err
+	}
+	tenant, err := resolveTenant(ctx, pool, name)
+	if err != nil {
+		return nil, bundle.ExportOptions{}, err
+	}
+	eo := bundle.ExportOptions{Tenant: tenant, From: from}
+	if names, err := tenantNames(ctx, pool); err == nil {
+		eo.TenantName = names[tenant]
+	}
+	if eo.Lake, err = f.OptionalLake(ctx); err != nil {
+		return nil, bundle.ExportOptions{}, err
+	}
+	if p := f.SigningKeyPath(); p != "" {
+		k, err := keys.LoadFile(p)
+		if err != nil {
+			return nil, bundle.ExportOptions{}, cliutil.AsConfigError(err)
+		}
+		eo.Signer = k
+	}
+	return pool, eo, nil
+}
+
 func exportRun(ctx context.Context, opts *ExportOptions) error {
-	f := opts.F
-	format, _ := f.Format()
+	format, _ := opts.Format()
 	if !opts.Force {
 		if _, err := os.Stat(opts.Out); err == nil {
 			return cliutil.FlagErrorf("%s already exists: pass --force to replace it", opts.Out)
 		}
 	}
-	pool, err := f.CurrentDB(ctx)
+	pool, eo, err := opts.Open(ctx, opts.Tenant, opts.From)
 	if err != nil {
 		return err
 	}
-	tenant, err := resolveTenant(ctx, pool, opts.Tenant)
-	if err != nil {
-		return err
-	}
-	eo := bundle.ExportOptions{Tenant: tenant, From: opts.From}
-	if names, err := tenantNames(ctx, pool); err == nil {
-		eo.TenantName = names[tenant]
-	}
-	if eo.Lake, err = f.OptionalLake(ctx); err != nil {
-		return err
-	}
-	if p := f.SigningKeyPath(); p != "" {
-		k, err := keys.LoadFile(p)
-		if err != nil {
-			return cliutil.AsConfigError(err)
-		}
-		eo.Signer = k
-	}
+	tenant := eo.Tenant
 	tmp, err := os.CreateTemp(filepath.Dir(opts.Out), "."+filepath.Base(opts.Out)+".*")
 	if err != nil {
 		return cliutil.ConfigErrorf("cannot write the bundle next to %s: %v", opts.Out, err)
 	}
 	defer os.Remove(tmp.Name()) //nolint:errcheck // gone after the rename
-	tr, err := bundle.Export(ctx, pool, tmp, eo)
+	tr, err := opts.Export(ctx, pool, tmp, eo)
 	if err == nil {
 		err = tmp.Sync()
 	}
@@ -122,10 +148,10 @@ func exportRun(ctx context.Context, opts *ExportOptions) error {
 		return cliutil.ConfigErrorf("cannot write %s: %v", opts.Out, err)
 	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, map[string]any{"file": opts.Out, "tenant_id": tenant, "provider_events": tr.ProviderEvents,
+		return cliutil.WriteJSON(opts.IO.Out, map[string]any{"file": opts.Out, "tenant_id": tenant, "provider_events": tr.ProviderEvents,
 			"events": tr.Events, "to_seq": tr.ToSeq, "to_hash": tr.ToHash, "witnesses": tr.Witnesses})
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "Wrote %s: %d provider event(s), %d event(s) of %s through seq %d (%s), %d signed head(s).\nCheck it anywhere with: oml chain verify --bundle %s\n",
+	_, err = fmt.Fprintf(opts.IO.Out, "Wrote %s: %d provider event(s), %d event(s) of %s through seq %d (%s), %d signed head(s).\nCheck it anywhere with: oml chain verify --bundle %s\n",
 		opts.Out, tr.ProviderEvents, tr.Events, opts.Tenant, tr.ToSeq, short(tr.ToHash), tr.Witnesses, filepath.Base(opts.Out))
 	return err
 }

@@ -12,18 +12,42 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/witness"
 )
 
-// HeadOptions are `oml chain head`'s flags and dependencies.
+// HeadOptions are `oml chain head`'s flags and what its run function
+// needs, as functions (NewCmdHead fills them from the Factory; a test
+// replaces them).
 type HeadOptions struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Heads opens the database (and the lake, when one is configured) and
+	// reads what the view shows (readHeadsView); its errors are the
+	// command's.
+	Heads func(ctx context.Context, tenant string) (*headsView, error)
+
 	Tenant string
+}
+
+// headsView is what `oml chain head` reads before it decides: the stored
+// heads (with names and checkpoints), the fork check against the lake's
+// witnesses and bronze (empty without a lake), and the database's identity
+// (idErr set when it could not be read: no failover line then).
+type headsView struct {
+	rows            []*headRow
+	fork            *chainverify.ForkCheckResult
+	lake            bool
+	sysID, timeline string
+	idErr           error
 }
 
 // NewCmdHead builds `oml chain head`.
 func NewCmdHead(f *cliutil.Factory, runF func(context.Context, *HeadOptions) error) *cobra.Command {
-	opts := &HeadOptions{F: f}
+	opts := &HeadOptions{IO: f.IO, Format: f.Format, Heads: func(ctx context.Context, tenant string) (*headsView, error) {
+		return readHeadsView(ctx, f, tenant)
+	}}
 	cmd := &cobra.Command{
 		Use:   "head",
 		Short: "Show each chain's stored head, last verified checkpoint and newest witnessed head",
@@ -74,40 +98,51 @@ type headRow struct {
 	Failover        string     `json:"failover,omitempty"`
 }
 
-func headRun(ctx context.Context, opts *HeadOptions) error {
-	f := opts.F
-	format, _ := f.Format()
+// readHeadsView is HeadOptions.Heads over the Factory's database and lake.
+func readHeadsView(ctx context.Context, f *cliutil.Factory, tenant string) (*headsView, error) {
 	pool, err := f.CurrentDB(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	only, err := onlyTenant(ctx, pool, opts.Tenant)
+	only, err := onlyTenant(ctx, pool, tenant)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	names, err := tenantNames(ctx, pool)
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return nil, cliutil.AsConfigError(err)
 	}
 	rows, err := readHeads(ctx, pool, only)
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return nil, cliutil.AsConfigError(err)
+	}
+	for _, r := range rows {
+		r.Name = names[r.Tenant]
 	}
 	st, err := f.OptionalLake(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	fc := &chainverify.ForkCheckResult{}
+	v := &headsView{rows: rows, fork: &chainverify.ForkCheckResult{}, lake: st != nil}
 	if st != nil {
-		if fc, err = chainverify.ForkCheck(ctx, pool, st, only); err != nil {
-			return cliutil.AsConfigError(err)
+		if v.fork, err = chainverify.ForkCheck(ctx, pool, st, only); err != nil {
+			return nil, cliutil.AsConfigError(err)
 		}
 	}
+	v.sysID, v.timeline, v.idErr = witness.Identity(ctx, pool)
+	return v, nil
+}
+
+func headRun(ctx context.Context, opts *HeadOptions) error {
+	format, _ := opts.Format()
+	v, err := opts.Heads(ctx, opts.Tenant)
+	if err != nil {
+		return err
+	}
+	rows, fc, sysID, timeline, idErr := v.rows, v.fork, v.sysID, v.timeline, v.idErr
 	problems := fc.Untrusted
-	sysID, timeline, idErr := witness.Identity(ctx, pool)
 	broken := 0
 	for _, r := range rows {
-		r.Name = names[r.Tenant]
 		w := fc.Witnessed[r.Tenant]
 		if w == nil {
 			r.Status = "no-witness"
@@ -136,7 +171,7 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 	}
 	if format == cliutil.FormatJSON {
 		rows = cliutil.NonNil(rows)
-		if err := cliutil.WriteJSON(f.IO.Out, rows); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, rows); err != nil {
 			return err
 		}
 	} else {
@@ -155,23 +190,23 @@ func headRun(ctx context.Context, opts *HeadOptions) error {
 			table = append(table, []string{r.Tenant.String(), r.Name, fmt.Sprint(r.Seq), short(r.Hash),
 				opt(r.CheckpointSeq), opt(r.WitnessSeq), wt, r.Status})
 		}
-		if err := cliutil.Table(f.IO, []string{"TENANT", "NAME", "SEQ", "HASH", "VERIFIED", "WITNESSED", "WITNESS TIME", "STATUS"}, table); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TENANT", "NAME", "SEQ", "HASH", "VERIFIED", "WITNESSED", "WITNESS TIME", "STATUS"}, table); err != nil {
 			return err
 		}
 		for _, r := range rows {
 			if r.Failover != "" {
-				fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): %s\n", r.Tenant, r.Name, r.Failover)
+				fmt.Fprintf(opts.IO.ErrOut, "oml: tenant %s (%s): %s\n", r.Tenant, r.Name, r.Failover)
 			}
 			if r.StatusDetail != "" {
-				fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): %s: %s\n", r.Tenant, r.Name, r.Status, r.StatusDetail)
+				fmt.Fprintf(opts.IO.ErrOut, "oml: tenant %s (%s): %s: %s\n", r.Tenant, r.Name, r.Status, r.StatusDetail)
 			}
 		}
-		if st == nil {
-			fmt.Fprintln(f.IO.ErrOut, "oml: note: no lake configured (--lake or OML_LAKE_URL): witnessed heads not shown")
+		if !v.lake {
+			fmt.Fprintln(opts.IO.ErrOut, "oml: note: no lake configured (--lake or OML_LAKE_URL): witnessed heads not shown")
 		}
 	}
 	for _, p := range problems {
-		fmt.Fprintf(f.IO.ErrOut, "oml: warning: %s\n", p)
+		fmt.Fprintf(opts.IO.ErrOut, "oml: warning: %s\n", p)
 	}
 	if broken > 0 {
 		return cliutil.Findingsf("%d chain(s) disagree with their witnessed head: run oml chain verify for the full report", broken)

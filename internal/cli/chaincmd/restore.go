@@ -6,16 +6,32 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/recovery"
 )
 
-// RestoreTailOptions are `oml chain restore-tail`'s flags and dependencies.
+// RestoreTailOptions are `oml chain restore-tail`'s flags and what its run
+// function needs, as functions (NewCmdRestoreTail fills them from the
+// Factory; a test replaces them).
 type RestoreTailOptions struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Open requires a lake, loads the deployment key unless dryRun, and
+	// opens the database and the lake.
+	Open openRecovery
+	// OnlyTenant resolves --tenant: nil (every chain) when it is empty.
+	OnlyTenant func(ctx context.Context, pool *pgxpool.Pool, tenant string) (*uuid.UUID, error)
+	// Restore is recovery.RestoreTail: it plans (DryRun) or restores.
+	Restore func(ctx context.Context, o recovery.RestoreOptions) (*recovery.RestoreResult, error)
+
 	Tenant string
 	DryRun bool
 	Yes    bool
@@ -24,7 +40,9 @@ type RestoreTailOptions struct {
 
 // NewCmdRestoreTail builds `oml chain restore-tail`.
 func NewCmdRestoreTail(f *cliutil.Factory, runF func(context.Context, *RestoreTailOptions) error) *cobra.Command {
-	opts := &RestoreTailOptions{F: f}
+	opts := &RestoreTailOptions{IO: f.IO, Format: f.Format, OnlyTenant: onlyTenant, Restore: recovery.RestoreTail,
+		Open: openForRecovery(f, "no lake configured: set --lake or OML_LAKE_URL to the lake whose bronze.events holds the lost events",
+			"restore-tail journals chain.tail_restored and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE (or use --dry-run)")}
 	cmd := &cobra.Command{
 		Use:   "restore-tail",
 		Short: "Re-insert the events a failover or restore lost, from the lake's bronze.events",
@@ -78,16 +96,48 @@ be restored (refused: see the problem); 2 usage or connection error.`,
 	return cmd
 }
 
+// openRecovery is what restore-tail and accept-fork open, in this order:
+// a lake must be configured, the deployment key (unless dryRun: then nil),
+// the database, the lake.
+type openRecovery func(ctx context.Context, dryRun bool) (*keys.Key, *pgxpool.Pool, store.Store, error)
+
+// openForRecovery is an openRecovery over the Factory; noLake and noKey
+// are the sentences to fail with when the lake or the key is missing.
+func openForRecovery(f *cliutil.Factory, noLake, noKey string) openRecovery {
+	return func(ctx context.Context, dryRun bool) (*keys.Key, *pgxpool.Pool, store.Store, error) {
+		if f.LakeURL() == "" {
+			return nil, nil, nil, cliutil.ConfigErrorf("%s", noLake)
+		}
+		var signer *keys.Key
+		if !dryRun {
+			k, err := f.SigningKey(noKey)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			signer = k
+		}
+		pool, err := f.DB(ctx)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		st, err := f.OptionalLake(ctx)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		return signer, pool, st, nil
+	}
+}
+
 // confirm asks on a terminal; without one, --yes is required.
-func confirm(f *cliutil.Factory, yes bool, prompt string) (bool, error) {
+func confirm(io *iostreams.IOStreams, yes bool, prompt string) (bool, error) {
 	if yes {
 		return true, nil
 	}
-	if !f.IO.IsStdinTTY() {
+	if !io.IsStdinTTY() {
 		return false, cliutil.FlagErrorf("refusing to change the journal without confirmation: stdin is not a terminal; pass --yes")
 	}
-	fmt.Fprint(f.IO.ErrOut, prompt)
-	line, err := bufio.NewReader(f.IO.In).ReadString('\n')
+	fmt.Fprint(io.ErrOut, prompt)
+	line, err := bufio.NewReader(io.In).ReadString('\n')
 	if err != nil && line == "" {
 		return false, nil
 	}
@@ -99,32 +149,16 @@ func confirm(f *cliutil.Factory, yes bool, prompt string) (bool, error) {
 }
 
 func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	if f.LakeURL() == "" {
-		return cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to the lake whose bronze.events holds the lost events")
-	}
-	var signer *keys.Key
-	if !opts.DryRun {
-		k, err := f.SigningKey("restore-tail journals chain.tail_restored and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE (or use --dry-run)")
-		if err != nil {
-			return err
-		}
-		signer = k
-	}
-	pool, err := f.DB(ctx)
-	if err != nil {
-		return err
-	}
-	st, err := f.OptionalLake(ctx)
+	format, _ := opts.Format()
+	signer, pool, st, err := opts.Open(ctx, opts.DryRun)
 	if err != nil {
 		return err
 	}
 	ro := recovery.RestoreOptions{Pool: pool, Lake: st, DryRun: true, By: opts.By}
-	if ro.Tenant, err = onlyTenant(ctx, pool, opts.Tenant); err != nil {
+	if ro.Tenant, err = opts.OnlyTenant(ctx, pool, opts.Tenant); err != nil {
 		return err
 	}
-	res, err := recovery.RestoreTail(ctx, ro)
+	res, err := opts.Restore(ctx, ro)
 	if err != nil {
 		return cliutil.AsConfigError(fmt.Errorf("plan the restore: %w", err))
 	}
@@ -136,28 +170,28 @@ func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
 	}
 	if !opts.DryRun && restorable > 0 {
 		if format != cliutil.FormatJSON {
-			if err := printRestore(f, res); err != nil {
+			if err := printRestore(opts.IO, res); err != nil {
 				return err
 			}
 		}
-		ok, err := confirm(f, opts.Yes, fmt.Sprintf("Restore the lost tail of %d chain(s) from bronze.events, as %s? [y/N] ", restorable, opts.By))
+		ok, err := confirm(opts.IO, opts.Yes, fmt.Sprintf("Restore the lost tail of %d chain(s) from bronze.events, as %s? [y/N] ", restorable, opts.By))
 		if err != nil {
 			return err
 		}
 		if !ok {
-			fmt.Fprintln(f.IO.ErrOut, "Nothing restored.")
+			fmt.Fprintln(opts.IO.ErrOut, "Nothing restored.")
 			return cliutil.ErrSilent
 		}
 		ro.DryRun, ro.Signer = false, signer
-		if res, err = recovery.RestoreTail(ctx, ro); err != nil {
+		if res, err = opts.Restore(ctx, ro); err != nil {
 			return cliutil.AsConfigError(fmt.Errorf("restore: %w", err))
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, res); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, res); err != nil {
 			return err
 		}
-	} else if err := printRestore(f, res); err != nil {
+	} else if err := printRestore(opts.IO, res); err != nil {
 		return err
 	}
 	if n := res.Refused(); n > 0 {
@@ -166,7 +200,7 @@ func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
 	return nil
 }
 
-func printRestore(f *cliutil.Factory, res *recovery.RestoreResult) error {
+func printRestore(io *iostreams.IOStreams, res *recovery.RestoreResult) error {
 	rows := make([][]string, 0, len(res.Tenants))
 	for _, t := range res.Tenants {
 		span := "-"
@@ -176,23 +210,23 @@ func printRestore(f *cliutil.Factory, res *recovery.RestoreResult) error {
 		rows = append(rows, []string{t.Tenant.String(), t.Name, t.Status, fmt.Sprint(t.JournalSeq), fmt.Sprint(t.BronzeSeq),
 			fmt.Sprint(t.WitnessSeq), span, fmt.Sprint(t.OutboxRows), fmt.Sprint(len(t.BodyLost))})
 	}
-	if err := cliutil.Table(f.IO, []string{"TENANT", "NAME", "STATUS", "JOURNAL", "BRONZE", "WITNESS", "EVENTS", "OUTBOX", "BODY LOST"}, rows); err != nil {
+	if err := cliutil.Table(io, []string{"TENANT", "NAME", "STATUS", "JOURNAL", "BRONZE", "WITNESS", "EVENTS", "OUTBOX", "BODY LOST"}, rows); err != nil {
 		return err
 	}
 	for _, t := range res.Tenants {
 		if t.Problem != "" {
-			fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): %s\n", t.Tenant, t.Name, t.Problem)
+			fmt.Fprintf(io.ErrOut, "oml: tenant %s (%s): %s\n", t.Tenant, t.Name, t.Problem)
 		}
 		for _, c := range t.BodyLost {
-			fmt.Fprintf(f.IO.ErrOut, "oml: tenant %s (%s): claim %s v%d is body_lost: it was held and its body was lost with the tail (held bodies never reach the lake); it cannot be promoted: demote or erase it and have its writer submit again\n", t.Tenant, t.Name, c.ArtifactID, c.Version)
+			fmt.Fprintf(io.ErrOut, "oml: tenant %s (%s): claim %s v%d is body_lost: it was held and its body was lost with the tail (held bodies never reach the lake); it cannot be promoted: demote or erase it and have its writer submit again\n", t.Tenant, t.Name, c.ArtifactID, c.Version)
 		}
 		if t.Status == recovery.StatusRestored {
-			fmt.Fprintf(f.IO.ErrOut, "restored tenant %s (%s): events %d..%d, %d outbox rows (%d reseated, %d pending), journalled at seq %d\n",
+			fmt.Fprintf(io.ErrOut, "restored tenant %s (%s): events %d..%d, %d outbox rows (%d reseated, %d pending), journalled at seq %d\n",
 				t.Tenant, t.Name, t.FromSeq, t.ToSeq, t.OutboxRows, t.Reseated, t.Pending, t.RestoredSeq)
 		}
 	}
 	if res.DryRun {
-		fmt.Fprintln(f.IO.ErrOut, "dry run: nothing was written")
+		fmt.Fprintln(io.ErrOut, "dry run: nothing was written")
 	}
 	return nil
 }

@@ -17,13 +17,24 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/witness"
 )
 
-// VerifyOptions are `oml chain verify`'s flags and dependencies.
+// VerifyOptions are `oml chain verify`'s flags and what its run functions
+// need, as functions (NewCmdVerify fills them from the Factory; a test
+// replaces them).
 type VerifyOptions struct {
-	F *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// LakeURL is --lake or OML_LAKE_URL (--bronze names a table under it).
+	LakeURL func() string
+	// Verify opens the database (and the lake, when one is configured) and
+	// verifies the journal as the flags say (verifyDB), feeding p's
+	// progress bar. Its errors are the command's.
+	Verify func(ctx context.Context, opts *VerifyOptions, p verifyProgress) (*dbVerify, error)
 
 	Tenant          string
 	From            int64
@@ -42,7 +53,10 @@ type VerifyOptions struct {
 // NewCmdVerify builds `oml chain verify`. runF replaces the run function in
 // tests of flag parsing.
 func NewCmdVerify(f *cliutil.Factory, runF func(context.Context, *VerifyOptions) error) *cobra.Command {
-	opts := &VerifyOptions{F: f}
+	opts := &VerifyOptions{IO: f.IO, Format: f.Format, LakeURL: f.LakeURL,
+		Verify: func(ctx context.Context, o *VerifyOptions, p verifyProgress) (*dbVerify, error) {
+			return verifyDB(ctx, f, o, p)
+		}}
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Verify every chain end to end and report the first bad event of each broken one",
@@ -174,110 +188,150 @@ type witnessCheckJSON struct {
 	Problems []string `json:"problems"`
 }
 
-func verifyRun(ctx context.Context, opts *VerifyOptions) error {
-	f := opts.F
-	io := f.IO
-	format, _ := f.Format()
+// verifyProgress is the progress bar's side of a verification: the
+// counter and the plan hook VerifyDB feeds (onPlan nil off a terminal),
+// and start, called just before the journal is read, which draws the bar
+// until the stop it returns is called.
+type verifyProgress struct {
+	progress *chainverify.Progress
+	onPlan   func(int64)
+	start    func() (stop func())
+}
+
+// dbVerify is what `oml chain verify` reports: the journal's verification
+// (with the invalid-witness findings merged in), the tenants' names, the
+// witness check and the accepted forks.
+type dbVerify struct {
+	rep           chainverify.Report
+	names         map[uuid.UUID]string
+	wj            witnessCheckJSON
+	acceptedForks []chainverify.AcceptedFinding
+}
+
+// verifyDB is VerifyOptions.Verify over the Factory's database and lake.
+func verifyDB(ctx context.Context, f *cliutil.Factory, opts *VerifyOptions, p verifyProgress) (*dbVerify, error) {
 	pool, err := f.CurrentDB(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dbo := chainverify.DBOptions{
 		SinceCheckpoint: opts.SinceCheckpoint, Strict: opts.Strict, NoCheckpoint: opts.NoCheckpoint, RootKeyID: opts.RootKeyID,
+		Progress: p.progress, OnPlan: p.onPlan,
 	}
 	if opts.Tenant != "" {
 		id, err := resolveTenant(ctx, pool, opts.Tenant)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		dbo.Tenant = &id
 		if opts.From > 0 {
 			h, _ := hex.DecodeString(opts.FromHash)
 			if opts.FromHash == "" {
-				if h, err = witnessedHash(ctx, opts.F, pool, id, opts.From); err != nil {
-					return err
+				if h, err = witnessedHash(ctx, f, pool, id, opts.From); err != nil {
+					return nil, err
 				}
 			}
 			dbo.From = &chainverify.Head{Seq: opts.From, Hash: h}
 		}
 	}
 
-	wj := witnessCheckJSON{Problems: []string{}}
+	v := &dbVerify{wj: witnessCheckJSON{Problems: []string{}}}
 	var witnessFindings []chainverify.Finding
 	st, err := f.OptionalLake(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var acceptedForks []chainverify.AcceptedFinding
 	if st != nil {
 		// The fork check reads the witnesses and the bronze heads (before
 		// the journal snapshot VerifyDB takes) and the fork acceptances.
 		fc, err := chainverify.ForkCheck(ctx, pool, st, dbo.Tenant)
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return nil, cliutil.AsConfigError(err)
 		}
 		acc, err := chainverify.ReadAcceptances(ctx, pool)
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return nil, cliutil.AsConfigError(err)
 		}
-		newest := fc.Witnessed
-		wj.Checked, wj.Tenants = true, len(newest)
-		wj.Bronze = len(fc.Bronze)
-		for _, e := range fc.Untrusted {
-			wj.Problems = append(wj.Problems, e.Error())
-		}
-		for _, e := range fc.BronzeProblems {
-			wj.Problems = append(wj.Problems, "bronze table not compared: "+e.Error())
-		}
-		acceptedForks = fc.Accepted
+		v.wj = witnessCheck(fc)
+		v.acceptedForks = fc.Accepted
 		witnessFindings = chainverify.InvalidWitnessFindings(fc.Untrusted)
-		dbo.Witnessed = func(id uuid.UUID) (chainverify.Head, bool) {
-			h, ok := newest[id]
-			if !ok {
-				return chainverify.Head{}, false
-			}
-			return chainverify.Head{Seq: h.Seq, Hash: h.HashBytes()}, true
-		}
-		dbo.Bronze = func(id uuid.UUID) (chainverify.Head, bool) {
-			b, ok := fc.Bronze[id]
-			if !ok {
-				return chainverify.Head{}, false
-			}
-			return chainverify.Head{Seq: b.Seq, Hash: b.Hash}, true
-		}
+		dbo.Witnessed, dbo.Bronze = witnessedHeads(fc)
 		dbo.Accepted = func(id uuid.UUID, a chainverify.Head) bool {
 			_, ok := acc.Covers(id, a)
 			return ok
 		}
 	}
 
-	var progress chainverify.Progress
-	dbo.Progress = &progress
-	stop := func() {}
-	if io.IsStderrTTY() {
-		var total int64
-		var mu sync.Mutex
-		dbo.OnPlan = func(n int64) { mu.Lock(); total = n; mu.Unlock() }
-		stop = startProgress(io.ErrOut, &progress, func() int64 { mu.Lock(); defer mu.Unlock(); return total })
-	}
-	rep, err := chainverify.VerifyDB(ctx, pool, dbo)
+	stop := p.start()
+	v.rep, err = chainverify.VerifyDB(ctx, pool, dbo)
 	stop()
 	if err != nil {
-		return cliutil.AsConfigError(fmt.Errorf("verify the journal: %w", err))
+		return nil, cliutil.AsConfigError(fmt.Errorf("verify the journal: %w", err))
 	}
-	names, err := tenantNames(ctx, pool)
-	if err != nil {
-		return cliutil.AsConfigError(err)
+	if v.names, err = tenantNames(ctx, pool); err != nil {
+		return nil, cliutil.AsConfigError(err)
 	}
 	if len(witnessFindings) > 0 {
-		rep.Findings = append(rep.Findings, witnessFindings...)
-		slices.SortStableFunc(rep.Findings, func(a, b chainverify.Finding) int {
+		v.rep.Findings = append(v.rep.Findings, witnessFindings...)
+		slices.SortStableFunc(v.rep.Findings, func(a, b chainverify.Finding) int {
 			if c := bytes.Compare(a.Tenant[:], b.Tenant[:]); c != 0 {
 				return c
 			}
 			return cmp.Compare(a.Seq, b.Seq)
 		})
 	}
+	return v, nil
+}
+
+// witnessCheck is the witnesses part of the report.
+func witnessCheck(fc *chainverify.ForkCheckResult) witnessCheckJSON {
+	wj := witnessCheckJSON{Checked: true, Tenants: len(fc.Witnessed), Bronze: len(fc.Bronze), Problems: []string{}}
+	for _, e := range fc.Untrusted {
+		wj.Problems = append(wj.Problems, e.Error())
+	}
+	for _, e := range fc.BronzeProblems {
+		wj.Problems = append(wj.Problems, "bronze table not compared: "+e.Error())
+	}
+	return wj
+}
+
+// witnessedHeads are DBOptions.Witnessed and DBOptions.Bronze: the newest
+// witnessed head and the newest bronze event of each tenant.
+func witnessedHeads(fc *chainverify.ForkCheckResult) (witnessed, bronze func(uuid.UUID) (chainverify.Head, bool)) {
+	witnessed = func(id uuid.UUID) (chainverify.Head, bool) {
+		h, ok := fc.Witnessed[id]
+		if !ok {
+			return chainverify.Head{}, false
+		}
+		return chainverify.Head{Seq: h.Seq, Hash: h.HashBytes()}, true
+	}
+	bronze = func(id uuid.UUID) (chainverify.Head, bool) {
+		b, ok := fc.Bronze[id]
+		if !ok {
+			return chainverify.Head{}, false
+		}
+		return chainverify.Head{Seq: b.Seq, Hash: b.Hash}, true
+	}
+	return witnessed, bronze
+}
+
+func verifyRun(ctx context.Context, opts *VerifyOptions) error {
+	io := opts.IO
+	format, _ := opts.Format()
+	p := verifyProgress{progress: &chainverify.Progress{}, start: func() func() { return func() {} }}
+	if io.IsStderrTTY() {
+		var total int64
+		var mu sync.Mutex
+		p.onPlan = func(n int64) { mu.Lock(); total = n; mu.Unlock() }
+		p.start = func() func() {
+			return startProgress(io.ErrOut, p.progress, func() int64 { mu.Lock(); defer mu.Unlock(); return total })
+		}
+	}
+	v, err := opts.Verify(ctx, opts, p)
+	if err != nil {
+		return err
+	}
+	rep, names, wj, acceptedForks := v.rep, v.names, v.wj, v.acceptedForks
 
 	if format == cliutil.FormatJSON {
 		doc := verifyJSON{OK: len(rep.Findings) == 0, Findings: rep.Findings, Events: rep.Events,

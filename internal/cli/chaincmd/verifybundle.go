@@ -32,7 +32,7 @@ func verifyBundleRun(ctx context.Context, opts *VerifyOptions) error {
 // verifyBronzeRun is `oml chain verify --bronze TABLE`: the lake's copy of
 // one chain, with no database.
 func verifyBronzeRun(ctx context.Context, opts *VerifyOptions) error {
-	root, tenant, err := splitBronzeTable(opts.Bronze, opts.F.LakeURL())
+	root, tenant, err := splitBronzeTable(opts.Bronze, opts.LakeURL())
 	if err != nil {
 		return err
 	}
@@ -80,9 +80,8 @@ func splitBronzeTable(table, lakeURL string) (string, uuid.UUID, error) {
 
 // printOffline prints an offline verification (bundle or bronze table).
 func printOffline(opts *VerifyOptions, res *bundle.Result, what string) error {
-	f := opts.F
-	io := f.IO
-	format, _ := f.Format()
+	io := opts.IO
+	format, _ := opts.Format()
 	if format == cliutil.FormatJSON {
 		doc := struct {
 			OK bool `json:"ok"`

@@ -13,14 +13,24 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/witness"
 )
 
-// WitnessOptions are `oml chain witness`'s flags and dependencies.
+// WitnessOptions are `oml chain witness`'s flags and what its run function
+// needs, as functions (NewCmdWitness fills them from the Factory; a test
+// replaces them).
 type WitnessOptions struct {
-	F              *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Prepare opens the lake, the key and the database, captures the heads
+	// to witness and waits until they are durable (prepareWitness); its
+	// errors are the command's.
+	Prepare func(ctx context.Context, opts *WitnessOptions) (*witnessRound, error)
+
 	Tenant         string
 	DurableOn      string
 	DurableTimeout time.Duration
@@ -29,7 +39,9 @@ type WitnessOptions struct {
 
 // NewCmdWitness builds `oml chain witness`.
 func NewCmdWitness(f *cliutil.Factory, runF func(context.Context, *WitnessOptions) error) *cobra.Command {
-	opts := &WitnessOptions{F: f}
+	opts := &WitnessOptions{IO: f.IO, Format: f.Format, Prepare: func(ctx context.Context, o *WitnessOptions) (*witnessRound, error) {
+		return prepareWitness(ctx, f, o)
+	}}
 	cmd := &cobra.Command{
 		Use:   "witness",
 		Short: "Publish signed copies of the chain heads to the lake's object store",
@@ -88,71 +100,104 @@ type witnessRow struct {
 	Error   string    `json:"error,omitempty"`
 }
 
-func witnessRun(ctx context.Context, opts *WitnessOptions) error {
-	f := opts.F
-	format, _ := f.Format()
+// witnessRound is one run of `oml chain witness` up to the decisions: the
+// heads captured (with their tenants' names), why they may not be
+// witnessed yet (notDurable, "" when they may), and the steps that sign
+// and publish one head.
+type witnessRound struct {
+	heads      []*witness.Head
+	names      map[uuid.UUID]string
+	notDurable string
+	// sign signs h with the deployment key.
+	sign func(h *witness.Head) error
+	// publish checks h extends every earlier witness, then writes it
+	// (put-if-absent); created is false when it was already witnessed.
+	publish func(ctx context.Context, h *witness.Head) (created bool, err error)
+	// checkpoint writes the C2SP checkpoint form beside a published head.
+	checkpoint func(ctx context.Context, h *witness.Head) error
+}
+
+// prepareWitness is WitnessOptions.Prepare over the Factory.
+func prepareWitness(ctx context.Context, f *cliutil.Factory, opts *WitnessOptions) (*witnessRound, error) {
 	if f.LakeURL() == "" {
-		return cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to where witnesses are kept")
+		return nil, cliutil.ConfigErrorf("no lake configured: set --lake or OML_LAKE_URL to where witnesses are kept")
 	}
 	k, err := f.SigningKey("no signing key: set --signing-key or OML_SIGNING_KEY_FILE to the deployment key that signs witnessed heads")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pool, err := f.DB(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	trusted, err := issuedKeys(ctx, pool)
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return nil, cliutil.AsConfigError(err)
 	}
 	if _, ok := trusted(k.KeyID(), chainverify.ProviderTenant, math.MaxInt64); !ok {
-		return cliutil.ConfigErrorf("the signing key %s was never issued by this deployment's provider chain, or it is revoked: use the deployment's current key file", k.KeyID())
+		return nil, cliutil.ConfigErrorf("the signing key %s was never issued by this deployment's provider chain, or it is revoked: use the deployment's current key file", k.KeyID())
 	}
 	st, err := f.OptionalLake(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	only, err := onlyTenant(ctx, pool, opts.Tenant)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	names, err := tenantNames(ctx, pool)
-	if err != nil {
-		return cliutil.AsConfigError(err)
+	r := &witnessRound{}
+	if r.names, err = tenantNames(ctx, pool); err != nil {
+		return nil, cliutil.AsConfigError(err)
 	}
-	heads, err := witness.Capture(ctx, pool, only, time.Now())
-	if err != nil {
-		return cliutil.AsConfigError(err)
+	if r.heads, err = witness.Capture(ctx, pool, only, time.Now()); err != nil {
+		return nil, cliutil.AsConfigError(err)
 	}
 	if v, err := headsDurable(ctx, pool, opts); err != nil {
-		return cliutil.AsConfigError(err)
+		return nil, cliutil.AsConfigError(err)
 	} else if !v.Durable {
-		fmt.Fprintf(f.IO.ErrOut, "oml: nothing witnessed: %s; a failover to that standby would lose heads the witness would already vouch for. Run again once it catches up (see oml lake status), or pass --durable-on none\n", v.Reason)
-		if format == cliutil.FormatJSON {
-			return cliutil.WriteJSON(f.IO.Out, []witnessRow{})
-		}
-		return nil
+		r.notDurable = v.Reason
+		return r, nil
 	}
 	acc, err := chainverify.ReadAcceptances(ctx, pool)
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return nil, cliutil.AsConfigError(err)
+	}
+	r.sign = func(h *witness.Head) error { return h.Sign(k) }
+	r.publish = func(ctx context.Context, h *witness.Head) (bool, error) {
+		// A head must extend every earlier witness, not only differ from
+		// none at its own seq: signing a head past a lost tail would
+		// release the tenant from the fork check.
+		if err := chainverify.CheckWitnessExtends(ctx, pool, st, h, trusted, acc); err != nil {
+			return false, err
+		}
+		return witness.Publish(ctx, st, h)
+	}
+	r.checkpoint = func(ctx context.Context, h *witness.Head) error { return witness.PublishCheckpoint(ctx, st, h, k) }
+	return r, nil
+}
+
+func witnessRun(ctx context.Context, opts *WitnessOptions) error {
+	format, _ := opts.Format()
+	r, err := opts.Prepare(ctx, opts)
+	if err != nil {
+		return err
+	}
+	heads, names := r.heads, r.names
+	if r.notDurable != "" {
+		fmt.Fprintf(opts.IO.ErrOut, "oml: nothing witnessed: %s; a failover to that standby would lose heads the witness would already vouch for. Run again once it catches up (see oml lake status), or pass --durable-on none\n", r.notDurable)
+		if format == cliutil.FormatJSON {
+			return cliutil.WriteJSON(opts.IO.Out, []witnessRow{})
+		}
+		return nil
 	}
 	rows := make([]witnessRow, 0, len(heads))
 	conflicts := 0
 	for _, h := range heads {
-		if err := h.Sign(k); err != nil {
+		if err := r.sign(h); err != nil {
 			return err
 		}
 		row := witnessRow{Tenant: h.Tenant, Name: names[h.Tenant], Seq: h.Seq, Hash: h.Hash, Key: witness.Key(h.Tenant, h.Seq)}
-		// A head must extend every earlier witness, not only differ from
-		// none at its own seq: signing a head past a lost tail would
-		// release the tenant from the fork check.
-		var created bool
-		err := chainverify.CheckWitnessExtends(ctx, pool, st, h, trusted, acc)
-		if err == nil {
-			created, err = witness.Publish(ctx, st, h)
-		}
+		created, err := r.publish(ctx, h)
 		switch {
 		case errors.Is(err, witness.ErrConflict), errors.Is(err, witness.ErrNotExtending):
 			conflicts++
@@ -161,7 +206,7 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 			return cliutil.AsConfigError(err)
 		default:
 			// The C2SP checkpoint form beside it, for external witnesses.
-			if err := witness.PublishCheckpoint(ctx, st, h, k); err != nil {
+			if err := r.checkpoint(ctx, h); err != nil {
 				if !errors.Is(err, witness.ErrCheckpointConflict) {
 					return cliutil.AsConfigError(err)
 				}
@@ -173,7 +218,7 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 		rows = append(rows, row)
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, rows); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, rows); err != nil {
 			return err
 		}
 	} else {
@@ -188,12 +233,12 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 			}
 			table = append(table, []string{r.Tenant.String(), r.Name, fmt.Sprint(r.Seq), short(r.Hash), state})
 		}
-		if err := cliutil.Table(f.IO, []string{"TENANT", "NAME", "SEQ", "HASH", "STATE"}, table); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TENANT", "NAME", "SEQ", "HASH", "STATE"}, table); err != nil {
 			return err
 		}
 		for _, r := range rows {
 			if r.Error != "" {
-				fmt.Fprintf(f.IO.ErrOut, "oml: %s\n", r.Error)
+				fmt.Fprintf(opts.IO.ErrOut, "oml: %s\n", r.Error)
 			}
 		}
 	}

@@ -5,15 +5,28 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
 )
 
-// AbandonOptions are `oml deadletter abandon`'s flags.
+// AbandonOptions are `oml deadletter abandon`'s flags and what its run
+// function needs, as functions (NewCmdAbandon fills them from the Factory;
+// a test replaces them).
 type AbandonOptions struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Open loads the deployment key, then opens the database.
+	Open func(ctx context.Context) (*keys.Key, *pgxpool.Pool, error)
+	// Abandon is deadletter.Abandon.
+	Abandon func(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, ids []int64, o deadletter.AbandonOptions) ([]deadletter.Result, error)
+
 	IDs    []int64
 	Yes    bool
 	Reason string
@@ -22,7 +35,7 @@ type AbandonOptions struct {
 
 // NewCmdAbandon builds `oml deadletter abandon`.
 func NewCmdAbandon(f *cliutil.Factory, runF func(context.Context, *AbandonOptions) error) *cobra.Command {
-	opts := &AbandonOptions{F: f}
+	opts := &AbandonOptions{IO: f.IO, Format: f.Format, Open: openForAppend(f, "abandoning"), Abandon: deadletter.Abandon}
 	cmd := &cobra.Command{
 		Use:   "abandon ID... --reason R",
 		Short: "Accept for good that dead letters will never reach the lake (a journalled deadletter.abandoned per dead letter)",
@@ -51,14 +64,11 @@ connection error.`,
 			if strings.TrimSpace(opts.Reason) == "" {
 				return cliutil.FlagErrorf("--reason is required: say why these rows can never be repaired (it is journalled)")
 			}
-			if !opts.Yes && !f.IO.IsStdinTTY() {
+			if !opts.Yes && !opts.IO.IsStdinTTY() {
 				return cliutil.FlagErrorf("abandoning is permanent and stdin is not a terminal to confirm on: pass --yes")
 			}
 			var err error
-			if opts.IDs, err = parseIDs(args); err != nil {
-				return err
-			}
-			if opts.By, err = cliutil.JournalledBy(opts.By); err != nil {
+			if opts.IDs, opts.By, err = repairArgs(args, opts.By); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -74,23 +84,15 @@ connection error.`,
 }
 
 func abandonRun(ctx context.Context, opts *AbandonOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	k, pool, err := openForAppend(ctx, f, "abandoning")
+	format, _ := opts.Format()
+	k, pool, err := opts.Open(ctx)
 	if err != nil {
 		return err
 	}
-	if !opts.Yes {
-		ok, err := confirm(f, fmt.Sprintf("Abandon %d dead letter(s) for good as %s? They will never reach the lake. [y/N] ", len(opts.IDs), opts.By))
-		if err != nil {
-			return err
-		}
-		if !ok {
-			fmt.Fprintln(f.IO.ErrOut, "Nothing abandoned.")
-			return nil // a decision, not a problem
-		}
+	if !cliutil.Confirmed(opts.IO, opts.Yes, fmt.Sprintf("Abandon %d dead letter(s) for good as %s? They will never reach the lake. [y/N] ", len(opts.IDs), opts.By), "Nothing abandoned.") {
+		return nil
 	}
-	res, err := deadletter.Abandon(ctx, pool, k, opts.IDs, deadletter.AbandonOptions{By: opts.By, Reason: opts.Reason})
+	res, err := opts.Abandon(ctx, pool, k, opts.IDs, deadletter.AbandonOptions{By: opts.By, Reason: opts.Reason})
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
@@ -101,7 +103,7 @@ func abandonRun(ctx context.Context, opts *AbandonOptions) error {
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, res); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, res); err != nil {
 			return err
 		}
 	} else {
@@ -116,7 +118,7 @@ func abandonRun(ctx context.Context, opts *AbandonOptions) error {
 			default:
 				line = fmt.Sprintf("Dead letter %d was NOT abandoned: %s", r.ID, r.Error)
 			}
-			fmt.Fprintln(f.IO.Out, line)
+			fmt.Fprintln(opts.IO.Out, line)
 		}
 	}
 	if failed > 0 {

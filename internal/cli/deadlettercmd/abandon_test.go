@@ -13,6 +13,7 @@ import (
 	"github.com/omlhq/oml/internal/cli/deadlettercmd"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/testkit/runtest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -50,8 +51,8 @@ func TestNewCmdAbandon_Flags(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			tc.want.F = f
-			require.Equal(t, tc.want, *got)
+			require.Same(t, f.IO, got.IO)
+			require.Equal(t, tc.want, runtest.Flags(*got))
 		})
 	}
 }

@@ -37,26 +37,21 @@ reconcile then lists it as an accepted gap. See docs/deadletter.md.`,
 	return cmd
 }
 
-func openDB(ctx context.Context, f *cliutil.Factory) (*pgxpool.Pool, error) {
-	pool, err := f.CurrentDB(ctx)
-	if err != nil {
-		return nil, err
+// openForAppend is the Open of the verbs that journal a repair: it loads
+// the deployment key, then opens the database (doing names the verb in the
+// error).
+func openForAppend(f *cliutil.Factory, doing string) func(context.Context) (*keys.Key, *pgxpool.Pool, error) {
+	return func(ctx context.Context) (*keys.Key, *pgxpool.Pool, error) {
+		k, err := f.SigningKey(fmt.Sprintf("%s appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE", doing))
+		if err != nil {
+			return nil, nil, err
+		}
+		pool, err := f.CurrentDB(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return k, pool, nil
 	}
-	return pool, nil
-}
-
-// openForAppend loads the deployment key and opens the database, for the
-// verbs that journal a repair (doing names the verb in the error).
-func openForAppend(ctx context.Context, f *cliutil.Factory, doing string) (*keys.Key, *pgxpool.Pool, error) {
-	k, err := f.SigningKey(fmt.Sprintf("%s appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE", doing))
-	if err != nil {
-		return nil, nil, err
-	}
-	pool, err := openDB(ctx, f)
-	if err != nil {
-		return nil, nil, err
-	}
-	return k, pool, nil
 }
 
 // resolveTenant is the --tenant filter: nil when not given.
@@ -102,7 +97,15 @@ func timeOr(t *time.Time) string {
 	return cliutil.Time(*t)
 }
 
-// confirm asks on the terminal; anything but y/yes is a no.
-func confirm(f *cliutil.Factory, prompt string) (bool, error) {
-	return cliutil.Confirm(f.IO, prompt), nil
+// repairArgs is the tail of reenqueue's and abandon's flag checks: the
+// ids, each once, and the journalled --by (the OS user when not given).
+func repairArgs(args []string, by string) ([]int64, string, error) {
+	ids, err := parseIDs(args)
+	if err != nil {
+		return nil, "", err
+	}
+	if by, err = cliutil.JournalledBy(by); err != nil {
+		return nil, "", err
+	}
+	return ids, by, nil
 }

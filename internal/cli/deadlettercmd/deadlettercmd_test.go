@@ -19,6 +19,7 @@ import (
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
+	"github.com/omlhq/oml/internal/testkit/runtest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -61,8 +62,8 @@ func TestNewCmdReenqueue_Flags(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			tc.want.F = f
-			require.Equal(t, tc.want, *got)
+			require.Same(t, f.IO, got.IO)
+			require.Equal(t, tc.want, runtest.Flags(*got))
 		})
 	}
 }

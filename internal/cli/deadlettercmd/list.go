@@ -10,11 +10,21 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/iostreams"
 )
 
-// ListOptions are `oml deadletter list`'s flags and dependencies.
+// ListOptions are `oml deadletter list`'s flags and what its run function
+// needs, as functions (NewCmdList fills them from the Factory; a test
+// replaces them).
 type ListOptions struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Letters opens the database, resolves the --tenant filter (tenant: a
+	// name or id, "" for every tenant) into o and lists (deadletter.List);
+	// its errors are the command's.
+	Letters func(ctx context.Context, tenant string, o deadletter.ListOptions) ([]deadletter.Letter, error)
+
 	Tenant string
 	Since  time.Duration
 	All    bool
@@ -22,7 +32,20 @@ type ListOptions struct {
 
 // NewCmdList builds `oml deadletter list`.
 func NewCmdList(f *cliutil.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
-	opts := &ListOptions{F: f}
+	opts := &ListOptions{IO: f.IO, Format: f.Format, Letters: func(ctx context.Context, tenant string, o deadletter.ListOptions) ([]deadletter.Letter, error) {
+		pool, err := f.CurrentDB(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if o.Tenant, err = resolveTenant(ctx, f, tenant); err != nil {
+			return nil, err
+		}
+		ls, err := deadletter.List(ctx, pool, o)
+		if err != nil {
+			return nil, cliutil.AsConfigError(err)
+		}
+		return ls, nil
+	}}
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List dead letters (open ones; --all includes re-enqueued ones)",
@@ -53,33 +76,24 @@ oml reconcile to fail on them); 2 usage or connection error.`,
 }
 
 func listRun(ctx context.Context, opts *ListOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	pool, err := openDB(ctx, f)
-	if err != nil {
-		return err
-	}
-	tn, err := resolveTenant(ctx, f, opts.Tenant)
-	if err != nil {
-		return err
-	}
-	lo := deadletter.ListOptions{Tenant: tn, All: opts.All}
+	format, _ := opts.Format()
+	lo := deadletter.ListOptions{All: opts.All}
 	if opts.Since > 0 {
 		lo.Since = time.Now().Add(-opts.Since)
 	}
-	ls, err := deadletter.List(ctx, pool, lo)
+	ls, err := opts.Letters(ctx, opts.Tenant, lo)
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return err
 	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, ls)
+		return cliutil.WriteJSON(opts.IO.Out, ls)
 	}
 	if len(ls) == 0 {
 		what := "open dead letters"
 		if opts.All {
 			what = "dead letters"
 		}
-		_, err := fmt.Fprintf(f.IO.Out, "No %s.\n", what)
+		_, err := fmt.Fprintf(opts.IO.Out, "No %s.\n", what)
 		return err
 	}
 	rows := make([][]string, 0, len(ls))
@@ -92,11 +106,11 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 			re = fmt.Sprintf("abandoned, %s (journal seq %d)", cliutil.Time(*l.AbandonedAt), deref(l.AbandonedSeq))
 		}
 		rows = append(rows, []string{fmt.Sprint(l.ID), tenantLabel(l), fmt.Sprint(l.OutboxSeq), l.Target, l.Op, l.Claim(),
-			fmt.Sprint(l.Attempts), cliutil.Time(l.FirstFailedAt), re, oneLine(l.Error, f.IO.IsStdoutTTY())})
+			fmt.Sprint(l.Attempts), cliutil.Time(l.FirstFailedAt), re, oneLine(l.Error, opts.IO.IsStdoutTTY())})
 	}
 	// ERROR last: it is the long free text, the one column a terminal
 	// table wraps (cliutil.FitTable).
-	return cliutil.Table(f.IO, []string{"ID", "TENANT", "OUTBOX SEQ", "TARGET", "OP", "CLAIM", "ATTEMPTS", "FIRST FAILURE", "REENQUEUED", "ERROR"}, rows)
+	return cliutil.Table(opts.IO, []string{"ID", "TENANT", "OUTBOX SEQ", "TARGET", "OP", "CLAIM", "ATTEMPTS", "FIRST FAILURE", "REENQUEUED", "ERROR"}, rows)
 }
 
 func tenantLabel(l deadletter.Letter) string {

@@ -4,15 +4,35 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
 )
 
-// ReenqueueOptions are `oml deadletter reenqueue`'s flags and dependencies.
+// ReenqueueOptions are `oml deadletter reenqueue`'s flags and what its run
+// function needs, as functions (NewCmdReenqueue fills them from the
+// Factory; a test replaces them).
 type ReenqueueOptions struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Open loads the deployment key, then opens the database.
+	Open func(ctx context.Context) (*keys.Key, *pgxpool.Pool, error)
+	// OpenIDs resolves tenant (a name or id, "" for every tenant) and lists
+	// its open dead letters, for --all; its errors are the command's.
+	OpenIDs func(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]int64, error)
+	// StillBroken says why dead letter id's cause visibly still holds
+	// (deadletter.StillBroken), "" when it does not or the id is unknown
+	// (Reenqueue reports those); its errors are the command's.
+	StillBroken func(ctx context.Context, pool *pgxpool.Pool, id int64) (string, error)
+	// Reenqueue is deadletter.Reenqueue.
+	Reenqueue func(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, ids []int64, o deadletter.Options) ([]deadletter.Result, error)
+
 	IDs    []int64
 	All    bool
 	Tenant string
@@ -25,7 +45,24 @@ type ReenqueueOptions struct {
 
 // NewCmdReenqueue builds `oml deadletter reenqueue`.
 func NewCmdReenqueue(f *cliutil.Factory, runF func(context.Context, *ReenqueueOptions) error) *cobra.Command {
-	opts := &ReenqueueOptions{F: f}
+	opts := &ReenqueueOptions{
+		IO:     f.IO,
+		Format: f.Format,
+		Open:   openForAppend(f, "re-enqueueing"),
+		OpenIDs: func(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]int64, error) {
+			tn, err := resolveTenant(ctx, f, tenant)
+			if err != nil {
+				return nil, err
+			}
+			ids, err := deadletter.OpenIDs(ctx, pool, tn)
+			if err != nil {
+				return nil, cliutil.AsConfigError(err)
+			}
+			return ids, nil
+		},
+		StillBroken: stillBroken,
+		Reenqueue:   deadletter.Reenqueue,
+	}
 	cmd := &cobra.Command{
 		Use:   "reenqueue ID... | --all [--tenant T]",
 		Short: "Put repaired dead letters back into the outbox (a journalled deadletter.reenqueued per dead letter)",
@@ -56,14 +93,11 @@ could not be (not found, or the append was refused); 2 usage or connection error
 			if opts.Tenant != "" && !opts.All {
 				return cliutil.FlagErrorf("--tenant only narrows --all; with ids, the ids say which dead letters")
 			}
-			if opts.All && !opts.Yes && !f.IO.IsStdinTTY() {
+			if opts.All && !opts.Yes && !opts.IO.IsStdinTTY() {
 				return cliutil.FlagErrorf("--all re-enqueues every open dead letter and stdin is not a terminal to confirm on: pass --yes")
 			}
 			var err error
-			if opts.IDs, err = parseIDs(args); err != nil {
-				return err
-			}
-			if opts.By, err = cliutil.JournalledBy(opts.By); err != nil {
+			if opts.IDs, opts.By, err = repairArgs(args, opts.By); err != nil {
 				return err
 			}
 			if runF != nil {
@@ -82,51 +116,38 @@ could not be (not found, or the append was refused); 2 usage or connection error
 }
 
 func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	k, pool, err := openForAppend(ctx, f, "re-enqueueing")
+	format, _ := opts.Format()
+	k, pool, err := opts.Open(ctx)
 	if err != nil {
 		return err
 	}
 	ids := opts.IDs
 	if opts.All {
-		tn, err := resolveTenant(ctx, f, opts.Tenant)
-		if err != nil {
+		if ids, err = opts.OpenIDs(ctx, pool, opts.Tenant); err != nil {
 			return err
-		}
-		if ids, err = deadletter.OpenIDs(ctx, pool, tn); err != nil {
-			return cliutil.AsConfigError(err)
 		}
 		if len(ids) == 0 {
 			if format == cliutil.FormatJSON {
-				return cliutil.WriteJSON(f.IO.Out, []deadletter.Result{})
+				return cliutil.WriteJSON(opts.IO.Out, []deadletter.Result{})
 			}
-			_, err := fmt.Fprintln(f.IO.Out, "No open dead letters: nothing to re-enqueue.")
+			_, err := fmt.Fprintln(opts.IO.Out, "No open dead letters: nothing to re-enqueue.")
 			return err
 		}
-		if !opts.Yes {
-			ok, err := confirm(f, fmt.Sprintf("Re-enqueue %d open dead letter(s) as %s? [y/N] ", len(ids), opts.By))
-			if err != nil {
-				return err
-			}
-			if !ok {
-				// Declining is a decision, not a problem: exit 0.
-				fmt.Fprintln(f.IO.ErrOut, "Nothing re-enqueued.")
-				return nil
-			}
+		if !cliutil.Confirmed(opts.IO, opts.Yes, fmt.Sprintf("Re-enqueue %d open dead letter(s) as %s? [y/N] ", len(ids), opts.By), "Nothing re-enqueued.") {
+			return nil
 		}
 	}
-	ids, broken, err := unrepaired(ctx, pool, ids, opts.Force)
+	ids, broken, err := unrepaired(ctx, opts, pool, ids)
 	if err != nil {
 		return err
 	}
 	for _, b := range broken {
-		fmt.Fprintf(f.IO.ErrOut, "oml: dead letter %d was NOT re-enqueued: %s, so the lake writer would dead-letter it again; repair it first (docs/deadletter.md), or pass --force\n", b.id, b.why)
+		fmt.Fprintf(opts.IO.ErrOut, "oml: dead letter %d was NOT re-enqueued: %s, so the lake writer would dead-letter it again; repair it first (docs/deadletter.md), or pass --force\n", b.id, b.why)
 	}
 	if len(ids) == 0 {
 		return cliutil.Findingsf("%d dead letter(s) not re-enqueued: their cause is not repaired", len(broken))
 	}
-	res, err := deadletter.Reenqueue(ctx, pool, k, ids, deadletter.Options{By: opts.By, Reason: opts.Reason})
+	res, err := opts.Reenqueue(ctx, pool, k, ids, deadletter.Options{By: opts.By, Reason: opts.Reason})
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
@@ -140,7 +161,7 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, res); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, res); err != nil {
 			return err
 		}
 	} else {
@@ -159,10 +180,10 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 			default:
 				line = fmt.Sprintf("Dead letter %d was NOT re-enqueued: %s", r.ID, r.Error)
 			}
-			fmt.Fprintln(f.IO.Out, cliutil.Sanitize(line)) // By and Error are untrusted text
+			fmt.Fprintln(opts.IO.Out, cliutil.Sanitize(line)) // By and Error are untrusted text
 		}
 		if done > 0 {
-			fmt.Fprintln(f.IO.Out, "Run oml lake drain to apply the re-enqueued rows.")
+			fmt.Fprintln(opts.IO.Out, "Run oml lake drain to apply the re-enqueued rows.")
 		}
 	}
 	if failed > 0 {
@@ -180,23 +201,18 @@ type brokenLetter struct {
 }
 
 // unrepaired splits ids into those to re-enqueue and those whose cause
-// visibly still holds (deadletter.StillBroken); with force nothing is held
-// back. Unknown ids stay in: Reenqueue reports them.
-func unrepaired(ctx context.Context, pool deadletter.Querier, ids []int64, force bool) ([]int64, []brokenLetter, error) {
-	if force {
+// visibly still holds (opts.StillBroken); with --force nothing is held
+// back.
+func unrepaired(ctx context.Context, opts *ReenqueueOptions, pool *pgxpool.Pool, ids []int64) ([]int64, []brokenLetter, error) {
+	if opts.Force {
 		return ids, nil, nil
 	}
 	var keep []int64
 	var broken []brokenLetter
 	for _, id := range ids {
-		l, err := deadletter.Get(ctx, pool, id)
+		why, err := opts.StillBroken(ctx, pool, id)
 		if err != nil {
-			keep = append(keep, id)
-			continue
-		}
-		why, err := deadletter.StillBroken(ctx, pool, l)
-		if err != nil {
-			return nil, nil, cliutil.AsConfigError(err)
+			return nil, nil, err
 		}
 		if why != "" {
 			broken = append(broken, brokenLetter{id, why})
@@ -205,4 +221,18 @@ func unrepaired(ctx context.Context, pool deadletter.Querier, ids []int64, force
 		keep = append(keep, id)
 	}
 	return keep, broken, nil
+}
+
+// stillBroken is ReenqueueOptions.StillBroken over the database. An id it
+// cannot read is not held back: Reenqueue reports it.
+func stillBroken(ctx context.Context, pool *pgxpool.Pool, id int64) (string, error) {
+	l, err := deadletter.Get(ctx, pool, id)
+	if err != nil {
+		return "", nil
+	}
+	why, err := deadletter.StillBroken(ctx, pool, l)
+	if err != nil {
+		return "", cliutil.AsConfigError(err)
+	}
+	return why, nil
 }

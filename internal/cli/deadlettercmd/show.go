@@ -10,17 +10,36 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/iostreams"
 )
 
-// ShowOptions are `oml deadletter show`'s flags and dependencies.
+// ShowOptions are `oml deadletter show`'s argument and what its run
+// function needs, as functions (NewCmdShow fills them from the Factory; a
+// test replaces them).
 type ShowOptions struct {
-	F  *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Detail opens the database and reads one dead letter with the journal
+	// events around it (deadletter.Show); its errors are the command's.
+	Detail func(ctx context.Context, id int64) (deadletter.Detail, error)
+
 	ID int64
 }
 
 // NewCmdShow builds `oml deadletter show`.
 func NewCmdShow(f *cliutil.Factory, runF func(context.Context, *ShowOptions) error) *cobra.Command {
-	opts := &ShowOptions{F: f}
+	opts := &ShowOptions{IO: f.IO, Format: f.Format, Detail: func(ctx context.Context, id int64) (deadletter.Detail, error) {
+		pool, err := f.CurrentDB(ctx)
+		if err != nil {
+			return deadletter.Detail{}, err
+		}
+		d, err := deadletter.Show(ctx, pool, id)
+		if err != nil {
+			return deadletter.Detail{}, cliutil.AsConfigError(err)
+		}
+		return d, nil
+	}}
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show one dead letter: the failed row, its payload, the journal events around it",
@@ -57,18 +76,13 @@ func parseID(s string) (int64, error) {
 }
 
 func showRun(ctx context.Context, opts *ShowOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	pool, err := openDB(ctx, f)
+	format, _ := opts.Format()
+	d, err := opts.Detail(ctx, opts.ID)
 	if err != nil {
 		return err
 	}
-	d, err := deadletter.Show(ctx, pool, opts.ID)
-	if err != nil {
-		return cliutil.AsConfigError(err)
-	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, d)
+		return cliutil.WriteJSON(opts.IO.Out, d)
 	}
 	ev := func(e *deadletter.Event) string {
 		if e == nil {
@@ -130,7 +144,7 @@ func showRun(ctx context.Context, opts *ShowOptions) error {
 			pairs = append(pairs, [2]string{"new outbox row", fmt.Sprintf("seq %d, payload %s", d.Copy.Seq, compact(d.Copy.Payload))})
 		}
 	}
-	return cliutil.KeyValues(f.IO.Out, pairs)
+	return cliutil.KeyValues(opts.IO.Out, pairs)
 }
 
 func strOr(s *string) string {

@@ -13,13 +13,24 @@ import (
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/doctor"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/pgconn"
 )
 
-// Options are `oml doctor`'s flags and dependencies.
+// Options are `oml doctor`'s flags and what its run function needs, as
+// functions (NewCmd fills them from the Factory; a test replaces them).
 type Options struct {
-	Factory    *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// DatabaseURL and LakeURL are the configured URLs (flag, else
+	// environment), checked before any check runs.
+	DatabaseURL, LakeURL func() string
+	// Checks returns the function that runs every check once (runner over
+	// the Factory, its pool opened with doctorPool).
+	Checks func(o *Options) func(ctx context.Context) doctor.Report
+
 	Watch      bool
 	Interval   time.Duration
 	Strict     bool
@@ -36,7 +47,11 @@ type Options struct {
 // NewCmd builds `oml doctor`. runF, when set, replaces the run (tests of
 // flag parsing).
 func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{Factory: f, Thresholds: doctor.DefaultThresholds()}
+	opts := &Options{IO: f.IO, Format: f.Format, DatabaseURL: f.DatabaseURL, LakeURL: f.LakeURL, Thresholds: doctor.DefaultThresholds(),
+		Checks: func(o *Options) func(ctx context.Context) doctor.Report {
+			f.PoolOptions = doctorPool
+			return o.runner(f)
+		}}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Run every health check: database, lake, writer, lag, horizon, dead letters, chains, Delta tables",
@@ -153,15 +168,14 @@ func (o *Options) runner(f *cliutil.Factory) func(ctx context.Context) doctor.Re
 }
 
 func run(ctx context.Context, o *Options) error {
-	f := o.Factory
-	format, _ := f.Format()
+	format, _ := o.Format()
 	if o.Watch && format == cliutil.FormatJSON {
 		return cliutil.FlagErrorf("--watch is a terminal UI and has no JSON form; drop -o json, or run oml doctor -o json on a schedule")
 	}
-	if o.Watch && !f.IO.IsStdoutTTY() {
+	if o.Watch && !o.IO.IsStdoutTTY() {
 		return cliutil.ConfigErrorf("oml doctor --watch needs a terminal on stdout; run oml doctor (or oml doctor -o json) for a one-shot report")
 	}
-	dsn := f.DatabaseURL()
+	dsn := o.DatabaseURL()
 	// Doctor cannot run at all without a usable database URL (exit 2); a
 	// database that does not answer is the database check's fail (exit 1).
 	if _, err := pgconn.ParseConfig(dsn, pgconn.Options{}); err != nil {
@@ -169,22 +183,21 @@ func run(ctx context.Context, o *Options) error {
 	}
 	// A malformed lake URL (--lake ./lake) is the operator's typo, not a
 	// lake that is down: exit 2 before any check runs.
-	if u := f.LakeURL(); u != "" {
+	if u := o.LakeURL(); u != "" {
 		if err := store.ValidateURL(u); err != nil {
 			return cliutil.AsConfigError(err)
 		}
 	}
-	f.PoolOptions = doctorPool
-	runChecks := o.runner(f)
+	runChecks := o.Checks(o)
 	if o.Watch {
 		return watch(ctx, o, runChecks)
 	}
 	rep := runChecks(ctx)
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, rep); err != nil {
+		if err := cliutil.WriteJSON(o.IO.Out, rep); err != nil {
 			return err
 		}
-	} else if err := WriteReport(f.IO.Out, rep, f.IO.IsStdoutTTY()); err != nil {
+	} else if err := WriteReport(o.IO.Out, rep, o.IO.IsStdoutTTY()); err != nil {
 		return err
 	}
 	if o.MetricsFile != "" {

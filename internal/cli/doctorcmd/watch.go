@@ -14,14 +14,13 @@ import (
 // SIGTERM). The exit status is always 0 unless the UI itself fails: a live
 // view is for looking, not for scripting.
 func watch(ctx context.Context, o *Options, runChecks func(context.Context) doctor.Report) error {
-	f := o.Factory
 	// Quitting cancels a run still in flight, so the pool closes at once
 	// instead of waiting for its checks.
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	m := tui.New(runCtx, runChecks, o.Interval)
 	p := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx),
-		tea.WithInput(f.IO.In), tea.WithOutput(f.IO.Out))
+		tea.WithInput(o.IO.In), tea.WithOutput(o.IO.Out))
 	_, err := p.Run()
 	cancel()
 	if err != nil && ctx.Err() == nil { // a signal ending the UI is not an error

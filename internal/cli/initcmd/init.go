@@ -11,18 +11,37 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/migratecmd"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
-// Options are `oml init`'s dependencies.
+// Options are what `oml init`'s run function needs, as functions (NewCmd
+// fills them from the Factory; a test replaces them).
 type Options struct {
-	F *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Key loads the deployment key.
+	Key func() (*keys.Key, error)
+	// Migrate applies the schema (migratecmd.Apply).
+	Migrate func(ctx context.Context) ([]schema.Migration, error)
+	// Genesis opens the provider chain with key.issued for k (tenant.Init;
+	// initialise); its errors are the command's.
+	Genesis func(ctx context.Context, k *keys.Key) (tenant.InitResult, error)
+	// GrantMonitor lets the lake writer role read the standbys' positions
+	// (schema.GrantMonitor on a connection of its own).
+	GrantMonitor func(ctx context.Context) (schema.MonitorGrant, error)
 }
 
 // NewCmd builds `oml init`.
 func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{IO: f.IO, Format: f.Format,
+		Key:          func() (*keys.Key, error) { return f.SigningKey("") },
+		Migrate:      func(ctx context.Context) ([]schema.Migration, error) { return migratecmd.Apply(ctx, f) },
+		Genesis:      func(ctx context.Context, k *keys.Key) (tenant.InitResult, error) { return initialise(ctx, f, k) },
+		GrantMonitor: func(ctx context.Context) (schema.MonitorGrant, error) { return grantMonitor(ctx, f) }}
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Migrate the schema and open the provider chain with the deployment key",
@@ -67,30 +86,39 @@ func grantMonitor(ctx context.Context, f *cliutil.Factory) (schema.MonitorGrant,
 	return g, nil
 }
 
-func run(ctx context.Context, opts *Options) error {
-	f := opts.F
-	format, _ := f.Format()
-	// Load the key first: a missing key should fail before anything changes.
-	k, err := f.SigningKey("")
-	if err != nil {
-		return err
-	}
-	applied, err := migratecmd.Apply(ctx, f)
-	if err != nil {
-		return err
-	}
+// initialise is Options.Genesis over the Factory's pool: another key is
+// refused in one sentence (exit 2).
+func initialise(ctx context.Context, f *cliutil.Factory, k *keys.Key) (tenant.InitResult, error) {
 	pool, err := f.DB(ctx)
 	if err != nil {
-		return err
+		return tenant.InitResult{}, err
 	}
 	res, err := tenant.Init(ctx, pool, k)
 	if errors.Is(err, tenant.ErrOtherKey) {
-		return cliutil.ConfigErrorf("%s", err)
+		return res, cliutil.ConfigErrorf("%s", err)
 	}
 	if err != nil {
-		return cliutil.AsConfigError(fmt.Errorf("initialise the deployment: %w", err))
+		return res, cliutil.AsConfigError(fmt.Errorf("initialise the deployment: %w", err))
 	}
-	monitor, err := grantMonitor(ctx, f)
+	return res, nil
+}
+
+func run(ctx context.Context, opts *Options) error {
+	format, _ := opts.Format()
+	// Load the key first: a missing key should fail before anything changes.
+	k, err := opts.Key()
+	if err != nil {
+		return err
+	}
+	applied, err := opts.Migrate(ctx)
+	if err != nil {
+		return err
+	}
+	res, err := opts.Genesis(ctx, k)
+	if err != nil {
+		return err
+	}
+	monitor, err := opts.GrantMonitor(ctx)
 	if err != nil {
 		return err
 	}
@@ -106,22 +134,22 @@ func run(ctx context.Context, opts *Options) error {
 		if monitor == schema.MonitorNeedsAdmin {
 			doc["pg_monitor_statement"] = schema.MonitorGrantSQL
 		}
-		return cliutil.WriteJSON(f.IO.Out, doc)
+		return cliutil.WriteJSON(opts.IO.Out, doc)
 	}
 	for _, m := range applied {
-		fmt.Fprintf(f.IO.Out, "Applied migration %03d_%s\n", m.Version, m.Name)
+		fmt.Fprintf(opts.IO.Out, "Applied migration %03d_%s\n", m.Version, m.Name)
 	}
 	switch monitor {
 	case schema.MonitorGranted:
-		fmt.Fprintf(f.IO.Out, "Granted pg_monitor to %s: the lake writer can read the standbys' positions.\n", schema.LakeWriterRole)
+		fmt.Fprintf(opts.IO.Out, "Granted pg_monitor to %s: the lake writer can read the standbys' positions.\n", schema.LakeWriterRole)
 	case schema.MonitorNeedsAdmin:
-		fmt.Fprintf(f.IO.ErrOut, "oml: note: this role may not grant pg_monitor, so %s cannot read the standbys' positions (--durable-on needs them); an administrator must run: %s\n",
+		fmt.Fprintf(opts.IO.ErrOut, "oml: note: this role may not grant pg_monitor, so %s cannot read the standbys' positions (--durable-on needs them); an administrator must run: %s\n",
 			schema.LakeWriterRole, schema.MonitorGrantSQL)
 	}
 	if !res.Created {
-		_, err = fmt.Fprintf(f.IO.Out, "Already initialised with key %s; nothing to do.\n", res.KeyID)
+		_, err = fmt.Fprintf(opts.IO.Out, "Already initialised with key %s; nothing to do.\n", res.KeyID)
 		return err
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "Initialised: the provider chain opened with key.issued for key %s (seq %d).\n", res.KeyID, res.ProviderSeq)
+	_, err = fmt.Fprintf(opts.IO.Out, "Initialised: the provider chain opened with key.issued for key %s (seq %d).\n", res.KeyID, res.ProviderSeq)
 	return err
 }

@@ -9,19 +9,28 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keys"
 )
 
-// GenerateOptions are `oml key generate`'s flags.
+// GenerateOptions are `oml key generate`'s flags and what its run function
+// needs, as functions (NewCmdGenerate fills them; a test replaces them).
 type GenerateOptions struct {
-	F     *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Generate makes the key (keys.Generate); Write writes it to a file
+	// with mode 0600, refusing to replace one unless force (keys.WriteFile).
+	Generate func() (*keys.Key, error)
+	Write    func(path string, k *keys.Key, force bool) error
+
 	Out   string
 	Force bool
 }
 
 // NewCmdGenerate builds `oml key generate`.
 func NewCmdGenerate(f *cliutil.Factory, runF func(context.Context, *GenerateOptions) error) *cobra.Command {
-	opts := &GenerateOptions{F: f}
+	opts := &GenerateOptions{IO: f.IO, Format: f.Format, Generate: keys.Generate, Write: keys.WriteFile}
 	cmd := &cobra.Command{
 		Use:   "generate --out FILE",
 		Short: "Write a new ed25519 deployment key to FILE (mode 0600)",
@@ -50,24 +59,23 @@ openssl (openssl pkey -in FILE -pubout).`,
 }
 
 func generateRun(opts *GenerateOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	k, err := keys.Generate()
+	format, _ := opts.Format()
+	k, err := opts.Generate()
 	if err != nil {
 		return err
 	}
-	if err := keys.WriteFile(opts.Out, k, opts.Force); err != nil {
+	if err := opts.Write(opts.Out, k, opts.Force); err != nil {
 		if errors.Is(err, keys.ErrExists) {
 			return cliutil.FlagErrorf("%s already exists; refusing to overwrite a signing key (pass --force to replace it)", opts.Out)
 		}
 		return cliutil.AsConfigError(err)
 	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, map[string]string{
+		return cliutil.WriteJSON(opts.IO.Out, map[string]string{
 			"key_id": k.KeyID(), "path": opts.Out, "algorithm": "ed25519",
 			"public_key": base64.StdEncoding.EncodeToString(k.Public()),
 		})
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "Wrote ed25519 key %s to %s (mode 0600).\n", k.KeyID(), opts.Out)
+	_, err = fmt.Fprintf(opts.IO.Out, "Wrote ed25519 key %s to %s (mode 0600).\n", k.KeyID(), opts.Out)
 	return err
 }

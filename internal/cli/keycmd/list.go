@@ -7,17 +7,24 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keyring"
 )
 
-// ListOptions are `oml key list`'s dependencies.
+// ListOptions are what `oml key list`'s run function needs, as functions
+// (NewCmdList fills them from the Factory; a test replaces them).
 type ListOptions struct {
-	F *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Keys opens the database and lists the issued keys (keyring.List);
+	// its errors are the command's.
+	Keys func(ctx context.Context) ([]keyring.Key, error)
 }
 
 // NewCmdList builds `oml key list`.
 func NewCmdList(f *cliutil.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
-	opts := &ListOptions{F: f}
+	opts := &ListOptions{IO: f.IO, Format: f.Format, Keys: cliutil.Query(f, keyring.List)}
 	return &cobra.Command{
 		Use:   "list",
 		Short: "Every deployment key the provider chain issued: role, issued, revoked, last used",
@@ -32,18 +39,13 @@ func NewCmdList(f *cliutil.Factory, runF func(context.Context, *ListOptions) err
 }
 
 func listRun(ctx context.Context, opts *ListOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	pool, err := f.CurrentDB(ctx)
+	format, _ := opts.Format()
+	ks, err := opts.Keys(ctx)
 	if err != nil {
 		return err
 	}
-	ks, err := keyring.List(ctx, pool)
-	if err != nil {
-		return cliutil.AsConfigError(err)
-	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, ks)
+		return cliutil.WriteJSON(opts.IO.Out, ks)
 	}
 	rows := make([][]string, 0, len(ks))
 	for _, k := range ks {
@@ -56,5 +58,5 @@ func listRun(ctx context.Context, opts *ListOptions) error {
 		}
 		rows = append(rows, []string{k.KeyID, k.Role, fmt.Sprintf("%s (provider seq %d)", cliutil.Time(k.IssuedAt), k.IssuedSeq), revoked, last})
 	}
-	return cliutil.Table(f.IO, []string{"KEY ID", "ROLE", "ISSUED", "REVOKED", "LAST SIGNED"}, rows)
+	return cliutil.Table(opts.IO, []string{"KEY ID", "ROLE", "ISSUED", "REVOKED", "LAST SIGNED"}, rows)
 }

@@ -6,15 +6,30 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keyring"
+	"github.com/omlhq/oml/internal/keys"
 )
 
-// RevokeOptions are `oml key revoke`'s flags.
+// RevokeOptions are `oml key revoke`'s flags and what its run function
+// needs, as functions (NewCmdRevoke fills them from the Factory; a test
+// replaces them).
 type RevokeOptions struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Signer loads the current deployment key, which signs the event.
+	Signer func() (*keys.Key, error)
+	// Open opens the database.
+	Open func(ctx context.Context) (*pgxpool.Pool, error)
+	// Revoke is keyring.Revoke: it journals key.revoked.
+	Revoke func(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, keyID, by, reason string) (keyring.RevokeResult, error)
+
 	KeyID  string
 	Reason string
 	By     string
@@ -23,7 +38,7 @@ type RevokeOptions struct {
 
 // NewCmdRevoke builds `oml key revoke`.
 func NewCmdRevoke(f *cliutil.Factory, runF func(context.Context, *RevokeOptions) error) *cobra.Command {
-	opts := &RevokeOptions{F: f}
+	opts := &RevokeOptions{IO: f.IO, Format: f.Format, Signer: currentKey(f, "a revocation"), Open: f.CurrentDB, Revoke: keyring.Revoke}
 	cmd := &cobra.Command{
 		Use:   "revoke KEY_ID --reason R",
 		Short: "Stop trusting a deployment key (key.revoked on the provider chain, naming every chain's head)",
@@ -52,7 +67,7 @@ itself); 2 usage, configuration or connection error.`,
 			if opts.By, err = cliutil.JournalledBy(opts.By); err != nil {
 				return err
 			}
-			if !opts.Yes && !f.IO.IsStdinTTY() {
+			if !opts.Yes && !opts.IO.IsStdinTTY() {
 				return cliutil.FlagErrorf("revoking is permanent and stdin is not a terminal to confirm on: pass --yes")
 			}
 			if runF != nil {
@@ -68,21 +83,19 @@ itself); 2 usage, configuration or connection error.`,
 }
 
 func revokeRun(ctx context.Context, opts *RevokeOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	signer, err := currentKey(f, "a revocation")
+	format, _ := opts.Format()
+	signer, err := opts.Signer()
 	if err != nil {
 		return err
 	}
-	pool, err := f.CurrentDB(ctx)
+	pool, err := opts.Open(ctx)
 	if err != nil {
 		return err
 	}
-	if !opts.Yes && !cliutil.Confirm(f.IO, fmt.Sprintf("Revoke key %s for good, signed by %s? [y/N] ", opts.KeyID, signer.KeyID())) {
-		fmt.Fprintln(f.IO.ErrOut, "Nothing revoked.")
+	if !cliutil.Confirmed(opts.IO, opts.Yes, fmt.Sprintf("Revoke key %s for good, signed by %s? [y/N] ", opts.KeyID, signer.KeyID()), "Nothing revoked.") {
 		return nil
 	}
-	res, err := keyring.Revoke(ctx, pool, signer, opts.KeyID, opts.By, opts.Reason)
+	res, err := opts.Revoke(ctx, pool, signer, opts.KeyID, opts.By, opts.Reason)
 	if errors.Is(err, keyring.ErrRefused) {
 		return cliutil.Findingsf("%v", err)
 	}
@@ -90,9 +103,9 @@ func revokeRun(ctx context.Context, opts *RevokeOptions) error {
 		return cliutil.AsConfigError(err)
 	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, res)
+		return cliutil.WriteJSON(opts.IO.Out, res)
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "Revoked key %s at provider seq %d (signed by %s), recording the heads of %d chain(s).\n",
+	_, err = fmt.Fprintf(opts.IO.Out, "Revoked key %s at provider seq %d (signed by %s), recording the heads of %d chain(s).\n",
 		res.KeyID, res.ProviderSeq, res.SignedBy, res.Chains)
 	return err
 }

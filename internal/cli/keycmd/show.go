@@ -7,17 +7,25 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/witness"
 )
 
-// ShowOptions are `oml key show`'s dependencies.
+// ShowOptions are what `oml key show`'s run function needs, as functions
+// (NewCmdShow fills them from the Factory; a test replaces them).
 type ShowOptions struct {
-	F *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Key loads the key file (Factory.SigningKey); Path names it.
+	Key  func() (*keys.Key, error)
+	Path func() string
 }
 
 // NewCmdShow builds `oml key show`.
 func NewCmdShow(f *cliutil.Factory, runF func(context.Context, *ShowOptions) error) *cobra.Command {
-	opts := &ShowOptions{F: f}
+	opts := &ShowOptions{IO: f.IO, Format: f.Format, Key: func() (*keys.Key, error) { return f.SigningKey("") }, Path: f.SigningKeyPath}
 	return &cobra.Command{
 		Use:   "show",
 		Short: "Print the key id and public key of the signing key file (never the private key)",
@@ -37,20 +45,19 @@ the provider chain.`,
 }
 
 func showRun(opts *ShowOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	k, err := f.SigningKey("")
+	format, _ := opts.Format()
+	k, err := opts.Key()
 	if err != nil {
 		return err
 	}
 	pub := base64.StdEncoding.EncodeToString(k.Public())
 	vkey := witness.VerifierKey(k.KeyID(), k.Public())
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, map[string]string{
-			"key_id": k.KeyID(), "algorithm": "ed25519", "public_key": pub, "note_verifier_key": vkey, "path": f.SigningKeyPath(),
+		return cliutil.WriteJSON(opts.IO.Out, map[string]string{
+			"key_id": k.KeyID(), "algorithm": "ed25519", "public_key": pub, "note_verifier_key": vkey, "path": opts.Path(),
 		})
 	}
-	return cliutil.KeyValues(f.IO.Out, [][2]string{
-		{"key_id", k.KeyID()}, {"algorithm", "ed25519"}, {"public_key", pub}, {"note_verifier_key", vkey}, {"path", f.SigningKeyPath()},
+	return cliutil.KeyValues(opts.IO.Out, [][2]string{
+		{"key_id", k.KeyID()}, {"algorithm", "ed25519"}, {"public_key", pub}, {"note_verifier_key", vkey}, {"path", opts.Path()},
 	})
 }

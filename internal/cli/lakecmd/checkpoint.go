@@ -10,9 +10,15 @@ import (
 	"github.com/omlhq/oml/internal/maintain"
 )
 
-// CheckpointOptions are the inputs of `oml lake checkpoint`.
+// CheckpointOptions are the inputs of `oml lake checkpoint`: its flags and
+// what its run function needs, as functions (NewCmdCheckpoint fills them;
+// a test replaces them).
 type CheckpointOptions struct {
-	Factory *cliutil.Factory
+	maintainDeps
+	// Measure is maintain.Measure; Checkpoint is maintain.CheckpointTable.
+	Measure    func(ctx context.Context, t maintain.Table, o maintain.MeasureOptions) (maintain.Measurements, error)
+	Checkpoint func(ctx context.Context, t maintain.Table) (maintain.CheckpointResult, error)
+
 	tableSelection
 	Force bool
 }
@@ -32,7 +38,7 @@ type checkpointRow struct {
 
 // NewCmdCheckpoint builds `oml lake checkpoint`.
 func NewCmdCheckpoint(f *cliutil.Factory, runF func(context.Context, *CheckpointOptions) error) *cobra.Command {
-	opts := &CheckpointOptions{Factory: f}
+	opts := &CheckpointOptions{maintainDeps: newMaintainDeps(f), Measure: maintain.Measure, Checkpoint: maintain.CheckpointTable}
 	cmd := &cobra.Command{
 		Use:   "checkpoint",
 		Short: "Write a Delta checkpoint for every table past its checkpoint interval",
@@ -62,21 +68,20 @@ it left behind (a crash, a stopped writer). Safe beside oml lake drain.`,
 }
 
 func checkpointRun(ctx context.Context, opts *CheckpointOptions) error {
-	f := opts.Factory
-	format, _ := f.Format()
-	_, tables, err := selectTables(ctx, f, opts.tableSelection)
+	format, _ := opts.Format()
+	tables, err := opts.Tables(ctx, opts.tableSelection)
 	if err != nil {
 		return err
 	}
 	out := []checkpointRow{}
 	failed := 0
 	for _, t := range tables {
-		m, err := maintain.Measure(ctx, t, maintain.MeasureOptions{})
+		m, err := opts.Measure(ctx, t, maintain.MeasureOptions{})
 		row := checkpointRow{Table: t.Key.Path(), Exists: m.Exists, Version: m.Version, CheckpointVersion: m.CheckpointVersion,
 			CommitsSinceCheckpoint: m.CommitsSinceCheckpoint, Interval: m.CheckpointInterval}
 		if err == nil && m.Exists && m.CommitsSinceCheckpoint > 0 && (opts.Force || m.CommitsSinceCheckpoint >= m.CheckpointInterval) {
 			var r maintain.CheckpointResult
-			if r, err = maintain.CheckpointTable(ctx, t); err == nil {
+			if r, err = opts.Checkpoint(ctx, t); err == nil {
 				row.Checkpointed, row.NewCheckpoint = true, &r.Version
 			}
 		}
@@ -87,7 +92,7 @@ func checkpointRun(ctx context.Context, opts *CheckpointOptions) error {
 		out = append(out, row)
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, struct {
+		if err := cliutil.WriteJSON(opts.IO.Out, struct {
 			Tables []checkpointRow `json:"tables"`
 		}{out}); err != nil {
 			return err
@@ -113,7 +118,7 @@ func checkpointRun(ctx context.Context, opts *CheckpointOptions) error {
 			}
 			rows = append(rows, []string{r.Table, fmt.Sprint(r.Version), cp, fmt.Sprintf("%d/%d", r.CommitsSinceCheckpoint, r.Interval), action})
 		}
-		if err := cliutil.Table(f.IO, []string{"TABLE", "VERSION", "LAST CHECKPOINT", "COMMITS SINCE/INTERVAL", "ACTION"}, rows); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TABLE", "VERSION", "LAST CHECKPOINT", "COMMITS SINCE/INTERVAL", "ACTION"}, rows); err != nil {
 			return err
 		}
 	}

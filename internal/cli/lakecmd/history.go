@@ -11,20 +11,40 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/lake/delta"
 )
 
-// HistoryOptions are the inputs of `oml lake history`.
+// HistoryOptions are the inputs of `oml lake history`: its argument and
+// flags, and what its run function needs, as functions (NewCmdHistory
+// fills them from the Factory; a test replaces them).
 type HistoryOptions struct {
-	Factory *cliutil.Factory
-	Table   string
-	Limit   int
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Read opens TABLE (OpenTable) and reads its commits (delta.History):
+	// the table's URL and the commits, newest first; its errors are the
+	// command's.
+	Read func(ctx context.Context, table string, o delta.HistoryOptions) (string, []delta.HistoryEntry, error)
+
+	Table string
+	Limit int
 }
 
 // NewCmdHistory builds `oml lake history TABLE`; runF replaces the run
 // function in tests.
 func NewCmdHistory(f *cliutil.Factory, runF func(context.Context, *HistoryOptions) error) *cobra.Command {
-	opts := &HistoryOptions{Factory: f}
+	opts := &HistoryOptions{IO: f.IO, Format: f.Format, Read: func(ctx context.Context, table string, o delta.HistoryOptions) (string, []delta.HistoryEntry, error) {
+		st, err := OpenTable(ctx, f, table)
+		if err != nil {
+			return "", nil, err
+		}
+		entries, err := delta.History(ctx, st, o)
+		if err != nil {
+			return "", nil, tableError(st.String(), err)
+		}
+		return st.String(), entries, nil
+	}}
 	cmd := &cobra.Command{
 		Use:   "history TABLE",
 		Short: "List a Delta table's commits, newest first",
@@ -73,20 +93,15 @@ type HistoryResult struct {
 }
 
 func historyRun(ctx context.Context, opts *HistoryOptions) error {
-	f := opts.Factory
-	format, err := f.Format()
+	format, err := opts.Format()
 	if err != nil {
 		return err
 	}
-	st, err := OpenTable(ctx, f, opts.Table)
+	table, entries, err := opts.Read(ctx, opts.Table, delta.HistoryOptions{Limit: opts.Limit})
 	if err != nil {
 		return err
 	}
-	entries, err := delta.History(ctx, st, delta.HistoryOptions{Limit: opts.Limit})
-	if err != nil {
-		return tableError(st.String(), err)
-	}
-	res := HistoryResult{Table: st.String(), Commits: make([]HistoryEntryJSON, 0, len(entries))}
+	res := HistoryResult{Table: table, Commits: make([]HistoryEntryJSON, 0, len(entries))}
 	for _, e := range entries {
 		j := HistoryEntryJSON{Version: e.Version, Time: time.UnixMilli(e.Timestamp).UTC(), Operation: e.Operation,
 			OperationParameters: e.OperationParameters, OperationMetrics: e.OperationMetrics, EngineInfo: e.EngineInfo,
@@ -106,7 +121,7 @@ func historyRun(ctx context.Context, opts *HistoryOptions) error {
 		res.Commits = append(res.Commits, j)
 	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, res)
+		return cliutil.WriteJSON(opts.IO.Out, res)
 	}
 	rows := make([][]string, 0, len(res.Commits))
 	for _, c := range res.Commits {
@@ -121,7 +136,7 @@ func historyRun(ctx context.Context, opts *HistoryOptions) error {
 		rows = append(rows, []string{fmt.Sprint(c.Version), cliutil.Time(c.Time), op,
 			fmt.Sprintf("+%d -%d", c.AddedFiles, c.RemovedFiles), metricsString(c.OperationMetrics), orDash(strings.Join(txns, " "))})
 	}
-	return cliutil.Table(f.IO, []string{"VERSION", "TIME", "OPERATION", "FILES", "METRICS", "TXN"}, rows)
+	return cliutil.Table(opts.IO, []string{"VERSION", "TIME", "OPERATION", "FILES", "METRICS", "TXN"}, rows)
 }
 
 func metricsString(m map[string]any) string {

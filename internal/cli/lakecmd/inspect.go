@@ -12,12 +12,21 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/lake/delta"
 )
 
-// InspectOptions are the inputs of `oml lake inspect`.
+// InspectOptions are the inputs of `oml lake inspect`: its argument and
+// flags, and what its run function needs, as functions (NewCmdInspect
+// fills them from the Factory; a test replaces them).
 type InspectOptions struct {
-	Factory *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Read opens TABLE and reads the version the flags pick
+	// (readInspect); its errors are the command's.
+	Read func(ctx context.Context, opts *InspectOptions) (InspectResult, error)
+
 	Table   string
 	Version int64  // -1: latest
 	AsOf    string // RFC 3339 timestamp (time travel by timestamp); "": unset
@@ -27,7 +36,9 @@ type InspectOptions struct {
 // NewCmdInspect builds `oml lake inspect TABLE`; runF replaces the run
 // function in tests.
 func NewCmdInspect(f *cliutil.Factory, runF func(context.Context, *InspectOptions) error) *cobra.Command {
-	opts := &InspectOptions{Factory: f}
+	opts := &InspectOptions{IO: f.IO, Format: f.Format, Read: func(ctx context.Context, o *InspectOptions) (InspectResult, error) {
+		return readInspect(ctx, f, o)
+	}}
 	cmd := &cobra.Command{
 		Use:   "inspect TABLE",
 		Short: "Show a Delta table's version, protocol, schema, files and txn versions",
@@ -211,15 +222,11 @@ func nonNil(s []string) []string {
 	return s
 }
 
-func inspectRun(ctx context.Context, opts *InspectOptions) error {
-	f := opts.Factory
-	format, err := f.Format()
-	if err != nil {
-		return err
-	}
+// readInspect is InspectOptions.Read over the Factory's lake.
+func readInspect(ctx context.Context, f *cliutil.Factory, opts *InspectOptions) (InspectResult, error) {
 	st, err := OpenTable(ctx, f, opts.Table)
 	if err != nil {
-		return err
+		return InspectResult{}, err
 	}
 	var lo []delta.LoadOptions
 	if opts.Version >= 0 {
@@ -229,14 +236,14 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 	if opts.AsOf != "" {
 		ts, err := parseAsOf(opts.AsOf)
 		if err != nil {
-			return err
+			return InspectResult{}, err
 		}
 		v, err := delta.VersionAsOf(ctx, st, ts)
 		if errors.Is(err, delta.ErrBeforeFirstCommit) {
-			return cliutil.ConfigErrorf("--as-of %s: %v; give a later time, or see oml lake history for the oldest commit", opts.AsOf, err)
+			return InspectResult{}, cliutil.ConfigErrorf("--as-of %s: %v; give a later time, or see oml lake history for the oldest commit", opts.AsOf, err)
 		}
 		if err != nil {
-			return tableError(st.String(), err)
+			return InspectResult{}, tableError(st.String(), err)
 		}
 		lo = append(lo, delta.AtVersion(v))
 		u := ts.UTC()
@@ -244,17 +251,29 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 	}
 	snap, err := delta.Load(ctx, st, lo...)
 	if err != nil {
-		return tableError(st.String(), err)
+		return InspectResult{}, tableError(st.String(), err)
 	}
 	res := Inspect(snap)
 	res.AsOf = asOf
 	if opts.Files {
 		res.Files = files(snap)
 	}
-	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, res)
+	return res, nil
+}
+
+func inspectRun(ctx context.Context, opts *InspectOptions) error {
+	format, err := opts.Format()
+	if err != nil {
+		return err
 	}
-	out := f.IO.Out
+	res, err := opts.Read(ctx, opts)
+	if err != nil {
+		return err
+	}
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(opts.IO.Out, res)
+	}
+	out := opts.IO.Out
 	cp := "none (replayed from version 0)"
 	if res.CheckpointVersion != nil {
 		cp = fmt.Sprint(*res.CheckpointVersion)
@@ -302,7 +321,7 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 	for _, c := range res.Schema {
 		rows = append(rows, []string{c.Name, c.Type, fmt.Sprint(c.Nullable), fmt.Sprint(c.Partition)})
 	}
-	if err := cliutil.Table(f.IO, []string{"COLUMN", "TYPE", "NULLABLE", "PARTITION"}, rows); err != nil {
+	if err := cliutil.Table(opts.IO, []string{"COLUMN", "TYPE", "NULLABLE", "PARTITION"}, rows); err != nil {
 		return err
 	}
 	fmt.Fprintln(out)
@@ -317,7 +336,7 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 			}
 			rows = append(rows, []string{t.AppID, fmt.Sprint(t.Version), lu})
 		}
-		if err := cliutil.Table(f.IO, []string{"TXN APP ID", "VERSION", "LAST UPDATED"}, rows); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TXN APP ID", "VERSION", "LAST UPDATED"}, rows); err != nil {
 			return err
 		}
 	}
@@ -341,7 +360,7 @@ func inspectRun(ctx context.Context, opts *InspectOptions) error {
 		}
 		rows = append(rows, []string{fl.Path, orDash(strings.Join(parts, " ")), fmt.Sprint(fl.Size), rec, cliutil.Time(fl.ModificationTime)})
 	}
-	return cliutil.Table(f.IO, []string{"FILE", "PARTITION", "BYTES", "RECORDS", "MODIFIED"}, rows)
+	return cliutil.Table(opts.IO, []string{"FILE", "PARTITION", "BYTES", "RECORDS", "MODIFIED"}, rows)
 }
 
 // files lists the live files with their record counts from the stats.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/outboxcmd"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
@@ -37,6 +38,25 @@ func (s *tableSelection) validate() error {
 		}
 	}
 	return nil
+}
+
+// maintainDeps are what the maintenance verbs' run functions share, as
+// functions (newMaintainDeps fills them from the Factory; a test replaces
+// them): the streams, the -o value and the selected tables.
+type maintainDeps struct {
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Tables resolves --tenant/--table to the tables under the lake root
+	// (selectTables); its errors are the command's.
+	Tables func(ctx context.Context, s tableSelection) ([]maintain.Table, error)
+}
+
+func newMaintainDeps(f *cliutil.Factory) maintainDeps {
+	return maintainDeps{IO: f.IO, Format: f.Format, Tables: func(ctx context.Context, s tableSelection) ([]maintain.Table, error) {
+		_, ts, err := selectTables(ctx, f, s)
+		return ts, err
+	}}
 }
 
 // selectTables resolves the selection to tables under the lake root. A

@@ -11,9 +11,16 @@ import (
 	"github.com/omlhq/oml/internal/maintain"
 )
 
-// OptimizeOptions are the inputs of `oml lake optimize`.
+// OptimizeOptions are the inputs of `oml lake optimize`: its flags and what
+// its run function needs, as functions (NewCmdOptimize fills them; a test
+// replaces them).
 type OptimizeOptions struct {
-	Factory *cliutil.Factory
+	maintainDeps
+	// Measure, EraseBodies and Compact are the maintain functions.
+	Measure     func(ctx context.Context, t maintain.Table, o maintain.MeasureOptions) (maintain.Measurements, error)
+	EraseBodies func(ctx context.Context, t maintain.Table, o maintain.EraseOptions) (maintain.EraseResult, error)
+	Compact     func(ctx context.Context, t maintain.Table, o maintain.CompactOptions) (maintain.CompactResult, error)
+
 	tableSelection
 	MinFiles   int
 	TargetSize string
@@ -30,7 +37,7 @@ type optimizeRow struct {
 
 // NewCmdOptimize builds `oml lake optimize`.
 func NewCmdOptimize(f *cliutil.Factory, runF func(context.Context, *OptimizeOptions) error) *cobra.Command {
-	opts := &OptimizeOptions{Factory: f}
+	opts := &OptimizeOptions{maintainDeps: newMaintainDeps(f), Measure: maintain.Measure, EraseBodies: maintain.EraseBodies, Compact: maintain.Compact}
 	cmd := &cobra.Command{
 		Use:   "optimize",
 		Short: "Compact small files (and erase erased claims' bodies from silver)",
@@ -77,27 +84,26 @@ published over a removed file. The replaced files stay until oml lake vacuum.`,
 }
 
 func optimizeRun(ctx context.Context, opts *OptimizeOptions) error {
-	f := opts.Factory
-	format, _ := f.Format()
-	_, tables, err := selectTables(ctx, f, opts.tableSelection)
+	format, _ := opts.Format()
+	tables, err := opts.Tables(ctx, opts.tableSelection)
 	if err != nil {
 		return err
 	}
 	out := []optimizeRow{}
 	failed := 0
 	for _, t := range tables {
-		m, err := maintain.Measure(ctx, t, maintain.MeasureOptions{TargetSize: opts.targetSize})
+		m, err := opts.Measure(ctx, t, maintain.MeasureOptions{TargetSize: opts.targetSize})
 		row := optimizeRow{Table: t.Key.Path(), Exists: m.Exists}
 		if err == nil && m.Exists {
 			err = func() error {
-				er, err := maintain.EraseBodies(ctx, t, maintain.EraseOptions{})
+				er, err := opts.EraseBodies(ctx, t, maintain.EraseOptions{})
 				if er.Version >= 0 || er.FilesScanned > 0 {
 					row.EraseBodies = &er
 				}
 				if err != nil {
 					return err
 				}
-				cr, err := maintain.Compact(ctx, t, maintain.CompactOptions{TargetSize: opts.targetSize, MinFiles: opts.MinFiles})
+				cr, err := opts.Compact(ctx, t, maintain.CompactOptions{TargetSize: opts.targetSize, MinFiles: opts.MinFiles})
 				row.Optimize = &cr
 				return err
 			}()
@@ -112,7 +118,7 @@ func optimizeRun(ctx context.Context, opts *OptimizeOptions) error {
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, struct {
+		if err := cliutil.WriteJSON(opts.IO.Out, struct {
 			Tables []optimizeRow `json:"tables"`
 		}{out}); err != nil {
 			return err
@@ -138,7 +144,7 @@ func optimizeRun(ctx context.Context, opts *OptimizeOptions) error {
 			}
 			rows = append(rows, []string{r.Table, erased, compacted})
 		}
-		if err := cliutil.Table(f.IO, []string{"TABLE", "ERASED BODIES", "COMPACTED"}, rows); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TABLE", "ERASED BODIES", "COMPACTED"}, rows); err != nil {
 			return err
 		}
 	}

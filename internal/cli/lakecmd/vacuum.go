@@ -18,9 +18,14 @@ import (
 // versions (and time travel) still need.
 const ackFlag = "i-understand-this-breaks-time-travel"
 
-// VacuumOptions are the inputs of `oml lake vacuum`.
+// VacuumOptions are the inputs of `oml lake vacuum`: its flags and what its
+// run function needs, as functions (NewCmdVacuum fills them; a test
+// replaces them).
 type VacuumOptions struct {
-	Factory *cliutil.Factory
+	maintainDeps
+	// Vacuum is maintain.VacuumTable.
+	Vacuum func(ctx context.Context, t maintain.Table, o delta.VacuumOptions) (delta.VacuumResult, delta.CleanupResult, error)
+
 	tableSelection
 	Retain    string
 	DryRun    bool
@@ -45,7 +50,7 @@ type vacuumRow struct {
 
 // NewCmdVacuum builds `oml lake vacuum`.
 func NewCmdVacuum(f *cliutil.Factory, runF func(context.Context, *VacuumOptions) error) *cobra.Command {
-	opts := &VacuumOptions{Factory: f}
+	opts := &VacuumOptions{maintainDeps: newMaintainDeps(f), Vacuum: maintain.VacuumTable}
 	cmd := &cobra.Command{
 		Use:   "vacuum",
 		Short: "Delete data files no retained version references, then old log entries",
@@ -101,9 +106,8 @@ do it during an incident; see docs/maintenance.md and docs/erasure.md.`,
 }
 
 func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
-	f := opts.Factory
-	format, _ := f.Format()
-	_, tables, err := selectTables(ctx, f, opts.tableSelection)
+	format, _ := opts.Format()
+	tables, err := opts.Tables(ctx, opts.tableSelection)
 	if err != nil {
 		return err
 	}
@@ -112,7 +116,7 @@ func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
 	var guard error
 	for _, t := range tables {
 		row := vacuumRow{Table: t.Key.Path(), DryRun: opts.DryRun, Files: []string{}, KeptCheckpoint: -1}
-		vr, cl, err := maintain.VacuumTable(ctx, t, delta.VacuumOptions{Retention: opts.retention, Force: opts.Force && opts.Ack, DryRun: opts.DryRun})
+		vr, cl, err := opts.Vacuum(ctx, t, delta.VacuumOptions{Retention: opts.retention, Force: opts.Force && opts.Ack, DryRun: opts.DryRun})
 		switch {
 		case errors.Is(err, delta.ErrTableNotFound):
 			err = nil
@@ -139,7 +143,7 @@ func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
 		return cliutil.FlagErrorf("%v (--force --%s)", guard, ackFlag)
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, struct {
+		if err := cliutil.WriteJSON(opts.IO.Out, struct {
 			Tables []vacuumRow `json:"tables"`
 		}{out}); err != nil {
 			return err
@@ -154,7 +158,7 @@ func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
 				rows = append(rows, []string{r.Table, "error: " + r.Error})
 			}
 		}
-		if err := cliutil.Table(f.IO, []string{"TABLE", "WOULD DELETE"}, rows); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TABLE", "WOULD DELETE"}, rows); err != nil {
 			return err
 		}
 	} else {
@@ -169,7 +173,7 @@ func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
 			}
 			rows = append(rows, []string{r.Table, maintain.HumanDuration(r.Retention), res, fmt.Sprint(r.LogDeleted)})
 		}
-		if err := cliutil.Table(f.IO, []string{"TABLE", "RETENTION", "DELETED", "LOG FILES DELETED"}, rows); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TABLE", "RETENTION", "DELETED", "LOG FILES DELETED"}, rows); err != nil {
 			return err
 		}
 	}

@@ -11,19 +11,34 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/pgconn"
 	"github.com/omlhq/oml/internal/schema"
 )
 
-// Options are `oml migrate`'s flags and dependencies.
+// Options are `oml migrate`'s flags and what its run function needs, as
+// functions (NewCmd fills them from the Factory; a test replaces them).
 type Options struct {
-	F      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Apply migrates and returns what it applied (Apply).
+	Apply func(ctx context.Context) ([]schema.Migration, error)
+	// ReadStatus lists the migrations (schema.Status, on a connection of
+	// its own): entries and an error together when the database holds one
+	// this binary does not embed.
+	ReadStatus func(ctx context.Context) ([]schema.StatusEntry, error)
+	// Latest is the newest migration this binary embeds (schema.Latest).
+	Latest func() int
+
 	Status bool
 }
 
 // NewCmd builds `oml migrate`.
 func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{IO: f.IO, Format: f.Format, Latest: schema.Latest,
+		Apply:      func(ctx context.Context) ([]schema.Migration, error) { return Apply(ctx, f) },
+		ReadStatus: func(ctx context.Context) ([]schema.StatusEntry, error) { return readStatus(ctx, f) }}
 	cmd := &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply the oml schema to the database (idempotent, versioned, forward-only)",
@@ -76,6 +91,16 @@ func Apply(ctx context.Context, f *cliutil.Factory) ([]schema.Migration, error) 
 	return applied, nil
 }
 
+// readStatus is Options.ReadStatus over the Factory.
+func readStatus(ctx context.Context, f *cliutil.Factory) ([]schema.StatusEntry, error) {
+	conn, err := Connect(ctx, f)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return schema.Status(ctx, conn)
+}
+
 type migrationJSON struct {
 	Version   int        `json:"version"`
 	Name      string     `json:"name"`
@@ -85,15 +110,9 @@ type migrationJSON struct {
 }
 
 func run(ctx context.Context, opts *Options) error {
-	f := opts.F
-	format, _ := f.Format()
+	format, _ := opts.Format()
 	if opts.Status {
-		conn, err := Connect(ctx, f)
-		if err != nil {
-			return err
-		}
-		defer conn.Close(context.WithoutCancel(ctx))
-		st, err := schema.Status(ctx, conn)
+		st, err := opts.ReadStatus(ctx)
 		if err != nil && st == nil {
 			return cliutil.AsConfigError(err)
 		}
@@ -111,10 +130,10 @@ func run(ctx context.Context, opts *Options) error {
 			rows = append(rows, []string{fmt.Sprintf("%03d", e.Version), e.Name, state, e.Checksum[:12]})
 		}
 		if format == cliutil.FormatJSON {
-			if werr := cliutil.WriteJSON(f.IO.Out, map[string]any{"latest": schema.Latest(), "migrations": out}); werr != nil {
+			if werr := cliutil.WriteJSON(opts.IO.Out, map[string]any{"latest": opts.Latest(), "migrations": out}); werr != nil {
 				return werr
 			}
-		} else if werr := cliutil.Table(f.IO, []string{"VERSION", "NAME", "APPLIED", "CHECKSUM"}, rows); werr != nil {
+		} else if werr := cliutil.Table(opts.IO, []string{"VERSION", "NAME", "APPLIED", "CHECKSUM"}, rows); werr != nil {
 			return werr
 		}
 		if err != nil {
@@ -122,7 +141,7 @@ func run(ctx context.Context, opts *Options) error {
 		}
 		return nil
 	}
-	applied, err := Apply(ctx, f)
+	applied, err := opts.Apply(ctx)
 	if err != nil {
 		return err
 	}
@@ -131,17 +150,17 @@ func run(ctx context.Context, opts *Options) error {
 		for _, m := range applied {
 			names = append(names, fmt.Sprintf("%03d_%s", m.Version, m.Name))
 		}
-		return cliutil.WriteJSON(f.IO.Out, map[string]any{"applied": names, "version": schema.Latest()})
+		return cliutil.WriteJSON(opts.IO.Out, map[string]any{"applied": names, "version": opts.Latest()})
 	}
 	if len(applied) == 0 {
-		_, err = fmt.Fprintf(f.IO.Out, "Schema is current (version %d); nothing to apply.\n", schema.Latest())
+		_, err = fmt.Fprintf(opts.IO.Out, "Schema is current (version %d); nothing to apply.\n", opts.Latest())
 		return err
 	}
 	for _, m := range applied {
-		if _, err := fmt.Fprintf(f.IO.Out, "Applied %03d_%s\n", m.Version, m.Name); err != nil {
+		if _, err := fmt.Fprintf(opts.IO.Out, "Applied %03d_%s\n", m.Version, m.Name); err != nil {
 			return err
 		}
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "Schema is at version %d.\n", schema.Latest())
+	_, err = fmt.Fprintf(opts.IO.Out, "Schema is at version %d.\n", opts.Latest())
 	return err
 }

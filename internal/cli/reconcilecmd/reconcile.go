@@ -13,16 +13,29 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/reconcile"
 )
 
-// Options are `oml reconcile`'s flags and dependencies.
+// Options are `oml reconcile`'s flags and what its run function needs, as
+// functions (NewCmd fills them from the Factory; a test replaces them).
 type Options struct {
-	F           *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Open opens the lake and the database, refuses a lake that holds
+	// nothing although rows were drained (a finding), and resolves --tenant
+	// (nil: every tenant); its errors are the command's.
+	Open func(ctx context.Context, tenant string) (*pgxpool.Pool, store.Store, *uuid.UUID, error)
+	// Reconcile is reconcile.Run.
+	Reconcile func(ctx context.Context, pool *pgxpool.Pool, lake store.Store, o reconcile.Options) (*reconcile.Report, error)
+
 	Tenant      string
 	StaleAfter  time.Duration
 	SkipBodies  bool
@@ -31,7 +44,10 @@ type Options struct {
 
 // NewCmd builds `oml reconcile`.
 func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{IO: f.IO, Format: f.Format, Reconcile: reconcile.Run,
+		Open: func(ctx context.Context, tenant string) (*pgxpool.Pool, store.Store, *uuid.UUID, error) {
+			return open(ctx, f, tenant)
+		}}
 	cmd := &cobra.Command{
 		Use:   "reconcile",
 		Short: "Audit the lake against the journal fold; named finding classes",
@@ -74,16 +90,15 @@ Exit status: 0 no findings; 1 findings; 2 usage, configuration or connection err
 	return cmd
 }
 
-func run(ctx context.Context, opts *Options) error {
-	f := opts.F
-	format, _ := f.Format()
+// open is Options.Open over the Factory.
+func open(ctx context.Context, f *cliutil.Factory, tenant string) (*pgxpool.Pool, store.Store, *uuid.UUID, error) {
 	lake, err := f.Lake(ctx, "oml reconcile reads the lake, but no lake is configured: pass --lake or set OML_LAKE_URL")
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	pool, err := f.CurrentDB(ctx)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	// A lake that holds nothing although rows were drained is one problem
 	// (the wrong --lake, or a lost lake), not one missing-in-lake finding
@@ -91,17 +106,26 @@ func run(ctx context.Context, opts *Options) error {
 	if err := lakewriter.CheckDrainedLake(ctx, pool, lake); err != nil {
 		var lm *lakewriter.LakeMissingError
 		if errors.As(err, &lm) {
-			return cliutil.Findingsf("%s", lm.Error())
+			return nil, nil, nil, cliutil.Findingsf("%s", lm.Error())
 		}
-		return cliutil.AsConfigError(err)
+		return nil, nil, nil, cliutil.AsConfigError(err)
 	}
 	var only *uuid.UUID
-	if opts.Tenant != "" {
-		t, err := f.Tenant(ctx, opts.Tenant)
+	if tenant != "" {
+		t, err := f.Tenant(ctx, tenant)
 		if err != nil {
-			return err
+			return nil, nil, nil, err
 		}
 		only = &t.ID
+	}
+	return pool, lake, only, nil
+}
+
+func run(ctx context.Context, opts *Options) error {
+	format, _ := opts.Format()
+	pool, lake, only, err := opts.Open(ctx, opts.Tenant)
+	if err != nil {
+		return err
 	}
 	stale := opts.StaleAfter
 	if stale == 0 {
@@ -109,20 +133,20 @@ func run(ctx context.Context, opts *Options) error {
 	}
 	prog := &reconcile.Progress{}
 	stop := func() {}
-	if f.IO.IsStderrTTY() {
-		stop = startProgress(f.IO.ErrOut, prog)
+	if opts.IO.IsStderrTTY() {
+		stop = startProgress(opts.IO.ErrOut, prog)
 	}
-	rep, err := reconcile.Run(ctx, pool, lake, reconcile.Options{Tenant: only, StaleAfter: stale, SkipBodies: opts.SkipBodies,
+	rep, err := opts.Reconcile(ctx, pool, lake, reconcile.Options{Tenant: only, StaleAfter: stale, SkipBodies: opts.SkipBodies,
 		MaxFindings: opts.MaxFindings, Progress: prog})
 	stop()
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, rep); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, rep); err != nil {
 			return err
 		}
-	} else if err := printTable(f, rep); err != nil {
+	} else if err := printTable(opts.IO, rep); err != nil {
 		return err
 	}
 	if !rep.OK {
@@ -137,8 +161,8 @@ func run(ctx context.Context, opts *Options) error {
 	return nil
 }
 
-func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
-	out := f.IO.Out
+func printTable(ios *iostreams.IOStreams, rep *reconcile.Report) error {
+	out := ios.Out
 	tables := 0
 	for _, t := range rep.Tenants {
 		tables += len(t.Tables)
@@ -160,7 +184,7 @@ func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
 			order[c] = i
 		}
 		sort.SliceStable(fs, func(i, j int) bool { return order[fs[i].Class] < order[fs[j].Class] })
-		if err := findingsTable(f, fs); err != nil {
+		if err := findingsTable(ios, fs); err != nil {
 			return err
 		}
 		if rep.Truncated {
@@ -173,12 +197,12 @@ func printTable(f *cliutil.Factory, rep *reconcile.Report) error {
 		if _, err := fmt.Fprintf(out, "\n%d accepted gap(s): abandoned dead letters the journal says will never reach the lake (listed, not failures):\n", len(rep.Accepted)); err != nil {
 			return err
 		}
-		return findingsTable(f, rep.Accepted)
+		return findingsTable(ios, rep.Accepted)
 	}
 	return nil
 }
 
-func findingsTable(f *cliutil.Factory, fs []reconcile.Finding) error {
+func findingsTable(ios *iostreams.IOStreams, fs []reconcile.Finding) error {
 	rows := make([][]string, 0, len(fs))
 	for _, x := range fs {
 		claim := "-"
@@ -208,7 +232,7 @@ func findingsTable(f *cliutil.Factory, fs []reconcile.Finding) error {
 		}
 		rows = append(rows, []string{string(x.Class), name, table, claim, seq, oseq, x.Detail})
 	}
-	return cliutil.Table(f.IO, []string{"CLASS", "TENANT", "TABLE", "CLAIM", "SEQ", "OUTBOX SEQ", "DETAIL"}, rows)
+	return cliutil.Table(ios, []string{"CLASS", "TENANT", "TABLE", "CLAIM", "SEQ", "OUTBOX SEQ", "DETAIL"}, rows)
 }
 
 // startProgress draws a one-line progress bar on w until stop is called.

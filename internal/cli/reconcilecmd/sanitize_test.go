@@ -6,7 +6,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/reconcile"
 )
@@ -22,7 +21,7 @@ func TestPrintTable_EscapesTerminalSequencesFromTheLake(t *testing.T) {
 			Class: reconcile.Classes[0], TenantName: "acme", Table: "silver.claims",
 			ArtifactID: "x\x1b]8;;http://evil\x07click\x1b]8;;\x07", Version: 2, Detail: "lake says \x1b[2Jhi",
 		}}}
-		require.NoError(t, printTable(cliutil.New(io), rep))
+		require.NoError(t, printTable(io, rep))
 		require.NotContains(t, out.String(), "\x1b", "tty=%v", tty)
 		require.True(t, strings.Contains(out.String(), `x\x1b]8;;http://evil\x07click`), out.String())
 	}

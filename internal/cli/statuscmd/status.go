@@ -17,21 +17,31 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/replication"
 )
 
-// Options are `oml status`'s dependencies.
+// Options are `oml status`'s flags and what its run function needs, as
+// functions (NewCmd fills them from the Factory; a test replaces them).
 type Options struct {
-	F         *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Read opens the database (and the lake, when one is configured) and
+	// reads the screen (readReport); its errors are the command's.
+	Read func(ctx context.Context, durable replication.Policy) (Report, error)
+
 	DurableOn string
 	durable   replication.Policy
 }
 
 // NewCmd builds `oml status`.
 func NewCmd(f *cliutil.Factory, runF func(context.Context, *Options) error) *cobra.Command {
-	opts := &Options{F: f}
+	opts := &Options{IO: f.IO, Format: f.Format, Read: func(ctx context.Context, durable replication.Policy) (Report, error) {
+		return readReport(ctx, f, durable)
+	}}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "One-screen summary: frontier and lag, backlog, lease, last drain, dead letters, chain heads vs witnesses",
@@ -94,23 +104,25 @@ type Report struct {
 	LakeMissing string `json:"lake_missing,omitempty"`
 }
 
-func run(ctx context.Context, opts *Options) error {
-	f := opts.F
-	format, _ := f.Format()
+// readReport is Options.Read over the Factory: the lake writer's status
+// and durability, body-lost claims, the chain heads and, with a lake, the
+// continuity check, the drained-lake check and each head against its
+// newest witness.
+func readReport(ctx context.Context, f *cliutil.Factory, durable replication.Policy) (Report, error) {
 	pool, err := f.CurrentDB(ctx)
 	if err != nil {
-		return err
+		return Report{}, err
 	}
 	rep := Report{Chains: []Chain{}, Warnings: []string{}}
 	if rep.Lake, err = lakewriter.ReadStatus(ctx, pool, lakewriter.StatusOptions{}); err != nil {
-		return cliutil.AsConfigError(err)
+		return Report{}, cliutil.AsConfigError(err)
 	}
-	if err := rep.Lake.ReadDurability(ctx, pool, opts.durable); err != nil {
-		return cliutil.AsConfigError(err)
+	if err := rep.Lake.ReadDurability(ctx, pool, durable); err != nil {
+		return Report{}, cliutil.AsConfigError(err)
 	}
 	rep.Lake.Blockers = cliutil.NonNil(rep.Lake.Blockers)
 	if rep.BodyLostClaims, err = journal.CountBodyLost(ctx, pool); err != nil {
-		return cliutil.AsConfigError(err)
+		return Report{}, cliutil.AsConfigError(err)
 	}
 	if !rep.Lake.FrontierAt.IsZero() && (rep.Lake.LastBatchEnd > 0 || rep.Lake.Frontier > 0) {
 		t := rep.Lake.FrontierAt
@@ -119,36 +131,35 @@ func run(ctx context.Context, opts *Options) error {
 
 	heads, err := chainverify.StoredHeadsByName(ctx, pool)
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return Report{}, cliutil.AsConfigError(err)
 	}
 	for _, h := range heads {
 		rep.Chains = append(rep.Chains, Chain{Tenant: h.Tenant, Name: h.Name, Seq: h.Seq, Hash: hex.EncodeToString(h.Hash),
 			UpdatedAt: h.UpdatedAt, Status: "unchecked"})
 	}
 
-	broken := 0
-	var missing *lakewriter.LakeMissingError
 	st, err := f.OptionalLake(ctx)
 	if err != nil {
-		return err
+		return Report{}, err
 	}
 	if st != nil {
 		// An empty lake under a frontier past zero: the wrong lake, or a lost
 		// one. The screen must not then say the lake holds every row.
+		var missing *lakewriter.LakeMissingError
 		if err := lakewriter.CheckLakeHoldsFrontier(ctx, st, rep.Lake.Frontier); err != nil {
 			if !errors.As(err, &missing) {
-				return cliutil.AsConfigError(err)
+				return Report{}, cliutil.AsConfigError(err)
 			}
 			rep.LakeMissing = missing.Error()
 		}
 		fc, err := chainverify.ForkCheck(ctx, pool, st, nil)
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return Report{}, cliutil.AsConfigError(err)
 		}
 		rep.WitnessesChecked = true
 		c, err := lakewriter.CheckLake(ctx, pool, st)
 		if err != nil {
-			return cliutil.AsConfigError(err)
+			return Report{}, cliutil.AsConfigError(err)
 		}
 		rep.Lake.Continuity = &c
 		for _, u := range fc.Untrusted {
@@ -165,23 +176,45 @@ func run(ctx context.Context, opts *Options) error {
 			c.WitnessSeq, c.WitnessTime, c.Status = &seq, &t, "ok"
 			if fd, bad := fc.Forked(c.Tenant); bad {
 				c.Status, c.Detail = string(fd.Reason), fd.Detail
-				broken++
 			}
 		}
 	} else {
 		rep.Warnings = append(rep.Warnings, "no lake configured (--lake or OML_LAKE_URL): chain heads not compared with their witnesses")
 	}
+	return rep, nil
+}
 
-	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, rep); err != nil {
-			return err
+// broken counts the chains that disagree with their witnessed head (a
+// tail-lost or fork status, set from the fork check's findings).
+func (r *Report) broken() int {
+	n := 0
+	for _, c := range r.Chains {
+		switch c.Status {
+		case "ok", "no-witness", "unchecked":
+		default:
+			n++
 		}
-	} else if err := printScreen(f, &rep); err != nil {
+	}
+	return n
+}
+
+func run(ctx context.Context, opts *Options) error {
+	format, _ := opts.Format()
+	rep, err := opts.Read(ctx, opts.durable)
+	if err != nil {
 		return err
 	}
-	if missing != nil {
-		return cliutil.Findingsf("%s", missing.Error())
+	if format == cliutil.FormatJSON {
+		if err := cliutil.WriteJSON(opts.IO.Out, rep); err != nil {
+			return err
+		}
+	} else if err := printScreen(opts.IO, &rep); err != nil {
+		return err
 	}
+	if rep.LakeMissing != "" {
+		return cliutil.Findingsf("%s", rep.LakeMissing)
+	}
+	broken := rep.broken()
 	if c := rep.Lake.Continuity; c != nil && !c.OK() {
 		msg := (&lakewriter.ContinuityError{C: *c}).Error()
 		if broken > 0 {
@@ -195,7 +228,7 @@ func run(ctx context.Context, opts *Options) error {
 	return nil
 }
 
-func printScreen(f *cliutil.Factory, rep *Report) error {
+func printScreen(ios *iostreams.IOStreams, rep *Report) error {
 	s := rep.Lake
 	lag := "none (the lake holds every row)"
 	if rep.LakeMissing != "" {
@@ -242,10 +275,10 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 		pairs = append(pairs, [2]string{"blocking", fmt.Sprintf("%s pid %d xid %d (%s@%s, %s, open since %s)", b.Kind, b.PID, b.Xid, b.User, b.Database, b.State, cliutil.Time(b.XactStart))})
 	}
 	pairs = append(pairs, s.DurabilityLines()...)
-	if err := cliutil.KeyValuesTo(f.IO, pairs); err != nil {
+	if err := cliutil.KeyValuesTo(ios, pairs); err != nil {
 		return err
 	}
-	fmt.Fprintln(f.IO.Out)
+	fmt.Fprintln(ios.Out)
 	rows := make([][]string, 0, len(rep.Chains))
 	for _, c := range rep.Chains {
 		ws, wt := "-", "-"
@@ -258,16 +291,16 @@ func printScreen(f *cliutil.Factory, rep *Report) error {
 		}
 		rows = append(rows, []string{name, fmt.Sprint(c.Seq), cliutil.Time(c.UpdatedAt), ws, wt, c.Status})
 	}
-	if err := cliutil.Table(f.IO, []string{"CHAIN", "HEAD SEQ", "HEAD AT", "WITNESSED SEQ", "WITNESSED AT", "STATUS"}, rows); err != nil {
+	if err := cliutil.Table(ios, []string{"CHAIN", "HEAD SEQ", "HEAD AT", "WITNESSED SEQ", "WITNESSED AT", "STATUS"}, rows); err != nil {
 		return err
 	}
 	for _, c := range rep.Chains {
 		if c.Detail != "" {
-			fmt.Fprintf(f.IO.ErrOut, "oml: chain %s: %s: %s\n", c.Name, c.Status, c.Detail)
+			fmt.Fprintf(ios.ErrOut, "oml: chain %s: %s: %s\n", c.Name, c.Status, c.Detail)
 		}
 	}
 	for _, w := range rep.Warnings {
-		fmt.Fprintf(f.IO.ErrOut, "oml: note: %s\n", w)
+		fmt.Fprintf(ios.ErrOut, "oml: note: %s\n", w)
 	}
 	return nil
 }

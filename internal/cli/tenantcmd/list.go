@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
@@ -24,17 +25,9 @@ type ListOptions struct {
 
 // NewCmdList builds `oml tenant list`.
 func NewCmdList(f *cliutil.Factory, runF func(context.Context, *ListOptions) error) *cobra.Command {
-	opts := &ListOptions{IO: f.IO, Format: f.Format, Tenants: func(ctx context.Context) ([]tenant.Tenant, error) {
-		pool, err := f.CurrentDB(ctx)
-		if err != nil {
-			return nil, err
-		}
-		ts, err := tenant.List(ctx, pool)
-		if err != nil {
-			return nil, cliutil.AsConfigError(err)
-		}
-		return ts, nil
-	}}
+	opts := &ListOptions{IO: f.IO, Format: f.Format, Tenants: cliutil.Query(f, func(ctx context.Context, pool *pgxpool.Pool) ([]tenant.Tenant, error) {
+		return tenant.List(ctx, pool)
+	})}
 	return &cobra.Command{
 		Use:     "list",
 		Short:   "List tenants with their chain head seq",

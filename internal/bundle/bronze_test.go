@@ -65,7 +65,7 @@ func TestBronze_OneRowEdited_NamesTheRowAndItsFile(t *testing.T) {
 	for _, f := range w.Snapshot().Files() {
 		p, err := delta.DecodePath(f.Path)
 		require.NoError(t, err)
-		rm, err := w.Remove(p, true)
+		rm, err := w.Remove(p)
 		require.NoError(t, err)
 		c.Removes = append(c.Removes, rm)
 	}

@@ -291,7 +291,7 @@ WHERE o.target = 'silver.claims' ORDER BY o.seq`)
 }
 
 // writeKey stores the bundle's deployment key for a child process.
-func writeKey(path string, b *bundle) error { return keys.WriteFile(path, b.key, false) }
+func writeKey(path string, b *bundle) error { return keys.WriteFile(path, b.key, keys.WriteOptions{}) }
 
 func sortedInt64(s []int64) []int64 {
 	out := append([]int64(nil), s...)

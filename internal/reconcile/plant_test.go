@@ -54,7 +54,7 @@ func rewriteTable(t *testing.T, st store.Store, edit func([]pq.Row) []pq.Row) {
 	for _, f := range w.Snapshot().Files() {
 		p, err := delta.DecodePath(f.Path)
 		require.NoError(t, err)
-		rm, err := w.Remove(p, true)
+		rm, err := w.Remove(p)
 		require.NoError(t, err)
 		c.Removes = append(c.Removes, rm)
 	}

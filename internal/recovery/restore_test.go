@@ -234,7 +234,7 @@ func rewriteBronze(t *testing.T, f *failover, tn uuid.UUID, edit func([]pq.Row) 
 	for _, fl := range w.Snapshot().Files() {
 		p, err := delta.DecodePath(fl.Path)
 		require.NoError(t, err)
-		rm, err := w.Remove(p, true)
+		rm, err := w.Remove(p)
 		require.NoError(t, err)
 		c.Removes = append(c.Removes, rm)
 	}

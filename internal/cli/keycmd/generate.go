@@ -56,7 +56,7 @@ func generateRun(opts *GenerateOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := keys.WriteFile(opts.Out, k, opts.Force); err != nil {
+	if err := keys.WriteFile(opts.Out, k, keys.WriteOptions{Force: opts.Force}); err != nil {
 		if errors.Is(err, keys.ErrExists) {
 			return cliutil.FlagErrorf("%s already exists; refusing to overwrite a signing key (pass --force to replace it)", opts.Out)
 		}

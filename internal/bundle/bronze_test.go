@@ -11,6 +11,7 @@ import (
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 func TestBronze_DrainedTenantTable_VerifiesOnItsOwn(t *testing.T) {
@@ -35,9 +36,9 @@ func TestBronze_OneRowEdited_NamesTheRowAndItsFile(t *testing.T) {
 	st, err := bronze.Key(fx.tenant).Store(fx.lake)
 	require.NoError(t, err)
 	const target = int64(6)
-	w, err := delta.OpenWriter(ctx, st, delta.Options{})
+	snap, err := delta.Load(ctx, st)
 	require.NoError(t, err)
-	schema := w.Snapshot().Schema()
+	schema := snap.Schema()
 	col := func(name string) int {
 		for i, f := range schema.Fields {
 			if f.Name == name {
@@ -48,32 +49,17 @@ func TestBronze_OneRowEdited_NamesTheRowAndItsFile(t *testing.T) {
 		return -1
 	}
 	seqCol, payloadCol := col("seq"), col("payload")
-	var rows []pq.Row
-	require.NoError(t, w.Snapshot().Scan(ctx, st, delta.ScanOptions{}, func(_ *delta.Add, rs []pq.Row) error {
-		rows = append(rows, rs...)
-		return nil
-	}))
 	edited := false
-	for _, r := range rows {
-		if r[seqCol].(int64) == target {
-			r[payloadCol] = r[payloadCol].(string) + " "
-			edited = true
+	add := testkit.RewriteTable(t, st, func(rows []pq.Row) []pq.Row {
+		for _, r := range rows {
+			if r[seqCol].(int64) == target {
+				r[payloadCol] = r[payloadCol].(string) + " "
+				edited = true
+			}
 		}
-	}
+		return rows
+	})
 	require.True(t, edited)
-	var c delta.Commit
-	for _, f := range w.Snapshot().Files() {
-		p, err := delta.DecodePath(f.Path)
-		require.NoError(t, err)
-		rm, err := w.Remove(p, true)
-		require.NoError(t, err)
-		c.Removes = append(c.Removes, rm)
-	}
-	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
-	require.NoError(t, err)
-	c.Adds, c.Operation = []*delta.Add{add}, "WRITE"
-	_, err = w.Commit(ctx, c)
-	require.NoError(t, err)
 
 	res, err := bundle.VerifyBronze(ctx, fx.lake, fx.tenant, bundle.VerifyOptions{})
 	require.NoError(t, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/witness"
 )
@@ -65,8 +66,8 @@ func Export(ctx context.Context, pool *pgxpool.Pool, w io.Writer, opts ExportOpt
 		return Trailer{}, fmt.Errorf("%w: --from %d is past the chain's head (seq %d)", ErrNoSuchEvent, from, head)
 	}
 	if from > 1 {
-		var hash []byte
-		if err := tx.QueryRow(ctx, `SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2`, opts.Tenant, from-1).Scan(&hash); err != nil {
+		hash, err := journal.EventHash(ctx, tx, opts.Tenant, from-1)
+		if err != nil {
 			return Trailer{}, fmt.Errorf("read the anchor event %d of tenant %s: %w", from-1, opts.Tenant, err)
 		}
 		h.Anchor = &Anchor{Seq: from - 1, Hash: hex.EncodeToString(hash)}

@@ -17,6 +17,7 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 type bundle struct {
@@ -28,13 +29,8 @@ type bundle struct {
 // setup gives a fresh, initialised deployment.
 func setup(t testing.TB) *bundle {
 	t.Helper()
-	db := testdb.New(t)
-	pool := db.Pool(t)
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(context.Background(), pool, k)
-	require.NoError(t, err)
-	return &bundle{pool: pool, key: k, db: db}
+	d := testkit.NewDeploymentNamed(t)
+	return &bundle{pool: d.Pool, key: d.Key, db: d.DB}
 }
 
 func (b *bundle) tenant(t testing.TB, name string) uuid.UUID {

@@ -143,8 +143,7 @@ func (a Acceptances) Excuses(w *witness.Head) bool {
 // chain.fork_accepted excuses.
 func CheckWitnessExtends(ctx context.Context, q Querier, st store.Store, h *witness.Head, trusted witness.KeyLookup, acc Acceptances) error {
 	contains := func(ctx context.Context, seq int64, hash []byte) (bool, error) {
-		var stored []byte
-		err := q.QueryRow(ctx, `SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2`, h.Tenant, seq).Scan(&stored)
+		stored, err := journal.EventHash(ctx, q, h.Tenant, seq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, nil
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/omlhq/oml/internal/journal"
+	"github.com/omlhq/oml/internal/outbox"
 )
 
 // ErrNotFound means no dead letter has the given id.
@@ -268,15 +269,12 @@ func readEvent(ctx context.Context, q Querier, tenant uuid.UUID, seq int64) (*Ev
 }
 
 func readOutbox(ctx context.Context, q Querier, seq int64) (*OutboxRow, error) {
-	var o OutboxRow
-	var payload string
-	err := q.QueryRow(ctx, `SELECT seq, payload::text, created_at FROM oml.outbox WHERE seq = $1`, seq).Scan(&o.Seq, &payload, &o.CreatedAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
+	r, err := outbox.ReadPayload(ctx, q, seq)
 	if err != nil {
 		return nil, fmt.Errorf("read outbox row %d: %w", seq, err)
 	}
-	o.Payload = json.RawMessage(payload)
-	return &o, nil
+	if r == nil {
+		return nil, nil
+	}
+	return &OutboxRow{Seq: r.Seq, Payload: json.RawMessage(r.Payload), CreatedAt: r.CreatedAt}, nil
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
@@ -32,15 +32,8 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
-	tn, _, err := tenant.Create(ctx, pool, k, "acme")
-	require.NoError(t, err)
-	return &bundle{pool: pool, key: k, tn: tn.ID}
+	d := testkit.NewDeploymentNamed(t, "acme")
+	return &bundle{pool: d.Pool, key: d.Key, tn: d.Tenants[0]}
 }
 
 // deadLetter promotes a claim and dead-letters its materialize row the way

@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 type bundle struct {
@@ -26,20 +27,13 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
-	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
-	tn, _, err := tenant.Create(ctx, pool, k, "fold")
-	require.NoError(t, err)
+	d := testkit.NewDeploymentNamed(t, "fold")
 	// Whatever the test did, the claim state and the outbox must be what a
 	// replay of the chain implies.
 	t.Cleanup(func() {
-		require.NoError(t, journal.CheckFold(context.Background(), pool, tn.ID))
+		require.NoError(t, journal.CheckFold(context.Background(), d.Pool, d.Tenants[0]))
 	})
-	return &bundle{pool: pool, key: k, tn: tn.ID}
+	return &bundle{pool: d.Pool, key: d.Key, tn: d.Tenants[0]}
 }
 
 func (b *bundle) append(t *testing.T, evs ...journal.Event) error {

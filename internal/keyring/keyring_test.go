@@ -19,8 +19,8 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/schema"
-	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/witness"
 )
 
@@ -34,17 +34,10 @@ type fx struct {
 
 func setup(t *testing.T) *fx {
 	t.Helper()
-	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	old, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(ctx, pool, old)
-	require.NoError(t, err)
-	tn, _, err := tenant.Create(ctx, pool, old, "acme")
-	require.NoError(t, err)
+	d := testkit.NewDeploymentNamed(t, "acme")
 	next, err := keys.Generate()
 	require.NoError(t, err)
-	return &fx{pool: pool, old: old, new: next, acme: tn.ID}
+	return &fx{pool: d.Pool, old: d.Key, new: next, acme: d.Tenants[0]}
 }
 
 // promote appends one submitted claim to acme's chain, signed by s.

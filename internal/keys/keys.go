@@ -103,17 +103,24 @@ func trimSpace(b []byte) []byte {
 	return b
 }
 
-// ErrExists is returned by WriteFile when the file exists and force is off.
+// ErrExists is returned by WriteFile when the file exists and
+// WriteOptions.Force is off.
 var ErrExists = errors.New("key file exists")
 
+// WriteOptions say how WriteFile treats an existing file.
+type WriteOptions struct {
+	// Force replaces an existing file (atomically) instead of refusing it.
+	Force bool
+}
+
 // WriteFile writes k to path with mode 0600. It refuses an existing file
-// unless force is set; then it replaces it atomically.
-func WriteFile(path string, k *Key, force bool) error {
+// unless opts.Force is set; then it replaces it atomically.
+func WriteFile(path string, k *Key, opts WriteOptions) error {
 	data, err := k.MarshalPEM()
 	if err != nil {
 		return err
 	}
-	if !force {
+	if !opts.Force {
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%w: %s already exists; refusing to overwrite a signing key (pass --force to replace it, which orphans every chain it signed)", ErrExists, path)

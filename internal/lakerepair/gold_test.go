@@ -9,7 +9,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
-	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
@@ -36,7 +35,7 @@ func TestRepair_GoldLineagePlantedRows_RepairedReconcileClean(t *testing.T) {
 	requireChecksGreen(t, e)
 
 	const inventedSeq = 80001
-	rewriteTable(t, tableStore(t, lake, tn, tables.Gold), func(rs []pq.Row) []pq.Row {
+	testkit.RewriteTable(t, tableStore(t, lake, tn, tables.Gold), func(rs []pq.Row) []pq.Row {
 		require.GreaterOrEqual(t, len(rs), 4)
 		rs[2][tables.LineageActor] = "mallory"
 		invented := append(pq.Row(nil), rs[3]...)
@@ -50,9 +49,7 @@ func TestRepair_GoldLineagePlantedRows_RepairedReconcileClean(t *testing.T) {
 		require.Equal(t, int64(1), rep.Counts[c], "reconcile finds one %s: %+v", c, rep.Findings)
 	}
 
-	res, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Zero(t, res.Remaining, "%+v %+v", res.Plan.NotRepaired, res.Plan.Tables)
+	res := e.repairAll(t)
 	require.NotEmpty(t, res.Repaired)
 	requireChecksGreen(t, e)
 	archived := false
@@ -63,9 +60,7 @@ func TestRepair_GoldLineagePlantedRows_RepairedReconcileClean(t *testing.T) {
 	}
 	require.True(t, archived, "the invented lineage row is archived")
 	e.drain(t)
-	again, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.True(t, again.Nothing(), "%+v", again.Plan)
+	e.requireNothingToRepair(t)
 }
 
 // TestRepair_GoldWorkareasPlantedRows_RepairedReconcileClean: a workarea's
@@ -88,7 +83,7 @@ func TestRepair_GoldWorkareasPlantedRows_RepairedReconcileClean(t *testing.T) {
 	e.drain(t)
 	requireChecksGreen(t, e)
 
-	rewriteTable(t, tableStore(t, lake, tn, tables.Workareas), func(rs []pq.Row) []pq.Row {
+	testkit.RewriteTable(t, tableStore(t, lake, tn, tables.Workareas), func(rs []pq.Row) []pq.Row {
 		require.GreaterOrEqual(t, len(rs), 4)
 		c := tables.DecodeWorkarea(rs[2])
 		c.Promoted += 5
@@ -104,15 +99,11 @@ func TestRepair_GoldWorkareasPlantedRows_RepairedReconcileClean(t *testing.T) {
 		require.Equal(t, int64(1), rep.Counts[c], "reconcile finds one %s: %+v", c, rep.Findings)
 	}
 
-	res, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Zero(t, res.Remaining, "%+v %+v", res.Plan.NotRepaired, res.Plan.Tables)
+	res := e.repairAll(t)
 	require.NotEmpty(t, res.Repaired)
 	requireChecksGreen(t, e)
 	e.drain(t)
-	again, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.True(t, again.Nothing(), "%+v", again.Plan)
+	e.requireNothingToRepair(t)
 }
 
 // TestRepair_JournalOlderThanGold_RepairBackfillsLineageAndWorkareas: a
@@ -151,9 +142,7 @@ func TestRepair_JournalOlderThanGold_RepairBackfillsLineageAndWorkareas(t *testi
 	require.NotZero(t, missing["gold.lineage/missing-in-lake"], "%+v", rep.Findings)
 	require.NotZero(t, missing["gold.workareas/state-mismatch"]+missing["gold.workareas/missing-in-lake"], "%+v", rep.Findings)
 
-	res, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Zero(t, res.Remaining, "%+v %+v", res.Plan.NotRepaired, res.Plan.Tables)
+	e.repairAll(t)
 	requireChecksGreen(t, e)
 	for _, tn := range d.Tenants {
 		require.NotEmpty(t, readTable(t, lake, tables.TableKey{Tenant: tn, Kind: tables.Workareas}, []string{"workarea_id"}), "tenant %s has gold.workareas", tn)

@@ -102,6 +102,34 @@ func (e *env) repair(t *testing.T, o lakerepair.Options) (*lakerepair.Result, er
 	return lakerepair.Run(context.Background(), o)
 }
 
+// repairAll runs a repair with the default options and requires it to
+// leave nothing unrepaired.
+func (e *env) repairAll(t *testing.T) *lakerepair.Result {
+	t.Helper()
+	res, err := e.repair(t, lakerepair.Options{})
+	require.NoError(t, err)
+	require.Zero(t, res.Remaining, "%+v %+v", res.Plan.NotRepaired, res.Plan.Tables)
+	return res
+}
+
+// requireNothingToRepair runs a second repair and requires it to plan
+// nothing (no table, no pending drain, nothing left).
+func (e *env) requireNothingToRepair(t *testing.T) {
+	t.Helper()
+	again, err := e.repair(t, lakerepair.Options{})
+	require.NoError(t, err)
+	require.True(t, again.Nothing(), "%+v", again.Plan)
+}
+
+// requireNoTableToRepair runs a second repair and requires it to plan no
+// table.
+func (e *env) requireNoTableToRepair(t *testing.T) {
+	t.Helper()
+	again, err := e.repair(t, lakerepair.Options{})
+	require.NoError(t, err)
+	require.Empty(t, again.Plan.Tables, "%+v", again.Plan)
+}
+
 // acceptForks accepts every fork the fork check reports.
 func (e *env) acceptForks(t *testing.T) int {
 	t.Helper()
@@ -210,27 +238,8 @@ func requireChecksGreen(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Zero(t, rep.Total(), "reconcile: %+v", rep.Findings)
 
-	fc, err := chainverify.ForkCheck(ctx, e.pool, e.lake, nil)
-	require.NoError(t, err)
+	fc, vr := testkit.VerifyChains(t, e.pool, e.lake)
 	require.Empty(t, fc.Findings, "fork check")
-	acc, err := chainverify.ReadAcceptances(ctx, e.pool)
-	require.NoError(t, err)
-	vr, err := chainverify.VerifyDB(ctx, e.pool, chainverify.DBOptions{
-		Full: true,
-		Witnessed: func(id uuid.UUID) (chainverify.Head, bool) {
-			w, ok := fc.Witnessed[id]
-			if !ok {
-				return chainverify.Head{}, false
-			}
-			return chainverify.Head{Seq: w.Seq, Hash: w.HashBytes()}, true
-		},
-		Bronze: func(id uuid.UUID) (chainverify.Head, bool) {
-			b, ok := fc.Bronze[id]
-			return chainverify.Head{Seq: b.Seq, Hash: b.Hash}, ok
-		},
-		Accepted: func(id uuid.UUID, a chainverify.Head) bool { _, ok := acc.Covers(id, a); return ok },
-	})
-	require.NoError(t, err)
 	require.Empty(t, vr.Findings, "chain verify")
 	for _, id := range tenantIDs(t, e.pool) {
 		require.NoError(t, journal.CheckFold(ctx, e.pool, id), "fold of tenant %s", id)

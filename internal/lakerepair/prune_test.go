@@ -90,9 +90,7 @@ func TestRepair_AfterOutboxPrune_DeletedTablesRebuiltFromTheJournal(t *testing.T
 			require.NoError(t, st.Delete(ctx, o.Key))
 		}
 	}
-	res, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Zero(t, res.Remaining, "%+v", res.Plan)
+	res := e.repairAll(t)
 	require.Empty(t, res.Plan.Pending, "the repair rebuilt the tables itself")
 	rebuilt := 0
 	for _, r := range res.Repaired {
@@ -112,9 +110,7 @@ func TestRepair_AfterOutboxPrune_DeletedTablesRebuiltFromTheJournal(t *testing.T
 	}
 	e.drain(t)
 	requireLakeEqualsJournal(t, e)
-	again, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Empty(t, again.Plan.Tables, "%+v", again.Plan)
+	e.requireNoTableToRepair(t)
 }
 
 // restoreOldCopy is a table restored from an old backup: the table's
@@ -182,9 +178,7 @@ func runBelowPruneMark(t *testing.T, writeSince bool) {
 	txn, _ := after.TxnVersion(tables.AppID)
 	require.Equal(t, oldTxn, txn, "nothing was committed past the rows the drain cannot read")
 
-	res, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Zero(t, res.Remaining, "%+v", res.Plan)
+	res := e.repairAll(t)
 	var caught bool
 	for _, tp := range res.Plan.Tables {
 		if tp.Path == key.Path() {
@@ -194,7 +188,5 @@ func runBelowPruneMark(t *testing.T, writeSince bool) {
 	require.True(t, caught, "the plan names the class: %+v", res.Plan.Tables)
 	e.drain(t)
 	requireLakeEqualsJournal(t, e)
-	again, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Empty(t, again.Plan.Tables, "%+v", again.Plan)
+	e.requireNoTableToRepair(t)
 }

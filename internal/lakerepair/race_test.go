@@ -80,7 +80,5 @@ func TestRepair_WhileDrainsRunAndTheApplicationWrites_NoRowLostOrDuplicated(t *t
 
 	e.drain(t)
 	requireLakeEqualsJournal(t, e)
-	again, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Empty(t, again.Plan.Tables, "%+v", again.Plan)
+	e.requireNoTableToRepair(t)
 }

@@ -256,7 +256,7 @@ func commitRemoving(ctx context.Context, w *delta.Writer, tp *TablePlan, c delta
 		if err != nil {
 			return 0, err
 		}
-		rm, err := w.Remove(p, true)
+		rm, err := w.Remove(p)
 		if err != nil {
 			return 0, err
 		}

@@ -39,35 +39,6 @@ func tableStore(t *testing.T, lake store.Store, tn uuid.UUID, k tables.Kind) sto
 	return st
 }
 
-// rewriteTable replaces every live file of the table with one file holding
-// edit(rows), in one hand-made commit (no txn action).
-func rewriteTable(t *testing.T, st store.Store, edit func([]pq.Row) []pq.Row) {
-	t.Helper()
-	ctx := context.Background()
-	w, err := delta.OpenWriter(ctx, st, delta.Options{})
-	require.NoError(t, err)
-	var rows []pq.Row
-	require.NoError(t, w.Snapshot().Scan(ctx, st, delta.ScanOptions{}, func(_ *delta.Add, rs []pq.Row) error {
-		for _, r := range rs {
-			rows = append(rows, append(pq.Row(nil), r...))
-		}
-		return nil
-	}))
-	var c delta.Commit
-	for _, f := range w.Snapshot().Files() {
-		p, err := delta.DecodePath(f.Path)
-		require.NoError(t, err)
-		rm, err := w.Remove(p, true)
-		require.NoError(t, err)
-		c.Removes = append(c.Removes, rm)
-	}
-	add, err := w.WriteFile(ctx, map[string]*string{}, edit(rows))
-	require.NoError(t, err)
-	c.Adds, c.Operation = []*delta.Add{add}, "WRITE"
-	_, err = w.Commit(ctx, c)
-	require.NoError(t, err)
-}
-
 // heldClaimRow builds a silver row for a claim that was never promoted, as
 // a containment breach would put it there (its held body included).
 func heldClaimRow(t *testing.T, e *env, tn uuid.UUID) (pq.Row, string) {
@@ -103,7 +74,7 @@ func plantRowProblems(t *testing.T, e *env, t0, t1 uuid.UUID) string {
 	t.Helper()
 	ctx := context.Background()
 	held, breach := heldClaimRow(t, e, t0)
-	rewriteTable(t, tableStore(t, e.lake, t0, tables.Silver), func(rs []pq.Row) []pq.Row {
+	testkit.RewriteTable(t, tableStore(t, e.lake, t0, tables.Silver), func(rs []pq.Row) []pq.Row {
 		var promoted []int
 		for i, r := range rs {
 			if r[colState] == "promoted" {
@@ -120,7 +91,7 @@ func plantRowProblems(t *testing.T, e *env, t0, t1 uuid.UUID) string {
 		out = append(out, rs[promoted[0]+1:]...)
 		return append(out, append(pq.Row(nil), rs[promoted[3]]...), held)
 	})
-	rewriteTable(t, tableStore(t, e.lake, t1, tables.Bronze), func(rs []pq.Row) []pq.Row {
+	testkit.RewriteTable(t, tableStore(t, e.lake, t1, tables.Bronze), func(rs []pq.Row) []pq.Row {
 		forged := append(pq.Row(nil), rs[0]...)
 		forged[1] = int64(90001) // seq
 		return append(rs, forged, append(pq.Row(nil), rs[1]...))
@@ -208,9 +179,7 @@ func runPlantedRows(t *testing.T, e *env, t0, t1 uuid.UUID, greenBeforeDrain boo
 	}
 	require.True(t, breachSaid, "the plan says the breach out loud")
 
-	res, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Zero(t, res.Remaining, "%+v %+v", res.Plan.NotRepaired, res.Plan.Tables)
+	res := e.repairAll(t)
 	require.NotEmpty(t, res.Repaired)
 
 	if greenBeforeDrain {
@@ -241,9 +210,7 @@ func runPlantedRows(t *testing.T, e *env, t0, t1 uuid.UUID, greenBeforeDrain boo
 	}
 	require.Equal(t, len(res.Repaired), named, "every repair commit is journalled once")
 
-	again, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.True(t, again.Nothing(), "%+v", again.Plan)
+	e.requireNothingToRepair(t)
 }
 
 // TestRepair_MissingRowsOfATableBehindTheFrontier_PutBack: a tenant's
@@ -281,7 +248,5 @@ func TestRepair_MissingRowsOfATableBehindTheFrontier_PutBack(t *testing.T) {
 	require.Zero(t, res.Remaining, "%+v", res.Plan)
 	e.drain(t)
 	requireLakeEqualsJournal(t, e)
-	again, err := e.repair(t, lakerepair.Options{})
-	require.NoError(t, err)
-	require.Empty(t, again.Plan.Tables, "%+v", again.Plan)
+	e.requireNoTableToRepair(t)
 }

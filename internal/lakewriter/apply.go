@@ -355,7 +355,7 @@ func rewriteFile(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key
 	if err != nil {
 		return err
 	}
-	rm, err := w.Remove(path, true)
+	rm, err := w.Remove(path)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
 )
 
 // The row check: every outbox row is checked against the signed journal
@@ -149,94 +150,53 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 // passes; the re-enqueue of a refused forgery does not). Rows re-derived
 // from the journal (seq 0) are not outbox rows and are not checked here.
 func checkPruned(ctx context.Context, q querier, items []*item) error {
-	var seqs []int64
-	bySeq := map[int64]*item{}
-	for _, it := range items {
-		if it.poison == nil && !it.derived {
-			seqs = append(seqs, it.seq)
-			bySeq[it.seq] = it
-		}
-	}
+	seqs, bySeq := outboxSeqs(items, func(it *item) bool { return it.poison == nil && !it.derived })
 	if len(seqs) == 0 {
 		return nil
 	}
-	rows, err := q.Query(ctx, prunedCopiesQuery, seqs)
+	copies, err := outbox.PrunedCopies(ctx, q, seqs)
 	if err != nil {
-		return fmt.Errorf("look for copies of pruned outbox rows in the batch: %w", err)
+		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq, through, throughJournal int64
-		if err := rows.Scan(&seq, &through, &throughJournal); err != nil {
-			return fmt.Errorf("look for copies of pruned outbox rows in the batch: %w", err)
+	for _, c := range copies {
+		if it := bySeq[c.Seq]; it != nil {
+			it.poison = poisonf(c.Seq, "outbox row %d cites journal event %d, whose rows of %s were applied and then pruned (oml outbox prune, through event %d and outbox seq %d), yet it was inserted after them: a copy, not its event's row; the journal implies the row once",
+				c.Seq, it.journalSeq, it.target, c.ThroughJournalSeq, c.ThroughSeq)
 		}
-		if it := bySeq[seq]; it != nil {
-			it.poison = poisonf(seq, "outbox row %d cites journal event %d, whose rows of %s were applied and then pruned (oml outbox prune, through event %d and outbox seq %d), yet it was inserted after them: a copy, not its event's row; the journal implies the row once",
-				seq, it.journalSeq, it.target, throughJournal, through)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("look for copies of pruned outbox rows in the batch: %w", err)
 	}
 	return nil
 }
 
-// prunedCopiesQuery returns, of the outbox rows $1, those that cite an
-// event at or below their table's prune mark and come (or, for a copy
-// naming a row of the same event, the row they copy comes) after it:
-// seq, the mark's through_seq and through_journal_seq. (prunedItems in
-// rederive.go leaves the same rows out of those it counts as still there.)
-const prunedCopiesQuery = `
-SELECT r.seq, p.through_seq, p.through_journal_seq
-FROM unnest($1::bigint[]) AS w(seq)
-JOIN oml.outbox r ON r.seq = w.seq
-JOIN oml.outbox_pruned p ON p.tenant_id = r.tenant_id AND p.target = r.target
-LEFT JOIN oml.outbox c ON c.seq = r.copy_of AND c.tenant_id = r.tenant_id AND c.target = r.target
-                      AND c.journal_seq = r.journal_seq
-WHERE r.journal_seq <= p.through_journal_seq AND coalesce(c.seq, r.seq) > p.through_seq`
-
-// checkOnce marks the rows that copy an earlier outbox row of the same
-// implied identity which is not dead-lettered (one query per batch; the
-// probe is outbox_implied_once's leading columns).
-func checkOnce(ctx context.Context, q querier, items []*item) error {
+// outboxSeqs lists the seqs of the items keep accepts, and indexes them.
+func outboxSeqs(items []*item, keep func(*item) bool) ([]int64, map[int64]*item) {
 	var seqs []int64
 	bySeq := map[int64]*item{}
 	for _, it := range items {
-		if it.poison == nil {
+		if keep(it) {
 			seqs = append(seqs, it.seq)
 			bySeq[it.seq] = it
 		}
 	}
+	return seqs, bySeq
+}
+
+// checkOnce marks the rows that copy an earlier outbox row of the same
+// implied identity which is not dead-lettered (one query per batch:
+// outbox.EarlierCopies).
+func checkOnce(ctx context.Context, q querier, items []*item) error {
+	seqs, bySeq := outboxSeqs(items, func(it *item) bool { return it.poison == nil })
 	if len(seqs) == 0 {
 		return nil
 	}
-	rows, err := q.Query(ctx, `
-SELECT r.seq, min(e.seq)
-FROM unnest($1::bigint[]) AS w(seq)
-JOIN oml.outbox r ON r.seq = w.seq
-JOIN oml.outbox e ON e.tenant_id = r.tenant_id AND e.journal_seq = r.journal_seq
-                 AND e.target = r.target AND e.op = r.op
-                 AND e.artifact_id IS NOT DISTINCT FROM r.artifact_id
-                 AND e.version IS NOT DISTINCT FROM r.version
-                 AND e.seq < r.seq
-WHERE NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.outbox_seq = e.seq)
-GROUP BY r.seq`, seqs)
+	first, err := outbox.EarlierCopies(ctx, q, seqs)
 	if err != nil {
-		return fmt.Errorf("look for earlier copies of the batch's outbox rows: %w", err)
+		return err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var seq, first int64
-		if err := rows.Scan(&seq, &first); err != nil {
-			return fmt.Errorf("look for earlier copies of the batch's outbox rows: %w", err)
-		}
+	for seq, f := range first {
 		if it := bySeq[seq]; it != nil {
 			it.poison = poisonf(seq, "outbox row %d copies row %d (same tenant, journal event %d, target, op and claim), which is not dead-lettered: the journal implies the row once",
-				seq, first, it.journalSeq)
+				seq, f, it.journalSeq)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("look for earlier copies of the batch's outbox rows: %w", err)
 	}
 	return nil
 }

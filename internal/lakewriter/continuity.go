@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
@@ -36,82 +37,22 @@ func anchorDigest(seq int64, tenant uuid.UUID, journalSeq int64, target, op, art
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Identity is where a database's history stands: its system identifier
-// (kept by standbys, promotions and restores of a base backup), its
-// timeline (one more after every promotion or point-in-time restore) and
-// the outbox sequence's last value.
-type Identity struct {
-	SystemIdentifier string `json:"system_identifier"`
-	Timeline         int64  `json:"timeline"`
-	LastSeq          int64  `json:"last_seq"`
-}
-
-// identitySQL reads Identity. The timeline is that of the current WAL
-// insert position (pg_walfile_name's first 8 hex digits): right after a
-// promotion it is already the new one, where pg_control_checkpoint() still
-// shows the old until the next checkpoint.
-const identitySQL = `SELECT (SELECT system_identifier::text FROM pg_control_system()) AS system_identifier,
-       CASE WHEN pg_is_in_recovery() THEN (SELECT timeline_id FROM pg_control_checkpoint())::bigint
-            ELSE ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::bigint END AS tli,
-       coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox', 'seq')::regclass), 0) AS last_seq`
+// Identity is where a database's history stands (outbox.Identity: its
+// system identifier, timeline and outbox sequence's last value).
+type Identity = outbox.Identity
 
 type rowQuerier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// ReadIdentity reads the database's Identity.
-func ReadIdentity(ctx context.Context, db rowQuerier) (Identity, error) {
-	var id Identity
-	if err := db.QueryRow(ctx, identitySQL).Scan(&id.SystemIdentifier, &id.Timeline, &id.LastSeq); err != nil {
-		return id, fmt.Errorf("read the database's system identifier, timeline and outbox sequence: %w", err)
-	}
-	return id, nil
-}
-
-// batchRecordSQL computes, in one round trip, what a commit of batch
-// ($1, $2] records — the database's identity and the batch's anchor (the
-// row with the greatest seq: two primary-key probes) — and reads the row
-// at $3, the previous batch's anchor, for the check before the batch. The
-// row count is not counted here (a count over 10,000 rows cost ~15 ms, a
-// hundred times the rest): the cut that chose the batch already counted
-// it (see setCutRows).
-const batchRecordSQL = `
-WITH r AS (SELECT max(seq) AS last FROM oml.outbox WHERE seq > $1 AND seq <= $2)
-SELECT i.*,
-       o.seq, o.tenant_id, o.journal_seq, o.target, o.op, coalesce(o.artifact_id, ''), coalesce(o.version, 0), j.hash,
-       p.seq, p.tenant_id, p.journal_seq, p.target, p.op, coalesce(p.artifact_id, ''), coalesce(p.version, 0), pj.hash
-FROM r CROSS JOIN (` + identitySQL + `) i
-LEFT JOIN oml.outbox o ON o.seq = r.last
-LEFT JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
-LEFT JOIN oml.outbox p ON p.seq = $3
-LEFT JOIN oml.journal pj ON pj.tenant_id = p.tenant_id AND pj.seq = p.journal_seq`
-
-// anchorRowSQL reads the row at one seq, for checking a recorded anchor.
-const anchorRowSQL = `
-SELECT o.seq, o.tenant_id, o.journal_seq, o.target, o.op, coalesce(o.artifact_id, ''), coalesce(o.version, 0), j.hash
-FROM oml.outbox o LEFT JOIN oml.journal j ON j.tenant_id = o.tenant_id AND j.seq = o.journal_seq
-WHERE o.seq = $1`
-
-// anchorCols receives one anchor's columns (all NULL when there is no row).
-type anchorCols struct {
-	seq, jseq       *int64
-	tenant          *uuid.UUID
-	target, op, art *string
-	version         *int32
-	eventHash       []byte
-}
-
-func (a *anchorCols) dest() []any {
-	return []any{&a.seq, &a.tenant, &a.jseq, &a.target, &a.op, &a.art, &a.version, &a.eventHash}
-}
-
-func (a *anchorCols) anchor() *tables.Anchor {
-	if a.seq == nil {
+// anchorOf is the anchor a batch records for outbox row r (nil for none).
+func anchorOf(r *outbox.AnchorRow) *tables.Anchor {
+	if r == nil {
 		return nil
 	}
 	return &tables.Anchor{
-		Seq: *a.seq, Tenant: *a.tenant, JournalSeq: *a.jseq, EventHash: hex.EncodeToString(a.eventHash),
-		Digest: anchorDigest(*a.seq, *a.tenant, *a.jseq, *a.target, *a.op, *a.art, *a.version, a.eventHash),
+		Seq: r.Seq, Tenant: r.Tenant, JournalSeq: r.JournalSeq, EventHash: hex.EncodeToString(r.EventHash),
+		Digest: anchorDigest(r.Seq, r.Tenant, r.JournalSeq, r.Target, r.Op, r.ArtifactID, r.Version, r.EventHash),
 	}
 }
 
@@ -120,20 +61,17 @@ func (a *anchorCols) anchor() *tables.Anchor {
 // nil or the row is gone).
 func readBatchRecord(ctx context.Context, db rowQuerier, start, end int64, prev *tables.Anchor) (tables.BatchBounds, Identity, *tables.Anchor, error) {
 	b := tables.BatchBounds{Start: start, End: end}
-	var id Identity
-	var cur, old anchorCols
 	prevSeq := int64(-1)
 	if prev != nil {
 		prevSeq = prev.Seq
 	}
-	dest := append([]any{&id.SystemIdentifier, &id.Timeline, &id.LastSeq}, cur.dest()...)
-	dest = append(dest, old.dest()...)
-	if err := db.QueryRow(ctx, batchRecordSQL, start, end, prevSeq).Scan(dest...); err != nil {
-		return b, id, nil, fmt.Errorf("read the continuity record of batch (%d, %d]: %w", start, end, err)
+	id, cur, old, err := outbox.ReadBatchRecord(ctx, db, start, end, prevSeq)
+	if err != nil {
+		return b, id, nil, err
 	}
 	b.SystemIdentifier, b.Timeline = id.SystemIdentifier, id.Timeline
-	b.Anchor = cur.anchor()
-	return b, id, old.anchor(), nil
+	b.Anchor = anchorOf(cur)
+	return b, id, anchorOf(old), nil
 }
 
 // anchorVerdict is what the database says about a recorded anchor.
@@ -150,32 +88,30 @@ const (
 // event and the row were committed in one transaction, so the event being
 // there with the same hash means the history is the same.
 func checkAnchor(ctx context.Context, db rowQuerier, a *tables.Anchor) (anchorVerdict, error) {
-	var cols anchorCols
-	err := db.QueryRow(ctx, anchorRowSQL, a.Seq).Scan(cols.dest()...)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+	row, err := outbox.ReadAnchorRow(ctx, db, a.Seq)
+	if err != nil {
 		return 0, fmt.Errorf("check the lake's record of outbox row %d: %w", a.Seq, err)
 	}
-	if got := cols.anchor(); err == nil && got != nil {
-		if got.Digest == a.Digest {
+	if row != nil {
+		if anchorOf(row).Digest == a.Digest {
 			return anchorAgrees, nil
 		}
-		if cols.eventHash == nil {
+		if row.EventHash == nil {
 			// The outbox row is the one the lake drained but its journal
 			// event is gone (deleted behind the database's back: a failover
 			// loses the row with it). The outbox's history agrees; the
 			// chain is chain verify's and the fork check's business (which
 			// hold that tenant), not a reason to stop every table.
 			if h, herr := hex.DecodeString(a.EventHash); herr == nil {
-				cols.eventHash = h
-				if cols.anchor().Digest == a.Digest {
+				row.EventHash = h
+				if anchorOf(row).Digest == a.Digest {
 					return anchorAgrees, nil
 				}
 			}
 		}
 		return anchorDiffers, nil
 	}
-	var h []byte
-	err = db.QueryRow(ctx, `SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2`, a.Tenant, a.JournalSeq).Scan(&h)
+	h, err := journal.EventHash(ctx, db, a.Tenant, a.JournalSeq)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return anchorMissing, nil
 	}
@@ -300,7 +236,7 @@ const historyScan = 500
 func CheckContinuity(ctx context.Context, db rowQuerier, lake store.Store, tables []TablePosition) (Continuity, error) {
 	k := &checker{ctx: ctx, db: db, lake: lake, verdicts: map[int64]anchorVerdict{}, rowVerdicts: map[[3]int64]anchorVerdict{}, reasons: map[string]bool{}, minBad: -1}
 	k.c = Continuity{State: ContinuityOK, LastAgreedSeq: -1}
-	id, err := ReadIdentity(ctx, db)
+	id, err := outbox.ReadIdentity(ctx, db)
 	if err != nil {
 		return k.c, err
 	}

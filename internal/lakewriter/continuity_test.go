@@ -91,6 +91,31 @@ func lakeVersions(t *testing.T, lake store.Store, b *bundle) map[string]int64 {
 	return out
 }
 
+// loseTail loads kept and drains it, then loads lost and drains it on the
+// primary only, and promotes the standby that never received it; it
+// returns the last seq both histories hold.
+func (f *failover) loseTail(t *testing.T, kept, lost workload.Config) (agreed int64) {
+	t.Helper()
+	f.load(t, kept)
+	f.drain(t)
+	agreed = f.lastSeq(t)
+	f.promote(t, func() {
+		f.load(t, lost)
+		f.drain(t)
+	})
+	return agreed
+}
+
+// drainRefused drains once with a fresh writer on b's database and lake and
+// requires the continuity check to refuse.
+func drainRefused(t *testing.T, b *bundle, lake store.Store) *lakewriter.ContinuityError {
+	t.Helper()
+	d, err := lakewriter.New(b.opts(lake))
+	require.NoError(t, err)
+	_, err = d.DrainOnce(context.Background())
+	return requireRefused(t, err)
+}
+
 func requireRefused(t *testing.T, err error) *lakewriter.ContinuityError {
 	t.Helper()
 	var ce *lakewriter.ContinuityError
@@ -116,19 +141,11 @@ func TestContinuity_PromotedStandbyLostTail_DrainRefusesThenNewWritesStillRefuse
 	t.Parallel()
 	ctx := context.Background()
 	f := newFailover(t, 2)
-	f.load(t, workload.Config{Claims: 15, Seed: 1})
-	f.drain(t)
-	agreed := f.lastSeq(t)
-	f.promote(t, func() {
-		f.load(t, workload.Config{Claims: 40, Seed: 2})
-		f.drain(t)
-	})
+	agreed := f.loseTail(t, workload.Config{Claims: 15, Seed: 1},
+		workload.Config{Claims: 40, Seed: 2})
 	lost := lakeVersions(t, f.lake, f.bundle)
 
-	d, err := lakewriter.New(f.opts(f.lake))
-	require.NoError(t, err)
-	_, err = d.DrainOnce(ctx)
-	ce := requireRefused(t, err)
+	ce := drainRefused(t, f.bundle, f.lake)
 	c := ce.C
 	require.Equal(t, lakewriter.ContinuityAhead, c.State, "nothing was written since: the lake is ahead")
 	require.Equal(t, agreed, c.LastAgreedSeq, "the last seq both histories hold")
@@ -136,7 +153,7 @@ func TestContinuity_PromotedStandbyLostTail_DrainRefusesThenNewWritesStillRefuse
 	require.Equal(t, int64(1), c.LakeTimeline)
 	require.Equal(t, int64(2), c.DB.Timeline)
 	require.NotEmpty(t, c.Tables)
-	require.Contains(t, err.Error(), "agree up to seq")
+	require.Contains(t, ce.Error(), "agree up to seq")
 	require.Equal(t, lost, lakeVersions(t, f.lake, f.bundle), "nothing was written to the lake")
 	require.LessOrEqual(t, frontierCache(t, f.bundle), f.lastSeq(t), "the frontier cache never passes the database's sequence")
 
@@ -149,10 +166,7 @@ func TestContinuity_PromotedStandbyLostTail_DrainRefusesThenNewWritesStillRefuse
 	// The application goes on writing on the promoted database.
 	f.load(t, workload.Config{Claims: 30, Seed: 3})
 	for i := 0; i < 2; i++ {
-		d, err := lakewriter.New(f.opts(f.lake))
-		require.NoError(t, err)
-		_, err = d.DrainOnce(ctx)
-		ce := requireRefused(t, err)
+		ce := drainRefused(t, f.bundle, f.lake)
 		require.Equal(t, lakewriter.ContinuityDiverged, ce.C.State)
 		require.Equal(t, agreed, ce.C.LastAgreedSeq)
 	}
@@ -165,22 +179,13 @@ func TestContinuity_PromotedStandbyLostTail_DrainRefusesThenNewWritesStillRefuse
 // longer exist. The check must catch it by content.
 func TestContinuity_ShortLostTailNewSeqAboveLake_RefusesByContent(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	f := newFailover(t, 1)
-	f.load(t, workload.Config{Claims: 10, Seed: 4})
-	f.drain(t)
-	agreed := f.lastSeq(t)
-	f.promote(t, func() {
-		f.load(t, workload.Config{Claims: 1, Seed: 5, PromoteRatio: 0.01, RetractRatio: 0.01})
-		f.drain(t)
-	})
+	agreed := f.loseTail(t, workload.Config{Claims: 10, Seed: 4},
+		workload.Config{Claims: 1, Seed: 5, PromoteRatio: 0.01, RetractRatio: 0.01})
 	for seed := uint64(100); f.lastSeq(t) <= agreed+64; seed++ {
 		f.load(t, workload.Config{Claims: 10, Seed: seed})
 	}
-	d, err := lakewriter.New(f.opts(f.lake))
-	require.NoError(t, err)
-	_, err = d.DrainOnce(ctx)
-	ce := requireRefused(t, err)
+	ce := drainRefused(t, f.bundle, f.lake)
 	require.Less(t, ce.C.LakePosition, ce.C.DB.LastSeq, "the numbers alone look fine")
 	require.Equal(t, lakewriter.ContinuityDiverged, ce.C.State)
 	require.Equal(t, agreed, ce.C.LastAgreedSeq)
@@ -190,7 +195,6 @@ func TestContinuity_ShortLostTailNewSeqAboveLake_RefusesByContent(t *testing.T) 
 // database behind the lake. Same refusal.
 func TestContinuity_PointInTimeRestoreBehindLake_Refuses(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	f := newFailover(t, 2)
 	f.load(t, workload.Config{Claims: 10, Seed: 7})
 	f.drain(t)
@@ -203,10 +207,7 @@ func TestContinuity_PointInTimeRestoreBehindLake_Refuses(t *testing.T) {
 	f.Pool = f.pool
 	require.Equal(t, f.primary.Identity(t).SystemIdentifier, restored.Identity(t).SystemIdentifier)
 
-	d, err := lakewriter.New(f.opts(f.lake))
-	require.NoError(t, err)
-	_, err = d.DrainOnce(ctx)
-	ce := requireRefused(t, err)
+	ce := drainRefused(t, f.bundle, f.lake)
 	require.Equal(t, lakewriter.ContinuityAhead, ce.C.State)
 	require.Equal(t, agreed, ce.C.LastAgreedSeq)
 	require.Equal(t, ce.C.LakeSystemIdentifier, ce.C.DB.SystemIdentifier)
@@ -218,12 +219,7 @@ func TestContinuity_PointInTimeRestoreBehindLake_Refuses(t *testing.T) {
 func TestContinuity_RunLoopPromotedStandby_KeepsRefusing(t *testing.T) {
 	t.Parallel()
 	f := newFailover(t, 1)
-	f.load(t, workload.Config{Claims: 5, Seed: 9})
-	f.drain(t)
-	f.promote(t, func() {
-		f.load(t, workload.Config{Claims: 10, Seed: 10})
-		f.drain(t)
-	})
+	f.loseTail(t, workload.Config{Claims: 5, Seed: 9}, workload.Config{Claims: 10, Seed: 10})
 	before := lakeVersions(t, f.lake, f.bundle)
 	reg := prometheus.NewRegistry()
 	o := f.opts(f.lake)
@@ -377,20 +373,11 @@ func TestContinuity_FailoverUnderRunningWriter_NextBatchRefused(t *testing.T) {
 // The same refusal with the lake on S3 (a real S3 server).
 func TestContinuity_PromotedStandbyLostTail_S3Lake_Refuses(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	f := newFailoverOn(t, 2, s3test.NewBucket(t, nil).Store)
-	f.load(t, workload.Config{Claims: 10, Seed: 16})
-	f.drain(t)
-	agreed := f.lastSeq(t)
-	f.promote(t, func() {
-		f.load(t, workload.Config{Claims: 20, Seed: 17})
-		f.drain(t)
-	})
+	agreed := f.loseTail(t, workload.Config{Claims: 10, Seed: 16},
+		workload.Config{Claims: 20, Seed: 17})
 	before := lakeVersions(t, f.lake, f.bundle)
-	d, err := lakewriter.New(f.opts(f.lake))
-	require.NoError(t, err)
-	_, err = d.DrainOnce(ctx)
-	ce := requireRefused(t, err)
+	ce := drainRefused(t, f.bundle, f.lake)
 	require.Equal(t, lakewriter.ContinuityAhead, ce.C.State)
 	require.Equal(t, agreed, ce.C.LastAgreedSeq)
 	require.Equal(t, before, lakeVersions(t, f.lake, f.bundle))

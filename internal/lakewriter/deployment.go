@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 )
 
@@ -34,8 +34,8 @@ type Deployment struct {
 // before `oml init` made the provider chain.
 func databaseDeployment(ctx context.Context, db rowQuerier) (Deployment, bool, error) {
 	var d Deployment
-	var h []byte
-	err := db.QueryRow(ctx, `SELECT hash, key_id FROM oml.journal WHERE tenant_id = $1 AND seq = 1`, uuid.UUID{}).Scan(&h, &d.RootKeyID)
+	h, keyID, err := journal.ProviderGenesis(ctx, db)
+	d.RootKeyID = keyID
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, false, nil
 	}

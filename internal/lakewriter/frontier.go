@@ -34,7 +34,7 @@ func readFrontier(ctx context.Context, db *pgxpool.Pool) (seq int64, missing boo
 // authority. A missing row (deleted by hand) is recreated.
 func writeFrontier(ctx context.Context, db *pgxpool.Pool, start, end int64, fenceXid uint64) error {
 	_, err := db.Exec(ctx, `
-WITH i AS (`+identitySQL+`)
+WITH i AS (`+outbox.IdentitySQL+`)
 INSERT INTO oml.lake_frontier AS f (id, frontier, batch_start, batch_end, horizon_xid, system_identifier, timeline, updated_at)
 SELECT true, greatest(LEAST($2, i.last_seq), 0), $1, $2, CASE WHEN $3::bigint > 0 THEN $3::bigint::text::xid8 END,
        i.system_identifier, i.tli::text, now()

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"sort"
 	"strings"
 	"testing"
@@ -147,17 +146,8 @@ func TestGold_RandomLifecycles_IndependentReadOfEveryFileMatchesTheJournal(t *te
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			t.Logf("replay with: go test ./internal/lakewriter -run 'TestGold_RandomLifecycles' -seed %d", seed)
-			rng := rand.New(rand.NewPCG(seed, 15))
-			b := setup(t, 2)
-			res := b.load(t, workload.Config{Claims: 20 + rng.IntN(20), Seed: seed, PromoteRatio: 0.8, RetractRatio: 0.7,
-				FollowUpRatio: 0.8, Batch: 1 + rng.IntN(4)})
+			b, res, lake := drainLifecycles(t, seed, 15)
 			require.NotZero(t, res.Stats.Demoted+res.Stats.Erased+res.Stats.Reassigned+res.Stats.SimEnded)
-			lake := store.NewMem()
-			o := b.opts(lake)
-			o.Limits = lakewriterLimits(3 + rng.IntN(30))
-			d, err := lakewriter.New(o)
-			require.NoError(t, err)
-			b.drainAll(t, d)
 
 			kinds := map[string]bool{}
 			multi := 0
@@ -310,22 +300,8 @@ WHERE tenant_id = $1 AND state = 'held' ORDER BY submitted_seq LIMIT 1`, tn).Sca
 	forged := b.plant(t, forgedRow{tenant: tn, journalSeq: demSeq, target: journal.TargetGoldLineage, op: journal.OpRetract,
 		artifact: &art, version: &ver, payload: string(p)})
 
-	var real []int64
-	rows, err := b.pool.Query(ctx, `SELECT seq FROM oml.outbox WHERE tenant_id = $1 AND target = 'gold.lineage' AND op = 'retract' ORDER BY seq LIMIT 3`, tn)
-	require.NoError(t, err)
-	for rows.Next() {
-		var s int64
-		require.NoError(t, rows.Scan(&s))
-		real = append(real, s)
-	}
-	require.NoError(t, rows.Err())
-	require.Len(t, real, 3)
-	for i, edit := range []string{`jsonb_set(payload, '{actor}', '"mallory"')`, `jsonb_set(payload, '{state_before}', '"held"')`,
-		`jsonb_set(payload, '{plaintext_digest}', '"00"')`} {
-		_, err := b.pool.Exec(ctx, `UPDATE oml.outbox SET payload = `+edit+` WHERE seq = $1`, real[i])
-		require.NoError(t, err)
-		b.expectDead(real[i])
-	}
+	real := b.tamper(t, tn, journal.TargetGoldLineage, journal.OpRetract, `jsonb_set(payload, '{actor}', '"mallory"')`,
+		`jsonb_set(payload, '{state_before}', '"held"')`, `jsonb_set(payload, '{plaintext_digest}', '"00"')`)
 
 	lake := store.NewMem()
 	d, err := lakewriter.New(b.opts(lake))

@@ -6,11 +6,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"sort"
 	"sync"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -51,6 +53,45 @@ func (b *bundle) expectDead(seqs ...int64) {
 	for _, s := range seqs {
 		b.poison[s] = true
 	}
+}
+
+// tamper edits the payloads of the first len(edits) outbox rows of tenant's
+// target with op, in seq order (edits[i] is a jsonb expression of payload
+// for the i-th), expects each dead-lettered, and returns their seqs.
+func (b *bundle) tamper(t *testing.T, tn uuid.UUID, target, op string, edits ...string) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	rows, err := b.pool.Query(ctx, `SELECT seq FROM oml.outbox WHERE tenant_id = $1 AND target = $2 AND op = $3 ORDER BY seq LIMIT $4`,
+		tn, target, op, len(edits))
+	require.NoError(t, err)
+	seqs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	require.NoError(t, err)
+	require.Len(t, seqs, len(edits))
+	for i, edit := range edits {
+		_, err := b.pool.Exec(ctx, `UPDATE oml.outbox SET payload = `+edit+` WHERE seq = $1`, seqs[i])
+		require.NoError(t, err)
+		b.expectDead(seqs[i])
+	}
+	return seqs
+}
+
+// drainLifecycles loads, on two tenants, a randomized workload of
+// promotions, demotions, erasures, reassignments and simulation ends
+// (several changes per claim), drawn from seed and the test's rng stream,
+// and drains it in small batches into a memory lake.
+func drainLifecycles(t *testing.T, seed, stream uint64) (*bundle, workload.Result, store.Store) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(seed, stream))
+	b := setup(t, 2)
+	res := b.load(t, workload.Config{Claims: 20 + rng.IntN(20), Seed: seed, PromoteRatio: 0.8, RetractRatio: 0.7,
+		FollowUpRatio: 0.8, Batch: 1 + rng.IntN(4)})
+	lake := store.NewMem()
+	o := b.opts(lake)
+	o.Limits = lakewriterLimits(3 + rng.IntN(30))
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	b.drainAll(t, d)
+	return b, res, lake
 }
 
 // setup gives a migrated, initialised database with n tenants.
@@ -291,7 +332,7 @@ WHERE o.target = 'silver.claims' ORDER BY o.seq`)
 }
 
 // writeKey stores the bundle's deployment key for a child process.
-func writeKey(path string, b *bundle) error { return keys.WriteFile(path, b.key, false) }
+func writeKey(path string, b *bundle) error { return keys.WriteFile(path, b.key, keys.WriteOptions{}) }
 
 func sortedInt64(s []int64) []int64 {
 	out := append([]int64(nil), s...)

@@ -27,7 +27,7 @@ func TestDrain_KeyRotatedAndOldRevoked_WriterPicksUpTheNewKeyWithoutRestart(t *t
 	ctx := context.Background()
 	b := setup(t, 2)
 	path := filepath.Join(t.TempDir(), "deploy.key")
-	require.NoError(t, keys.WriteFile(path, b.key, false))
+	require.NoError(t, keys.WriteFile(path, b.key, keys.WriteOptions{}))
 	rk, err := keys.OpenReloading(path, time.Millisecond)
 	require.NoError(t, err)
 	lake := store.NewMem()
@@ -43,7 +43,7 @@ func TestDrain_KeyRotatedAndOldRevoked_WriterPicksUpTheNewKeyWithoutRestart(t *t
 	require.NoError(t, err)
 	_, err = keyring.Rotate(ctx, b.pool, b.key, next)
 	require.NoError(t, err)
-	require.NoError(t, keys.WriteFile(path, next, true))
+	require.NoError(t, keys.WriteFile(path, next, keys.WriteOptions{Force: true}))
 	time.Sleep(2 * time.Millisecond) // past the reload check interval
 	_, err = keyring.Revoke(ctx, b.pool, next, b.key.KeyID(), "test", "rotated")
 	require.NoError(t, err)

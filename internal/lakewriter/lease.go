@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/backoff"
 )
 
 // LeaseName is the lake writer's lease row in oml.lake_lease.
@@ -142,10 +144,8 @@ func HoldLease(ctx context.Context, db *pgxpool.Pool, holder string, ttl, wait t
 			return nil, ctx, err
 		}
 		pause := min(ttl/10, time.Until(deadline))
-		select {
-		case <-ctx.Done():
-			return nil, ctx, ctx.Err()
-		case <-time.After(max(pause, 10*time.Millisecond)):
+		if err := backoff.Sleep(ctx, max(pause, 10*time.Millisecond)); err != nil {
+			return nil, ctx, err
 		}
 	}
 	lctx, stop := l.keep(ctx, ttl, func() {}, func(error) {})

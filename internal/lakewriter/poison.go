@@ -8,6 +8,7 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/outbox"
 )
 
 // ErrNoSigner means a poison row is past its budget but the writer has no
@@ -34,14 +35,9 @@ func (d *Drainer) handlePoison(ctx context.Context, poison []*item) ([]int64, er
 		}
 		seen[it.seq] = true
 		unique++
-		var n int
-		err := d.db.QueryRow(ctx, `
-INSERT INTO oml.outbox_attempts AS a (outbox_seq, attempts, last_error) VALUES ($1, 1, $2)
-ON CONFLICT (outbox_seq) DO UPDATE
-SET attempts = a.attempts + 1, last_failed_at = now(), last_error = EXCLUDED.last_error
-RETURNING attempts`, it.seq, it.poison.Error()).Scan(&n)
+		n, err := outbox.CountAttempt(ctx, d.db, it.seq, it.poison.Error())
 		if err != nil {
-			return nil, fmt.Errorf("count a failed attempt for outbox row %d: %w", it.seq, err)
+			return nil, err
 		}
 		d.opts.Metrics.retry("poison")
 		attempts[it.seq] = n
@@ -97,7 +93,6 @@ RETURNING attempts`, it.seq, it.poison.Error()).Scan(&n)
 }
 
 func (d *Drainer) isDeadLettered(ctx context.Context, seq int64) bool {
-	var ok bool
-	_ = d.db.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.dead_letter WHERE outbox_seq = $1)`, seq).Scan(&ok)
+	ok, _ := outbox.IsDeadLettered(ctx, d.db, seq)
 	return ok
 }

@@ -102,51 +102,33 @@ func prunedItems(ctx context.Context, tx pgx.Tx, key tables.TableKey) ([]*item, 
 	if err != nil {
 		return nil, fmt.Errorf("rebuild %s: the chain does not replay, so its pruned rows cannot be re-derived (run oml chain verify): %w", key, err)
 	}
-	type rowKey struct {
-		jseq    int64
-		op, art string
-		version int32
-	}
-	have := map[rowKey]int{}
+	have := map[outbox.KeptRow]int{}
 	// Not a copy of a pruned row either (checkPruned refuses those): the
 	// pruned original is what the journal implies, and is derived.
-	rows, err := tx.Query(ctx, `SELECT o.journal_seq, o.op, coalesce(o.artifact_id, ''), coalesce(o.version, 0) FROM oml.outbox o
-LEFT JOIN oml.outbox_pruned p ON p.tenant_id = o.tenant_id AND p.target = o.target
-WHERE o.tenant_id = $1 AND o.target = $2 AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq)
-  AND (p.tenant_id IS NULL OR o.copy_of IS NOT NULL OR o.journal_seq > p.through_journal_seq OR o.seq <= p.through_seq)`,
-		key.Tenant, string(key.Kind))
+	kept, err := outbox.RowsKept(ctx, tx, key.Tenant, string(key.Kind))
 	if err != nil {
 		return nil, fmt.Errorf("rebuild %s: read the rows still in the outbox: %w", key, err)
 	}
-	for rows.Next() {
-		var k rowKey
-		if err := rows.Scan(&k.jseq, &k.op, &k.art, &k.version); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("rebuild %s: %w", key, err)
-		}
-		have[k]++
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("rebuild %s: read the rows still in the outbox: %w", key, err)
+	for _, r := range kept {
+		have[r]++
 	}
 	var gone []outbox.Implied
 	for _, r := range implied {
 		if r.Target != string(key.Kind) {
 			continue
 		}
-		k := rowKey{jseq: r.JournalSeq, op: r.Op}
+		k := outbox.KeptRow{JournalSeq: r.JournalSeq, Op: r.Op}
 		if r.ArtifactID != nil {
-			k.art = *r.ArtifactID
+			k.ArtifactID = *r.ArtifactID
 		}
 		if r.Version != nil {
-			k.version = int32(*r.Version)
+			k.Version = int32(*r.Version)
 		}
 		if have[k] > 0 {
 			have[k]--
 			continue
 		}
-		gone = append(gone, outbox.Implied{JournalSeq: r.JournalSeq, Op: r.Op, ArtifactID: k.art, Version: k.version, Payload: string(r.Payload)})
+		gone = append(gone, outbox.Implied{JournalSeq: r.JournalSeq, Op: r.Op, ArtifactID: k.ArtifactID, Version: k.Version, Payload: string(r.Payload)})
 	}
 	if len(gone) == 0 {
 		return nil, nil

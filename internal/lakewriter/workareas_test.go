@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -127,18 +126,9 @@ func TestWorkareas_RandomLifecycles_IndependentReadOfEveryFileEqualsTheFold(t *t
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
 			t.Logf("replay with: go test ./internal/lakewriter -run 'TestWorkareas_RandomLifecycles' -seed %d", seed)
-			rng := rand.New(rand.NewPCG(seed, 16))
-			b := setup(t, 2)
-			res := b.load(t, workload.Config{Claims: 20 + rng.IntN(20), Seed: seed, PromoteRatio: 0.8, RetractRatio: 0.7,
-				FollowUpRatio: 0.8, Batch: 1 + rng.IntN(4)})
+			b, res, lake := drainLifecycles(t, seed, 16)
 			require.NotZero(t, res.Stats.Demoted)
 			require.NotZero(t, res.Stats.Erased+res.Stats.Reassigned+res.Stats.SimEnded)
-			lake := store.NewMem()
-			o := b.opts(lake)
-			o.Limits = lakewriterLimits(3 + rng.IntN(30))
-			d, err := lakewriter.New(o)
-			require.NoError(t, err)
-			b.drainAll(t, d)
 
 			states := map[string]bool{}
 			merged := false
@@ -237,26 +227,11 @@ func readParquetFileAs(t *testing.T, st store.Store, key string, cols []string, 
 // and never counted in gold/workareas; every other change is counted once.
 func TestTrust_TamperedWorkareaRows_Poison(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	b := setup(t, 1)
 	tn := b.tenants[0]
 	b.load(t, workload.Config{Claims: 30, Seed: 78, PromoteRatio: 0.6, RetractRatio: 0.8, FollowUpRatio: 0.5})
-	var real []int64
-	rows, err := b.pool.Query(ctx, `SELECT seq FROM oml.outbox WHERE tenant_id = $1 AND target = 'gold.workareas' AND op = 'retract' ORDER BY seq LIMIT 3`, tn)
-	require.NoError(t, err)
-	for rows.Next() {
-		var s int64
-		require.NoError(t, rows.Scan(&s))
-		real = append(real, s)
-	}
-	require.NoError(t, rows.Err())
-	require.Len(t, real, 3)
-	for i, edit := range []string{`jsonb_set(payload, '{state_before}', '"held"')`, `jsonb_set(payload, '{workarea_id}', '"wa-forged"')`,
-		`jsonb_set(payload, '{writer}', '"mallory"')`} {
-		_, err := b.pool.Exec(ctx, `UPDATE oml.outbox SET payload = `+edit+` WHERE seq = $1`, real[i])
-		require.NoError(t, err)
-		b.expectDead(real[i])
-	}
+	real := b.tamper(t, tn, journal.TargetGoldWorkareas, journal.OpRetract, `jsonb_set(payload, '{state_before}', '"held"')`,
+		`jsonb_set(payload, '{workarea_id}', '"wa-forged"')`, `jsonb_set(payload, '{writer}', '"mallory"')`)
 	lake := store.NewMem()
 	d, err := lakewriter.New(b.opts(lake))
 	require.NoError(t, err)

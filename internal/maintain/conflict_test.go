@@ -107,7 +107,7 @@ func TestEraseBodies_MergeWinsTheRace_RedoneFromNewSnapshot(t *testing.T) {
 		}
 		add, err := other.WriteFile(ctx, map[string]*string{}, rows)
 		require.NoError(t, err)
-		rm, err := other.Remove(key, true)
+		rm, err := other.Remove(key)
 		require.NoError(t, err)
 		_, err = other.Commit(ctx, delta.Commit{Operation: "MERGE", Adds: []*delta.Add{add}, Removes: []*delta.Remove{rm}})
 		require.NoError(t, err)

@@ -231,7 +231,7 @@ func eraseOnce(ctx context.Context, w *delta.Writer) (version int64, scanned, fi
 		if err != nil {
 			return -1, scanned, 0, 0, err
 		}
-		rm, err := w.Remove(key, true)
+		rm, err := w.Remove(key)
 		if err != nil {
 			return -1, scanned, 0, 0, err
 		}

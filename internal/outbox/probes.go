@@ -208,3 +208,57 @@ func PruneMarks(ctx context.Context, q RowsQuerier) (map[Table]int64, error) {
 	}
 	return marks, nil
 }
+
+// IsDeadLettered reports whether outbox row seq is dead-lettered (a failed
+// read reports false, with its error).
+func IsDeadLettered(ctx context.Context, q RowQuerier, seq int64) (bool, error) {
+	var ok bool
+	err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM oml.dead_letter WHERE outbox_seq = $1)`, seq).Scan(&ok)
+	return ok, err
+}
+
+// RowPayload is an outbox row's payload (jsonb, as text) and when it was
+// inserted.
+type RowPayload struct {
+	Seq       int64
+	Payload   string
+	CreatedAt time.Time
+}
+
+// ReadPayload reads outbox row seq's payload (nil, nil when the row is gone:
+// pruned, or never there). A failed read comes back unwrapped.
+func ReadPayload(ctx context.Context, q RowQuerier, seq int64) (*RowPayload, error) {
+	var r RowPayload
+	err := q.QueryRow(ctx, `SELECT seq, payload::text, created_at FROM oml.outbox WHERE seq = $1`, seq).Scan(&r.Seq, &r.Payload, &r.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// JournalCutoffs are the journal seqs around a table's outbox cutoff.
+type JournalCutoffs struct {
+	Head          *int64 // the tenant's last journal seq (nil: no chain)
+	FirstAbove    *int64 // journal seq of the table's first row above the cutoff
+	LastAtOrBelow *int64 // journal seq of the table's last row at or below it
+}
+
+// ReadJournalCutoffs maps the outbox cutoff of table (tenant, target) to
+// journal seqs, leaving out the copies re-enqueued dead letters insert (an
+// old journal_seq at a new seq): a tenant's other rows of one target are
+// inserted in journal order under its chain lock, so their seq order is
+// journal order. Index probes on (tenant_id, target, seq), in one
+// statement. A failed read comes back unwrapped.
+func ReadJournalCutoffs(ctx context.Context, q RowQuerier, tenant uuid.UUID, target string, cutoff int64) (JournalCutoffs, error) {
+	const notCopy = ` AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq)`
+	var c JournalCutoffs
+	err := q.QueryRow(ctx, `
+SELECT (SELECT max(seq) FROM oml.journal WHERE tenant_id = $1),
+       (SELECT o.journal_seq FROM oml.outbox o WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3`+notCopy+` ORDER BY o.seq LIMIT 1),
+       (SELECT o.journal_seq FROM oml.outbox o WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $3`+notCopy+` ORDER BY o.seq DESC LIMIT 1)`,
+		tenant, target, cutoff).Scan(&c.Head, &c.FirstAbove, &c.LastAtOrBelow)
+	return c, err
+}

@@ -156,14 +156,22 @@ func Install(ctx context.Context, log io.Writer) error {
 	return nil
 }
 
+// EnsureOptions are Ensure's inputs.
+type EnsureOptions struct {
+	WantMajor int       // the major version wanted (0: the newest found)
+	Install   bool      // install Debian's postgresql package when none are found (and it can)
+	Log       io.Writer // progress of an install (nil: none)
+}
+
 // Ensure returns the server binaries, installing Debian's postgresql package
-// first when none are found and install is true and possible.
-func Ensure(ctx context.Context, wantMajor int, install bool, log io.Writer) (Binaries, error) {
+// first when none are found and opts.Install is set and it is possible.
+func Ensure(ctx context.Context, opts EnsureOptions) (Binaries, error) {
+	wantMajor, log := opts.WantMajor, opts.Log
 	b, err := FindBinaries(ctx, wantMajor)
 	if err == nil || !errors.Is(err, ErrNoBinaries) {
 		return b, err
 	}
-	if !install || !CanInstall() {
+	if !opts.Install || !CanInstall() {
 		return Binaries{}, fmt.Errorf("%w; install them with `%s` (or set %s to a directory holding them)", ErrNoBinaries, InstallHint, EnvBinDir)
 	}
 	if log != nil {

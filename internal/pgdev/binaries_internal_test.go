@@ -77,7 +77,7 @@ func TestFindBinaries_SearchOrder(t *testing.T) {
 	debianGlob = filepath.Join(t.TempDir(), "*", "bin")
 	_, err = FindBinaries(ctx, 0)
 	require.ErrorIs(t, err, ErrNoBinaries)
-	_, err = Ensure(ctx, 0, false, nil)
+	_, err = Ensure(ctx, EnsureOptions{})
 	require.ErrorIs(t, err, ErrNoBinaries)
 	require.ErrorContains(t, err, "apt-get install -y postgresql", "the error says what to run")
 }

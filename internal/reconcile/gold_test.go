@@ -8,6 +8,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -26,24 +27,18 @@ func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFou
 	require.Empty(t, b.drain(t))
 	rep := b.reconcile(t, reconcile.Options{})
 	requireClean(t, rep)
-	var goldSum *reconcile.TableSummary
-	for i, s := range rep.Tenants[len(rep.Tenants)-1].Tables {
-		if s.Table == (tables.TableKey{Tenant: tn, Kind: tables.Gold}).Path() {
-			goldSum = &rep.Tenants[len(rep.Tenants)-1].Tables[i]
-		}
-	}
-	require.NotNil(t, goldSum, "the report covers gold.lineage")
+	goldSum := lastTenantTable(t, rep, tables.TableKey{Tenant: tn, Kind: tables.Gold})
 	require.NotZero(t, goldSum.LakeRows)
 	require.Equal(t, goldSum.FoldRows, goldSum.LakeRows)
 
 	st := tableStore(t, b, tn, tables.Gold)
-	_, rows := readAll(t, st)
+	_, rows := testkit.ReadRows(t, st)
 	require.GreaterOrEqual(t, len(rows), 4)
 	key := func(r pq.Row) tables.GoldLineageRow { return tables.DecodeLineage(r) }
 	gone, copied, changed := key(rows[0]), key(rows[1]), key(rows[2])
 	invented := key(rows[3])
 	invented.JournalSeq, invented.ArtifactID = invented.JournalSeq+1, "never-promoted"
-	rewriteTable(t, st, func(rows []pq.Row) []pq.Row {
+	testkit.RewriteTable(t, st, func(rows []pq.Row) []pq.Row {
 		out := append([]pq.Row(nil), rows[1:]...) // drop rows[0]
 		out = append(out, append(pq.Row(nil), rows[1]...))
 		c := append(pq.Row(nil), rows[2]...)
@@ -87,23 +82,17 @@ func TestReconcile_Workareas_CleanThenPlantedMissingUnexpectedDuplicateAndWrongR
 	require.Empty(t, b.drain(t))
 	rep := b.reconcile(t, reconcile.Options{})
 	requireClean(t, rep)
-	var sum *reconcile.TableSummary
-	for i, s := range rep.Tenants[len(rep.Tenants)-1].Tables {
-		if s.Table == (tables.TableKey{Tenant: tn, Kind: tables.Workareas}).Path() {
-			sum = &rep.Tenants[len(rep.Tenants)-1].Tables[i]
-		}
-	}
-	require.NotNil(t, sum, "the report covers gold.workareas")
+	sum := lastTenantTable(t, rep, tables.TableKey{Tenant: tn, Kind: tables.Workareas})
 	require.GreaterOrEqual(t, sum.LakeRows, int64(4))
 	require.Equal(t, sum.FoldRows, sum.LakeRows)
 
 	st := tableStore(t, b, tn, tables.Workareas)
-	_, rows := readAll(t, st)
+	_, rows := testkit.ReadRows(t, st)
 	require.GreaterOrEqual(t, len(rows), 4)
 	gone, copied, changed := tables.WorkareaOf(rows[0]), tables.WorkareaOf(rows[1]), tables.WorkareaOf(rows[2])
 	invented := tables.DecodeWorkarea(rows[3])
 	invented.WorkareaID = "wa-never"
-	rewriteTable(t, st, func(rows []pq.Row) []pq.Row {
+	testkit.RewriteTable(t, st, func(rows []pq.Row) []pq.Row {
 		out := append([]pq.Row(nil), rows[1:]...) // drop rows[0]
 		out = append(out, append(pq.Row(nil), rows[1]...))
 		c := tables.DecodeWorkarea(rows[2])
@@ -127,4 +116,18 @@ func TestReconcile_Workareas_CleanThenPlantedMissingUnexpectedDuplicateAndWrongR
 		require.Equal(t, want, f.Workarea, "%s", cl)
 	}
 	require.Equal(t, "demoted", got[reconcile.StateMismatch][0].Evidence["column"])
+}
+
+// lastTenantTable is the summary of key's table in the report's last
+// tenant (the one a test's setup created last).
+func lastTenantTable(t *testing.T, rep *reconcile.Report, key tables.TableKey) *reconcile.TableSummary {
+	t.Helper()
+	last := rep.Tenants[len(rep.Tenants)-1].Tables
+	for i, s := range last {
+		if s.Table == key.Path() {
+			return &last[i]
+		}
+	}
+	require.Failf(t, "no table summary", "the report covers no %s", key.Path())
+	return nil
 }

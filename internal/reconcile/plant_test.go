@@ -18,6 +18,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/witness"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -27,43 +28,6 @@ func tableStore(t *testing.T, b *bundle, tn uuid.UUID, k tables.Kind) store.Stor
 	st, err := tables.TableKey{Tenant: tn, Kind: k}.Store(b.lake)
 	require.NoError(t, err)
 	return st
-}
-
-func readAll(t *testing.T, st store.Store) (*delta.Snapshot, []pq.Row) {
-	t.Helper()
-	snap, err := delta.Load(context.Background(), st)
-	require.NoError(t, err)
-	var rows []pq.Row
-	require.NoError(t, snap.Scan(context.Background(), st, delta.ScanOptions{}, func(_ *delta.Add, rs []pq.Row) error {
-		rows = append(rows, rs...)
-		return nil
-	}))
-	return snap, rows
-}
-
-// rewriteTable replaces every live file of the table with one file holding
-// edit(rows), in one commit without a txn action (a hand-made change, as an
-// operator or a foreign engine would make it).
-func rewriteTable(t *testing.T, st store.Store, edit func([]pq.Row) []pq.Row) {
-	t.Helper()
-	ctx := context.Background()
-	_, rows := readAll(t, st)
-	w, err := delta.OpenWriter(ctx, st, delta.Options{})
-	require.NoError(t, err)
-	var c delta.Commit
-	for _, f := range w.Snapshot().Files() {
-		p, err := delta.DecodePath(f.Path)
-		require.NoError(t, err)
-		rm, err := w.Remove(p, true)
-		require.NoError(t, err)
-		c.Removes = append(c.Removes, rm)
-	}
-	add, err := w.WriteFile(ctx, map[string]*string{}, edit(rows))
-	require.NoError(t, err)
-	c.Adds = []*delta.Add{add}
-	c.Operation = "WRITE"
-	_, err = w.Commit(ctx, c)
-	require.NoError(t, err)
 }
 
 type claimRef struct {
@@ -134,7 +98,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 	require.NoError(t, err)
 	require.Len(t, heldRow, len(tables.Silver.Schema().Fields))
 
-	rewriteTable(t, tableStore(t, b, t0, tables.Silver), func(rs []pq.Row) []pq.Row {
+	testkit.RewriteTable(t, tableStore(t, b, t0, tables.Silver), func(rs []pq.Row) []pq.Row {
 		var promoted []int
 		for i, r := range rs {
 			if r[tables.SilverState] == "promoted" {
@@ -162,7 +126,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 
 	// Tenant 1's bronze data files vanish from the store.
 	bst := tableStore(t, b, t1, tables.Bronze)
-	bsnap, _ := readAll(t, bst)
+	bsnap, _ := testkit.ReadRows(t, bst)
 	for _, f := range bsnap.Files() {
 		p, err := delta.DecodePath(f.Path)
 		require.NoError(t, err)

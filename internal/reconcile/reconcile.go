@@ -550,16 +550,11 @@ func (r *runner) tenant(ctx context.Context, id uuid.UUID, name string) error {
 // fully in the table; the last one at or below C is the last event with
 // anything in it. Both are index probes on (tenant_id, target, seq).
 func journalCutoffs(ctx context.Context, tx pgx.Tx, tenant uuid.UUID, t *table) error {
-	const notCopy = ` AND NOT EXISTS (SELECT 1 FROM oml.dead_letter d WHERE d.new_outbox_seq = o.seq)`
-	var head, firstAbove, lastAtOrBelow *int64
-	err := tx.QueryRow(ctx, `
-SELECT (SELECT max(seq) FROM oml.journal WHERE tenant_id = $1),
-       (SELECT o.journal_seq FROM oml.outbox o WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq > $3`+notCopy+` ORDER BY o.seq LIMIT 1),
-       (SELECT o.journal_seq FROM oml.outbox o WHERE o.tenant_id = $1 AND o.target = $2 AND o.seq <= $3`+notCopy+` ORDER BY o.seq DESC LIMIT 1)`,
-		tenant, string(t.kind), t.sum.Cutoff).Scan(&head, &firstAbove, &lastAtOrBelow)
+	c, err := outbox.ReadJournalCutoffs(ctx, tx, tenant, string(t.kind), t.sum.Cutoff)
 	if err != nil {
 		return fmt.Errorf("reconcile: map the cutoff of %s to journal seqs: %w", t.path, err)
 	}
+	head, firstAbove, lastAtOrBelow := c.Head, c.FirstAbove, c.LastAtOrBelow
 	switch {
 	case firstAbove != nil:
 		t.sum.JournalCutoff = *firstAbove - 1

@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/reconcile"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -193,7 +194,7 @@ func TestRepairStory_DeadLetteredPromotionThenItsRetract(t *testing.T) {
 	require.Empty(t, b.drain(t))
 	requireClean(t, b.reconcile(t, reconcile.Options{}))
 
-	_, rows := readAll(t, tableStore(t, b, tn, tables.Silver))
+	_, rows := testkit.ReadRows(t, tableStore(t, b, tn, tables.Silver))
 	require.Len(t, rows, 1)
 	require.Equal(t, "demoted", rows[0][tables.SilverState])
 }
@@ -207,7 +208,7 @@ func TestReconcile_BronzeRowsChangedOrDuplicated(t *testing.T) {
 	require.Empty(t, b.drain(t))
 	requireClean(t, b.reconcile(t, reconcile.Options{}))
 
-	rewriteTable(t, tableStore(t, b, journal.ProviderTenant, tables.Bronze), func(rs []pq.Row) []pq.Row {
+	testkit.RewriteTable(t, tableStore(t, b, journal.ProviderTenant, tables.Bronze), func(rs []pq.Row) []pq.Row {
 		require.GreaterOrEqual(t, len(rs), 2)
 		h := append([]byte(nil), rs[0][tables.BronzeHash].([]byte)...)
 		h[0] ^= 0xff

@@ -14,11 +14,11 @@ import (
 	"github.com/omlhq/oml/internal/bronze"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/journal"
-	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/recovery"
 	"github.com/omlhq/oml/internal/schema"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 func restore(t *testing.T, f *failover, opts recovery.RestoreOptions) *recovery.RestoreResult {
@@ -44,27 +44,7 @@ func byTenant(res *recovery.RestoreResult) map[uuid.UUID]*recovery.TenantResult 
 // heads as anchors, as `oml chain verify --lake` does.
 func verifyAll(t *testing.T, f *failover) chainverify.Report {
 	t.Helper()
-	ctx := context.Background()
-	fc, err := chainverify.ForkCheck(ctx, f.promoted, f.lake, nil)
-	require.NoError(t, err)
-	acc, err := chainverify.ReadAcceptances(ctx, f.promoted)
-	require.NoError(t, err)
-	rep, err := chainverify.VerifyDB(ctx, f.promoted, chainverify.DBOptions{
-		Full: true,
-		Witnessed: func(id uuid.UUID) (chainverify.Head, bool) {
-			w, ok := fc.Witnessed[id]
-			if !ok {
-				return chainverify.Head{}, false
-			}
-			return chainverify.Head{Seq: w.Seq, Hash: w.HashBytes()}, true
-		},
-		Bronze: func(id uuid.UUID) (chainverify.Head, bool) {
-			b, ok := fc.Bronze[id]
-			return chainverify.Head{Seq: b.Seq, Hash: b.Hash}, ok
-		},
-		Accepted: func(id uuid.UUID, a chainverify.Head) bool { _, ok := acc.Covers(id, a); return ok },
-	})
-	require.NoError(t, err)
+	_, rep := testkit.VerifyChains(t, f.promoted, f.lake)
 	return rep
 }
 
@@ -220,29 +200,9 @@ func TestRestoreTail_CrashInTheMiddle_ReRunGivesTheSameEndState(t *testing.T) {
 // file holding edit(rows), as a hand-made change would.
 func rewriteBronze(t *testing.T, f *failover, tn uuid.UUID, edit func([]pq.Row) []pq.Row) {
 	t.Helper()
-	ctx := context.Background()
 	st, err := bronze.Key(tn).Store(f.lake)
 	require.NoError(t, err)
-	w, err := delta.OpenWriter(ctx, st, delta.Options{})
-	require.NoError(t, err)
-	var rows []pq.Row
-	require.NoError(t, w.Snapshot().Scan(ctx, st, delta.ScanOptions{}, func(_ *delta.Add, rs []pq.Row) error {
-		rows = append(rows, rs...)
-		return nil
-	}))
-	var c delta.Commit
-	for _, fl := range w.Snapshot().Files() {
-		p, err := delta.DecodePath(fl.Path)
-		require.NoError(t, err)
-		rm, err := w.Remove(p, true)
-		require.NoError(t, err)
-		c.Removes = append(c.Removes, rm)
-	}
-	add, err := w.WriteFile(ctx, map[string]*string{}, edit(rows))
-	require.NoError(t, err)
-	c.Adds, c.Operation = []*delta.Add{add}, "WRITE"
-	_, err = w.Commit(ctx, c)
-	require.NoError(t, err)
+	testkit.RewriteTable(t, st, edit)
 }
 
 // TestRestoreTail_TamperedBronzeRow_IsRefusedAndNamed: one lost event's

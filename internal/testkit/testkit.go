@@ -56,6 +56,16 @@ func NewDeployment(t testing.TB, n int) *Deployment {
 	return NewDeploymentOn(t, testdb.New(t), n)
 }
 
+// NewDeploymentNamed creates a fresh database with the tenants names, in
+// that order (none: only the provider chain).
+func NewDeploymentNamed(t testing.TB, names ...string) *Deployment {
+	t.Helper()
+	db := testdb.New(t)
+	d := deployNamed(t, db.Pool(t), names)
+	d.DB = db
+	return d
+}
+
 // NewDeploymentOn is NewDeployment on a database the test already has.
 func NewDeploymentOn(t testing.TB, db *testdb.DB, n int) *Deployment {
 	t.Helper()
@@ -73,14 +83,23 @@ func NewDeploymentAt(t testing.TB, url string, n int) *Deployment {
 
 func deploy(t testing.TB, pool *pgxpool.Pool, n int) *Deployment {
 	t.Helper()
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf(NameFormat, i)
+	}
+	return deployNamed(t, pool, names)
+}
+
+func deployNamed(t testing.TB, pool *pgxpool.Pool, names []string) *Deployment {
+	t.Helper()
 	ctx := context.Background()
 	k, err := keys.Generate()
 	require.NoError(t, err)
 	_, err = tenant.Init(ctx, pool, k)
 	require.NoError(t, err)
 	d := &Deployment{Pool: pool, Key: k}
-	for i := 0; i < n; i++ {
-		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf(NameFormat, i))
+	for _, name := range names {
+		tn, _, err := tenant.Create(ctx, pool, k, name)
 		require.NoError(t, err)
 		d.Tenants = append(d.Tenants, tn.ID)
 	}

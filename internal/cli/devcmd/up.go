@@ -196,7 +196,7 @@ type clusterOptions struct {
 // the working directory's cluster (nothing is started).
 
 func openCluster(ctx context.Context, f *cliutil.Factory, l layout, opts clusterOptions) (*pgdev.Cluster, error) {
-	bin, err := pgdev.Ensure(ctx, pgdev.ReadDataMajor(l.DataDir), opts.Install, f.IO.ErrOut)
+	bin, err := pgdev.Ensure(ctx, pgdev.EnsureOptions{WantMajor: pgdev.ReadDataMajor(l.DataDir), Install: opts.Install, Log: f.IO.ErrOut})
 	if err != nil {
 		return nil, cliutil.AsConfigError(err)
 	}

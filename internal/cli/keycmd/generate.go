@@ -22,7 +22,7 @@ type GenerateOptions struct {
 	// Generate makes the key (keys.Generate); Write writes it to a file
 	// with mode 0600, refusing to replace one unless force (keys.WriteFile).
 	Generate func() (*keys.Key, error)
-	Write    func(path string, k *keys.Key, force bool) error
+	Write    func(path string, k *keys.Key, o keys.WriteOptions) error
 
 	Out   string
 	Force bool
@@ -64,7 +64,7 @@ func generateRun(opts *GenerateOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := opts.Write(opts.Out, k, opts.Force); err != nil {
+	if err := opts.Write(opts.Out, k, keys.WriteOptions{Force: opts.Force}); err != nil {
 		if errors.Is(err, keys.ErrExists) {
 			return cliutil.FlagErrorf("%s already exists; refusing to overwrite a signing key (pass --force to replace it)", opts.Out)
 		}

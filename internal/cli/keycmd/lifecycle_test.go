@@ -25,7 +25,7 @@ func TestKeyCommands_RotateListRevoke(t *testing.T) {
 	next, err := keys.Generate()
 	require.NoError(t, err)
 	nextFile := filepath.Join(t.TempDir(), "next.key")
-	require.NoError(t, keys.WriteFile(nextFile, next, false))
+	require.NoError(t, keys.WriteFile(nextFile, next, keys.WriteOptions{}))
 
 	code, _, stderr := c.Run(t, nil, "key", "rotate", "--new", nextFile)
 	require.Equal(t, cliutil.ExitUsage, code)

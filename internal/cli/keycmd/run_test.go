@@ -65,10 +65,10 @@ func TestKeyRuns_PrintAskAndExit(t *testing.T) {
 	generate := func(s *runtest.Streams, json, _ bool) error {
 		return generateRun(&GenerateOptions{IO: s.IO, Format: runtest.Format(json), Out: "/etc/oml/new.key",
 			Generate: func() (*keys.Key, error) { return next, nil },
-			Write: func(path string, k *keys.Key, force bool) error {
+			Write: func(path string, k *keys.Key, o keys.WriteOptions) error {
 				require.Equal(t, "/etc/oml/new.key", path)
 				require.Same(t, next, k)
-				if !force {
+				if !o.Force {
 					return keys.ErrExists
 				}
 				return nil

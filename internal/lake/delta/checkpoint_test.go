@@ -33,7 +33,11 @@ func TestCheckpointEqualsJSONReplay(t *testing.T) {
 			files := w.Snapshot().Files()
 			key, err := DecodePath(files[0].Path)
 			require.NoError(t, err)
-			rm, err := w.Remove(key, i%10 != 0)
+			remove := w.Remove
+			if i%10 == 0 {
+				remove = w.RemoveCompacted
+			}
+			rm, err := remove(key)
 			require.NoError(t, err)
 			c.Operation, c.Removes = "MERGE", []*Remove{rm}
 		}
@@ -92,13 +96,13 @@ func TestCheckpointDropsExpiredTombstonesKeepsEveryTxn(t *testing.T) {
 	require.NoError(t, err)
 	files := w.Snapshot().Files()
 	k0, _ := DecodePath(files[0].Path)
-	rm, err := w.Remove(k0, true)
+	rm, err := w.Remove(k0)
 	require.NoError(t, err)
 	_, err = w.Commit(ctx, Commit{Operation: "DELETE", Removes: []*Remove{rm}})
 	require.NoError(t, err)
 	now = now.Add(3 * 24 * time.Hour) // the first remove is now expired
 	k1, _ := DecodePath(files[1].Path)
-	rm, err = w.Remove(k1, true)
+	rm, err = w.Remove(k1)
 	require.NoError(t, err)
 	_, err = w.Commit(ctx, Commit{Operation: "DELETE", Removes: []*Remove{rm}, Txn: &Txn{AppID: "new", Version: 5}})
 	require.NoError(t, err)

@@ -37,7 +37,7 @@ func TestEachFile_LeanSnapshotWithBaseCheckpoint_ListsEveryLiveFile(t *testing.T
 	}
 	// Remove a base file and a file added after the checkpoint.
 	for _, k := range []string{added[2], added[10]} {
-		rm, err := full.Remove(k, true)
+		rm, err := full.Remove(k)
 		require.NoError(t, err)
 		_, err = full.Commit(ctx, Commit{Operation: "DELETE", Removes: []*Remove{rm}})
 		require.NoError(t, err)

@@ -67,7 +67,7 @@ func TestLeanWriter_CheckpointsEqualAFullReplay(t *testing.T) {
 			require.NoError(t, err)
 			for _, k := range added {
 				if _, live := full.Snapshot().File(k); live {
-					rm, err := full.Remove(k, true)
+					rm, err := full.Remove(k)
 					require.NoError(t, err)
 					_, err = full.Commit(ctx, Commit{Operation: "DELETE", Removes: []*Remove{rm}})
 					require.NoError(t, err)

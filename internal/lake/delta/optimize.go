@@ -115,7 +115,7 @@ func Optimize(ctx context.Context, w *Writer, opts OptimizeOptions) (OptimizeRes
 			if err != nil {
 				return res, err
 			}
-			rm, err := w.Remove(key, false)
+			rm, err := w.RemoveCompacted(key)
 			if err != nil {
 				return res, err
 			}

@@ -100,7 +100,7 @@ func TestOptimizeRacingWriter(t *testing.T) {
 					c := Commit{Operation: "WRITE", Txn: &Txn{AppID: "oml-lakewriter", Version: 11}}
 					if tc.removeOne {
 						key, _ := DecodePath(other.Snapshot().Files()[0].Path)
-						rm, err := other.Remove(key, true)
+						rm, err := other.Remove(key)
 						require.NoError(t, err)
 						c.Removes = []*Remove{rm}
 					} else {

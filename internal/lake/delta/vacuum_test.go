@@ -29,7 +29,7 @@ func TestVacuumDeletesOnlyUnreferencedOldFiles(t *testing.T) {
 	_, err = w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{live, removed}})
 	require.NoError(t, err)
 	rk, _ := DecodePath(removed.Path)
-	rm, err := w.Remove(rk, true)
+	rm, err := w.Remove(rk)
 	require.NoError(t, err)
 	_, err = w.Commit(ctx, Commit{Operation: "DELETE", Removes: []*Remove{rm}})
 	require.NoError(t, err)

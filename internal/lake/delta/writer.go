@@ -334,8 +334,18 @@ type Commit struct {
 
 // Remove builds the remove action for a live file (by decoded path), with
 // its partition values and size (extendedFileMetadata) so other engines can
-// use it. dataChange is false for compaction.
-func (w *Writer) Remove(decodedPath string, dataChange bool) (*Remove, error) {
+// use it: a change of the table's data (dataChange true).
+func (w *Writer) Remove(decodedPath string) (*Remove, error) {
+	return w.remove(decodedPath, true)
+}
+
+// RemoveCompacted is Remove for a file whose rows a compaction rewrote into
+// another (dataChange false: readers of the change feed skip it).
+func (w *Writer) RemoveCompacted(decodedPath string) (*Remove, error) {
+	return w.remove(decodedPath, false)
+}
+
+func (w *Writer) remove(decodedPath string, dataChange bool) (*Remove, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	a, ok := w.snap.files[decodedPath]

@@ -103,7 +103,7 @@ func TestWriterRoundTripEveryVersion(t *testing.T) {
 			files := w.Snapshot().Files()
 			key, err := DecodePath(files[0].Path)
 			require.NoError(t, err)
-			rm, err := w.Remove(key, true)
+			rm, err := w.Remove(key)
 			require.NoError(t, err)
 			c.Operation, c.Removes = "MERGE", []*Remove{rm}
 		}
@@ -407,13 +407,13 @@ func TestWriterGateAppendOnlyAndInvariants(t *testing.T) {
 	_, err = w.Commit(ctx, Commit{Operation: "WRITE", Adds: []*Add{fakeAdd("")}})
 	require.NoError(t, err)
 	key, _ := DecodePath(w.Snapshot().Files()[0].Path)
-	rm, err := w.Remove(key, true)
+	rm, err := w.Remove(key)
 	require.NoError(t, err)
 	_, err = w.Commit(ctx, Commit{Operation: "DELETE", Removes: []*Remove{rm}})
 	require.ErrorIs(t, err, ErrUnsupported)
 	require.Contains(t, err.Error(), "appendOnly")
 	// Compaction (dataChange=false) is allowed on an append-only table.
-	rm, err = w.Remove(key, false)
+	rm, err = w.RemoveCompacted(key)
 	require.NoError(t, err)
 	add := fakeAdd("")
 	add.DataChange = false
@@ -698,9 +698,9 @@ func TestWriterRemoveExtendedMetadata_AlwaysCarriesPartitionValues(t *testing.T)
 			files := w.Snapshot().Files()
 			k0, _ := DecodePath(files[0].Path)
 			k1, _ := DecodePath(files[1].Path)
-			rm0, err := w.Remove(k0, true)
+			rm0, err := w.Remove(k0)
 			require.NoError(t, err)
-			rm1, err := w.Remove(k1, false)
+			rm1, err := w.RemoveCompacted(k1)
 			require.NoError(t, err)
 			add := fakeAdd(tc.day)
 			add.DataChange = false

@@ -60,6 +60,33 @@ const (
 	unitNanos
 )
 
+// level is where a node sits in the tree, as both builders pass it down:
+// its parent's definition and repetition levels, the path of names to it,
+// whether it or an ancestor repeats, and (reader side) whether it is a
+// 2-level list's element, whose own REPEATED repetition the caller already
+// accounted for.
+type level struct {
+	def, rep int16
+	path     []string
+	repeated bool
+	element  bool
+}
+
+// topLevel is the level of a schema's columns.
+var topLevel = level{}
+
+// entries is the level of the entries (a list's element, a map's key and
+// value) of a node at definition level def and path path below l.
+func (l level) entries(def int16, path []string) level {
+	return level{def: def + 1, rep: l.rep + 1, path: path, repeated: true}
+}
+
+// fields is the level of the fields of a struct at definition level def
+// and path path below l.
+func (l level) fields(def int16, path []string) level {
+	return level{def: def, rep: l.rep, path: path, repeated: l.repeated}
+}
+
 // ---------------------------------------------------------------------------
 // Writer side: model schema -> Parquet schema + node tree.
 
@@ -81,7 +108,7 @@ func buildWriteTree(s *Schema) (*writeTree, error) {
 			return nil, fmt.Errorf("pq: the schema has two columns named %q; column names must be unique", f.Name)
 		}
 		seen[f.Name] = true
-		pn, n, err := t.build(f.Name, f.Type, f.Nullable, 0, 0, nil, false)
+		pn, n, err := t.build(f, topLevel)
 		if err != nil {
 			return nil, err
 		}
@@ -96,7 +123,8 @@ func buildWriteTree(s *Schema) (*writeTree, error) {
 	return t, nil
 }
 
-func (t *writeTree) build(name string, typ *Type, nullable bool, parentDef, parentRep int16, path []string, repeated bool) (pqschema.Node, *node, error) {
+func (t *writeTree) build(f Field, at level) (pqschema.Node, *node, error) {
+	name, typ, path := f.Name, f.Type, at.path
 	if name == "" {
 		return nil, nil, fmt.Errorf("pq: a field at %q has an empty name", strings.Join(path, "."))
 	}
@@ -105,20 +133,20 @@ func (t *writeTree) build(name string, typ *Type, nullable bool, parentDef, pare
 	}
 	path = append(append([]string(nil), path...), name)
 	rep := parquet.Repetitions.Required
-	def := parentDef
-	if nullable {
+	def := at.def
+	if f.Nullable {
 		rep = parquet.Repetitions.Optional
 		def++
 	}
-	n := &node{name: name, typ: typ, optional: nullable, def: def}
+	n := &node{name: name, typ: typ, optional: f.Nullable, def: def}
 	switch typ.Kind {
 	case KindStruct:
 		if len(typ.Fields) == 0 {
 			return nil, nil, fmt.Errorf("pq: struct %q has no fields; Parquet cannot store an empty struct", strings.Join(path, "."))
 		}
 		var pf pqschema.FieldList
-		for _, f := range typ.Fields {
-			cp, cn, err := t.build(f.Name, f.Type, f.Nullable, def, parentRep, path, repeated)
+		for _, c := range typ.Fields {
+			cp, cn, err := t.build(c, at.fields(def, path))
 			if err != nil {
 				return nil, nil, err
 			}
@@ -132,8 +160,8 @@ func (t *writeTree) build(name string, typ *Type, nullable bool, parentDef, pare
 		}
 		return g, n, nil
 	case KindList:
-		n.entryDef, n.entryRep = def+1, parentRep+1
-		ep, en, err := t.build("element", typ.Elem, typ.ElemNullable, def+1, parentRep+1, path, true)
+		n.entryDef, n.entryRep = def+1, at.rep+1
+		ep, en, err := t.build(Field{Name: "element", Type: typ.Elem, Nullable: typ.ElemNullable}, at.entries(def, path))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -152,12 +180,12 @@ func (t *writeTree) build(name string, typ *Type, nullable bool, parentDef, pare
 		if typ.Key == nil || !typ.Key.Kind.IsLeaf() {
 			return nil, nil, fmt.Errorf("pq: map %q needs a primitive key type", strings.Join(path, "."))
 		}
-		n.entryDef, n.entryRep = def+1, parentRep+1
-		kp, kn, err := t.build("key", typ.Key, false, def+1, parentRep+1, path, true)
+		n.entryDef, n.entryRep = def+1, at.rep+1
+		kp, kn, err := t.build(Field{Name: "key", Type: typ.Key}, at.entries(def, path))
 		if err != nil {
 			return nil, nil, err
 		}
-		vp, vn, err := t.build("value", typ.Value, typ.ValueNullable, def+1, parentRep+1, path, true)
+		vp, vn, err := t.build(Field{Name: "value", Type: typ.Value, Nullable: typ.ValueNullable}, at.entries(def, path))
 		if err != nil {
 			return nil, nil, err
 		}
@@ -176,7 +204,7 @@ func (t *writeTree) build(name string, typ *Type, nullable bool, parentDef, pare
 	if !typ.Kind.IsLeaf() {
 		return nil, nil, fmt.Errorf("pq: field %q has unknown kind %v", strings.Join(path, "."), typ.Kind)
 	}
-	li := &leafInfo{path: path, kind: typ.Kind, scale: typ.Scale, maxDef: def, maxRep: parentRep, repeated: repeated}
+	li := &leafInfo{path: path, kind: typ.Kind, scale: typ.Scale, maxDef: def, maxRep: at.rep, repeated: at.repeated}
 	pn, err := primitiveNode(name, rep, typ, li)
 	if err != nil {
 		return nil, nil, fmt.Errorf("pq: column %q: %w", strings.Join(path, "."), err)
@@ -261,7 +289,7 @@ func buildReadTree(s *pqschema.Schema) (*readTree, error) {
 	root := s.Root()
 	for i := 0; i < root.NumFields(); i++ {
 		f := root.Field(i)
-		n, err := t.build(f, 0, 0, false, nil, false)
+		n, err := t.build(f, topLevel)
 		if err != nil {
 			return nil, err
 		}
@@ -298,15 +326,18 @@ func isMapAnnotated(g *pqschema.GroupNode) bool {
 	return g.ConvertedType() == pqschema.ConvertedTypes.Map || g.ConvertedType() == pqschema.ConvertedTypes.MapKeyValue
 }
 
-// build converts one Parquet node. asElement means the node's own REPEATED
-// repetition was already accounted for by the caller (a 2-level list element).
-func (t *readTree) build(pn pqschema.Node, parentDef, parentRep int16, asElement bool, path []string, repeated bool) (*node, error) {
-	name := pn.Name()
+// build converts one Parquet node at level at (at.element: the node's own
+// REPEATED repetition was already accounted for by the caller, a 2-level
+// list element).
+func (t *readTree) build(pn pqschema.Node, at level) (*node, error) {
+	name, path := pn.Name(), at.path
 	rep := pn.RepetitionType()
-	if rep == parquet.Repetitions.Repeated && !asElement {
+	if rep == parquet.Repetitions.Repeated && !at.element {
 		// An un-annotated repeated field is a required list of required elements.
-		n := &node{name: name, def: parentDef, entryDef: parentDef + 1, entryRep: parentRep + 1}
-		en, err := t.build(pn, parentDef+1, parentRep+1, true, append(path, name), true)
+		n := &node{name: name, def: at.def, entryDef: at.def + 1, entryRep: at.rep + 1}
+		el := at.entries(at.def, append(path, name))
+		el.element = true
+		en, err := t.build(pn, el)
 		if err != nil {
 			return nil, err
 		}
@@ -316,14 +347,14 @@ func (t *readTree) build(pn pqschema.Node, parentDef, parentRep int16, asElement
 		n.leaves = en.leaves
 		return n, nil
 	}
-	def := parentDef
+	def := at.def
 	optional := rep == parquet.Repetitions.Optional
 	if optional {
 		def++
 	}
 	n := &node{name: name, optional: optional, def: def}
 	mpath := append(append([]string(nil), path...), name)
-	if asElement {
+	if at.element {
 		mpath = append(append([]string(nil), path...), "element")
 	}
 	if g, ok := pn.(*pqschema.GroupNode); ok {
@@ -333,15 +364,17 @@ func (t *readTree) build(pn pqschema.Node, parentDef, parentRep int16, asElement
 				return nil, fmt.Errorf("pq: list %q does not have exactly one repeated child; the file is malformed", strings.Join(mpath, "."))
 			}
 			r := g.Field(0)
-			n.entryDef, n.entryRep = def+1, parentRep+1
+			n.entryDef, n.entryRep = def+1, at.rep+1
 			var en *node
 			var err error
 			rg, isGroup := r.(*pqschema.GroupNode)
 			if !isGroup || rg.NumFields() != 1 || r.Name() == "array" || r.Name() == name+"_tuple" {
 				// 2-level list: the repeated node is itself the element.
-				en, err = t.build(r, def+1, parentRep+1, true, mpath, true)
+				el := at.entries(def, mpath)
+				el.element = true
+				en, err = t.build(r, el)
 			} else {
-				en, err = t.build(rg.Field(0), def+1, parentRep+1, false, mpath, true)
+				en, err = t.build(rg.Field(0), at.entries(def, mpath))
 			}
 			if err != nil {
 				return nil, err
@@ -358,12 +391,12 @@ func (t *readTree) build(pn pqschema.Node, parentDef, parentRep int16, asElement
 			if !ok || kv.NumFields() != 2 {
 				return nil, fmt.Errorf("pq: map %q does not have a key/value group; the file is malformed", strings.Join(mpath, "."))
 			}
-			n.entryDef, n.entryRep = def+1, parentRep+1
-			kn, err := t.build(kv.Field(0), def+1, parentRep+1, false, mpath, true)
+			n.entryDef, n.entryRep = def+1, at.rep+1
+			kn, err := t.build(kv.Field(0), at.entries(def, mpath))
 			if err != nil {
 				return nil, err
 			}
-			vn, err := t.build(kv.Field(1), def+1, parentRep+1, false, mpath, true)
+			vn, err := t.build(kv.Field(1), at.entries(def, mpath))
 			if err != nil {
 				return nil, err
 			}
@@ -378,7 +411,7 @@ func (t *readTree) build(pn pqschema.Node, parentDef, parentRep int16, asElement
 			}
 			var fields []Field
 			for i := 0; i < g.NumFields(); i++ {
-				cn, err := t.build(g.Field(i), def, parentRep, false, mpath, repeated)
+				cn, err := t.build(g.Field(i), at.fields(def, mpath))
 				if err != nil {
 					return nil, err
 				}
@@ -394,7 +427,7 @@ func (t *readTree) build(pn pqschema.Node, parentDef, parentRep int16, asElement
 	if !ok {
 		return nil, fmt.Errorf("pq: node %q is neither a group nor a primitive", strings.Join(mpath, "."))
 	}
-	li := &leafInfo{path: mpath, phys: p.PhysicalType(), flbaLen: p.TypeLength(), maxDef: def, maxRep: parentRep, repeated: repeated}
+	li := &leafInfo{path: mpath, phys: p.PhysicalType(), flbaLen: p.TypeLength(), maxDef: def, maxRep: at.rep, repeated: at.repeated}
 	typ, err := leafType(p, li)
 	if err != nil {
 		return nil, fmt.Errorf("pq: column %q: %w", strings.Join(mpath, "."), err)

@@ -42,7 +42,7 @@ func New(t *testing.T, names ...string) *Env {
 	e.Key, err = keys.Generate()
 	require.NoError(t, err)
 	e.KeyFile = filepath.Join(t.TempDir(), "deploy.key")
-	require.NoError(t, keys.WriteFile(e.KeyFile, e.Key, false))
+	require.NoError(t, keys.WriteFile(e.KeyFile, e.Key, keys.WriteOptions{}))
 	_, err = tenant.Init(ctx, e.Pool, e.Key)
 	require.NoError(t, err)
 	for _, name := range names {

@@ -1,4 +1,4 @@
-package lakewriter_test
+package outbox_test
 
 import (
 	"context"
@@ -6,12 +6,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/testdb"
 )
 
-// The continuity check runs as the least-privileged roles too (the lake
-// writer's, the auditor's): nothing it reads needs a superuser.
+// The lake writer's continuity check reads the identity as the
+// least-privileged roles too (the lake writer's, the auditor's): nothing it
+// reads needs a superuser.
 func TestReadIdentity_PlainRole_NoSuperuserNeeded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -21,7 +22,7 @@ func TestReadIdentity_PlainRole_NoSuperuserNeeded(t *testing.T) {
 GRANT SELECT ON ALL TABLES IN SCHEMA oml TO cont_plain_reader; GRANT SELECT ON ALL SEQUENCES IN SCHEMA oml TO cont_plain_reader`)
 	require.NoError(t, err)
 	pool := testdb.OpenPool(t, db.ConnString("cont_plain_reader", ""))
-	id, err := lakewriter.ReadIdentity(ctx, pool)
+	id, err := outbox.ReadIdentity(ctx, pool)
 	require.NoError(t, err)
 	require.NotEmpty(t, id.SystemIdentifier)
 	require.Positive(t, id.Timeline)

@@ -229,3 +229,39 @@ func TestDoctor_Summary_ForgedEntryIsFoundByTheScrub(t *testing.T) {
 	require.Contains(t, strings.Join(c.Details, "\n"), "commits since the last checkpoint")
 	require.Zero(t, c.Data["tables_from_summary"], "every entry older than MaxAge is read again")
 }
+
+// lake status reads the tables through the summary doctor stores
+// (lakesummary.StatusReader): after a fault planted behind it, it shows
+// what opening every table shows.
+func TestLakeStatus_ThroughTheSummary_ShowsAFaultPlantedAfterIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := healthyWithSummary(t)
+	status := func(withTables bool) (via, full lakewriter.Status) {
+		var err error
+		via, err = lakewriter.ReadStatus(ctx, b.pool, lakewriter.StatusOptions{Lake: b.lake, Tables: withTables, ReadTables: lakesummary.StatusReader(b.lake)})
+		require.NoError(t, err)
+		full, err = lakewriter.ReadStatus(ctx, b.pool, lakewriter.StatusOptions{Lake: b.lake, Tables: withTables})
+		require.NoError(t, err)
+		return via, full
+	}
+	via, full := status(true)
+	require.Equal(t, full.Tables, via.Tables)
+	require.Equal(t, full.Continuity, via.Continuity)
+	require.True(t, via.Continuity.OK())
+
+	// More drained (the summary is behind every table now), then one
+	// table's newest commit rewritten.
+	b.load(t, 3, 0, 25)
+	b.drain(t, nil)
+	victim := tables.TableKey{Tenant: b.tenants[2], Kind: tables.Silver}.Path()
+	key := newestCommitKey(t, b.lake, victim)
+	require.NoError(t, b.lake.Put(ctx, key, strings.NewReader("{not a commit"), 13))
+	for _, withTables := range []bool{true, false} {
+		via, full := status(withTables)
+		require.Equal(t, full.Tables, via.Tables)
+		require.Equal(t, full.Continuity, via.Continuity)
+		require.Equal(t, full.ContinuityError, via.ContinuityError)
+		require.Contains(t, via.ContinuityError, victim)
+	}
+}

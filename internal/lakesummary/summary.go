@@ -191,7 +191,7 @@ type entry struct {
 	fullReadAt time.Time
 	start      int64    // the fingerprint covers the log from this version on
 	files      []string // bronze: the head's data files, relative to the table
-	fp         string   // fingerprint(log from start, files' stats)
+	fp         [sha256.Size]byte // fingerprint(log from start, files' stats)
 	t          Table    // the read's results (Key, Exists, ... Bronze)
 }
 
@@ -249,15 +249,24 @@ func startAfter(v int64) string {
 
 // fingerprint hashes the names, sizes and modification times of the log
 // files and of the data files.
-func fingerprint(log, files []store.ObjectInfo) string {
+func fingerprint(log, files []store.ObjectInfo) [sha256.Size]byte {
 	h := sha256.New()
-	for _, o := range log {
-		fmt.Fprintf(h, "L\x00%s\x00%d\x00%d\n", o.Key, o.Size, o.ModTime.UnixNano())
+	var b []byte
+	for i, group := range [][]store.ObjectInfo{log, files} {
+		for _, o := range group {
+			b = append(b[:0], "LD"[i], 0)
+			b = append(b, o.Key...)
+			b = append(b, 0)
+			b = strconv.AppendInt(b, o.Size, 10)
+			b = append(b, 0)
+			b = strconv.AppendInt(b, o.ModTime.UnixNano(), 10)
+			b = append(b, '\n')
+			h.Write(b)
+		}
 	}
-	for _, o := range files {
-		fmt.Fprintf(h, "D\x00%s\x00%d\x00%d\n", o.Key, o.Size, o.ModTime.UnixNano())
-	}
-	return hex.EncodeToString(h.Sum(nil))
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }
 
 // ---- the object ----
@@ -279,17 +288,18 @@ const summaryMax = 256 << 20
 var summaryMu sync.Mutex // one store at a time from this process
 
 func save(ctx context.Context, lake store.Store, entries []*entry) error {
-	var body bytes.Buffer
+	// One buffer: the header's hash is filled in once the body is written.
+	hdr := len(header) + 2*sha256.Size + 1
+	var obj bytes.Buffer
+	obj.Grow(hdr + 400*len(entries))
+	obj.WriteString(header + strings.Repeat("0", 2*sha256.Size) + "\n")
 	for _, e := range entries {
 		if e != nil {
-			e.encode(&body)
+			e.encode(&obj)
 		}
 	}
-	sum := sha256.Sum256(body.Bytes())
-	var obj bytes.Buffer
-	obj.Grow(body.Len() + 100)
-	obj.WriteString(header + hex.EncodeToString(sum[:]) + "\n")
-	obj.Write(body.Bytes())
+	sum := sha256.Sum256(obj.Bytes()[hdr:])
+	hex.Encode(obj.Bytes()[len(header):hdr-1], sum[:])
 	summaryMu.Lock()
 	defer summaryMu.Unlock()
 	if err := lake.Put(ctx, Key, bytes.NewReader(obj.Bytes()), int64(obj.Len())); err != nil {
@@ -352,12 +362,24 @@ func (e *entry) encode(w io.Writer) {
 		hfiles = string(j)
 	}
 	cols := []string{
-		e.key.Tenant.String(), string(e.key.Kind), i(e.fullReadAt.UnixMilli()), i(e.start), e.fp, b(t.Exists), i(t.Version), i(t.CheckpointVersion),
+		e.key.Tenant.String(), string(e.key.Kind), i(e.fullReadAt.UnixMilli()), i(e.start), hex.EncodeToString(e.fp[:]), b(t.Exists), i(t.Version), i(t.CheckpointVersion),
 		i(int64(t.Files)), i(t.smallSize), i(int64(t.SmallFiles)), i(t.TombstonedBytes), i(t.datedBytes), i(t.datedMin), i(t.datedMax),
 		i(int64(t.Retention)), i(t.Position.TxnVersion), b(known), b(found), recJSON, headOK, seq,
 		hash, others, hv, hfiles,
 	}
 	io.WriteString(w, strings.Join(cols, "\t")+"\n")
+}
+
+// kindOf is tables.ParseTarget returning the constant (not a substring
+// of the line, which would keep the whole line alive).
+func kindOf(s string) (tables.Kind, error) {
+	k, err := tables.ParseTarget(s)
+	for _, c := range tables.Kinds {
+		if c == k {
+			return c, nil
+		}
+	}
+	return k, err
 }
 
 func decode(line string) (*entry, error) {
@@ -383,11 +405,17 @@ func decode(line string) (*entry, error) {
 	if perr != nil {
 		return nil, perr
 	}
-	kind, perr := tables.ParseTarget(c[1])
+	kind, perr := kindOf(c[1])
 	if perr != nil {
 		return nil, perr
 	}
-	e := &entry{key: tables.TableKey{Tenant: id, Kind: kind}, fullReadAt: time.UnixMilli(num(c[2])), start: num(c[3]), fp: c[4]}
+	e := &entry{key: tables.TableKey{Tenant: id, Kind: kind}, fullReadAt: time.UnixMilli(num(c[2])), start: num(c[3])}
+	if len(c[4]) != 2*sha256.Size {
+		return nil, fmt.Errorf("not a fingerprint: %q", c[4])
+	}
+	if _, herr := hex.Decode(e.fp[:], []byte(c[4])); herr != nil {
+		return nil, fmt.Errorf("not a fingerprint: %q", c[4])
+	}
 	t := Table{Key: e.key, Exists: flag(c[5]), Version: num(c[6]), CheckpointVersion: num(c[7]),
 		Files: int(num(c[8])), smallSize: num(c[9]), SmallFiles: int(num(c[10])), TombstonedBytes: num(c[11]),
 		datedBytes: num(c[12]), datedMin: num(c[13]), datedMax: num(c[14]), Retention: time.Duration(num(c[15]))}

@@ -189,10 +189,10 @@ func scrubbed(keys []tables.TableKey, old map[tables.TableKey]*entry, now time.T
 type entry struct {
 	key        tables.TableKey
 	fullReadAt time.Time
-	start      int64    // the fingerprint covers the log from this version on
-	files      []string // bronze: the head's data files, relative to the table
+	start      int64             // the fingerprint covers the log from this version on
+	files      []string          // bronze: the head's data files, relative to the table
 	fp         [sha256.Size]byte // fingerprint(log from start, files' stats)
-	t          Table    // the read's results (Key, Exists, ... Bronze)
+	t          Table             // the read's results (Key, Exists, ... Bronze)
 }
 
 // verify re-lists the entry's log (and stats the bronze head's files): an

@@ -131,20 +131,26 @@ func TestDoctor_Summary_CannotHideAFaultPlantedAfterIt(t *testing.T) {
 		require.Equal(t, b.lastSeq(t), check(t, rep, doctor.IDContinuity).Data["lake_position"])
 	})
 
-	t.Run("the bronze head's data files removed", func(t *testing.T) {
+	t.Run("the bronze head's data files rewritten or removed", func(t *testing.T) {
 		t.Parallel()
 		b := healthyWithSummary(t)
 		table := tables.TableKey{Tenant: b.tenants[1], Kind: tables.Bronze}.Path()
 		objs, err := b.lake.List(ctx, table+"/", "")
 		require.NoError(t, err)
-		removed := 0
+		changed := 0
 		for _, o := range objs {
 			if strings.HasSuffix(o.Key, ".parquet") && !strings.Contains(o.Key, delta.LogDir) {
-				require.NoError(t, b.lake.Delete(ctx, o.Key))
-				removed++
+				// Rewritten: only the fingerprint sees it (the file is
+				// still there); the second removed: its stat fails.
+				if changed%2 == 0 {
+					require.NoError(t, b.lake.Put(ctx, o.Key, strings.NewReader("not parquet"), 11))
+				} else {
+					require.NoError(t, b.lake.Delete(ctx, o.Key))
+				}
+				changed++
 			}
 		}
-		require.Positive(t, removed)
+		require.Positive(t, changed)
 		rep := withAndWithoutSummary(t, b, nil)
 		c := requireStatus(t, rep, doctor.IDFork, doctor.StatusWarn)
 		require.Contains(t, c.Summary, "could not be read")

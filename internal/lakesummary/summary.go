@@ -131,7 +131,7 @@ func Read(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Op
 					return nil
 				}
 			}
-			out[i], fresh[i] = readFull(ctx, lake, k, &opts)
+			out[i], fresh[i] = readFull(ctx, lake, k, &opts, now)
 			return nil
 		})
 	}
@@ -172,7 +172,9 @@ func scrubbed(keys []tables.TableKey, old map[tables.TableKey]*entry, now time.T
 			have = append(have, e)
 		}
 	}
-	sort.Slice(have, func(i, j int) bool { return have[i].fullReadAt.Before(have[j].fullReadAt) })
+	// Stable: a run's entries share its time, so within one the scrub
+	// goes on in keys order, and which tables it reads is deterministic.
+	sort.SliceStable(have, func(i, j int) bool { return have[i].fullReadAt.Before(have[j].fullReadAt) })
 	n := (len(have) + ScrubShare - 1) / ScrubShare
 	out := map[tables.TableKey]bool{}
 	for i, e := range have {

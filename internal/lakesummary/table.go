@@ -69,11 +69,11 @@ type Head struct {
 	files  []string // the data files read for it, relative to the table
 }
 
-// readFull reads one table in full, as doctor always has (lakewriter's
-// ReadTable, then bronze's head), and returns what the checks need with
-// the summary entry that proves it later (nil: not kept, e.g. a table that
-// cannot be read is read again by every run).
-func readFull(ctx context.Context, lake store.Store, key tables.TableKey, opts *Options) (Table, *entry) {
+// readFull reads one table in full at the run's time at, as doctor always
+// has (lakewriter's ReadTable, then bronze's head), and returns what the
+// checks need with the summary entry that proves it later (nil: not
+// kept, e.g. a table that cannot be read is read again by every run).
+func readFull(ctx context.Context, lake store.Store, key tables.TableKey, opts *Options, at time.Time) (Table, *entry) {
 	// The log is listed before it is read: a commit landing in between
 	// makes the listing older than the read, which the next run sees as
 	// a changed log (read again), never the other way round.
@@ -83,14 +83,14 @@ func readFull(ctx context.Context, lake store.Store, key tables.TableKey, opts *
 		listing, listErr = st.List(ctx, delta.LogDir, "")
 	}
 	tr := lakewriter.ReadTable(ctx, lake, key)
-	t := FromRead(ctx, &tr, opts.SmallFileSize, opts.now(), !opts.NoHead)
+	t := FromRead(ctx, &tr, opts.SmallFileSize, at, !opts.NoHead)
 	if listErr != nil || t.LoadErr != nil || t.Err != nil || (t.Bronze != nil && t.Bronze.Err != nil) {
 		return t, nil
 	}
 	if opts.NoHead && key.Kind == tables.Bronze {
 		return t, nil // an entry without its head would serve no doctor run
 	}
-	e := &entry{key: key, fullReadAt: opts.now(), start: startOf(t), t: t}
+	e := &entry{key: key, fullReadAt: at, start: startOf(t), t: t}
 	log := since(listing, e.start)
 	if t.Exists && newestCommit(log) != t.Version {
 		return t, nil // the log moved on between the listing and the read

@@ -79,6 +79,10 @@ func readFull(ctx context.Context, lake store.Store, key tables.TableKey, opts *
 	// a changed log (read again), never the other way round.
 	var listing []store.ObjectInfo
 	var listErr error
+	if !opts.Write || opts.Off { // no entry is stored: read as before, no listing
+		tr := lakewriter.ReadTable(ctx, lake, key)
+		return FromRead(ctx, &tr, opts.SmallFileSize, at, !opts.NoHead), nil
+	}
 	if st, err := key.Store(lake); err == nil {
 		listing, listErr = st.List(ctx, delta.LogDir, "")
 	}

@@ -112,6 +112,14 @@ func ReadHead(ctx context.Context, lake store.Store, tenant uuid.UUID) (Head, bo
 // table's store: the lake writer reads each table's log once at start
 // and hands the same snapshot to the fork check.
 func HeadOf(ctx context.Context, snap *delta.Snapshot, st store.Store, tenant uuid.UUID) (Head, bool, error) {
+	h, ok, _, err := HeadOfFiles(ctx, snap, st, tenant)
+	return h, ok, err
+}
+
+// HeadOfFiles is HeadOf that also returns the data files it read for the
+// head (the lake summary fingerprints them: a head kept from an earlier
+// read is only as true as those files).
+func HeadOfFiles(ctx context.Context, snap *delta.Snapshot, st store.Store, tenant uuid.UUID) (Head, bool, []*delta.Add, error) {
 	best := int64(-1)
 	var read []*delta.Add // every file that may reach the newest seq seen so far
 	err := snap.EachFile(ctx, st, func(f *delta.Add) error {
@@ -133,11 +141,11 @@ func HeadOf(ctx context.Context, snap *delta.Snapshot, st store.Store, tenant uu
 		return nil
 	})
 	if err != nil {
-		return Head{}, false, fmt.Errorf("read the Delta log of %s: %w", Key(tenant), err)
+		return Head{}, false, nil, fmt.Errorf("read the Delta log of %s: %w", Key(tenant), err)
 	}
 	h := Head{Seq: -1, Version: snap.Version()}
 	if len(read) == 0 {
-		return Head{}, false, nil
+		return Head{}, false, nil, nil
 	}
 	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: headCols.Columns(), Files: read}, func(_ *delta.Add, rows []pq.Row) error {
 		for _, r := range rows {
@@ -159,12 +167,12 @@ func HeadOf(ctx context.Context, snap *delta.Snapshot, st store.Store, tenant uu
 		return nil
 	})
 	if err != nil {
-		return Head{}, false, fmt.Errorf("read the newest event of %s: %w", Key(tenant), err)
+		return Head{}, false, nil, fmt.Errorf("read the newest event of %s: %w", Key(tenant), err)
 	}
 	if h.Seq < 1 {
-		return Head{}, false, nil
+		return Head{}, false, read, nil
 	}
-	return h, true, nil
+	return h, true, read, nil
 }
 
 var (

@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/lakesummary"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/outboxprune"
@@ -623,6 +624,16 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 		for i, t := range read.tables {
 			out[i] = t.health
 		}
+		sum := read.summary
+		res.Data["summary_state"] = sum.State
+		res.Data["tables_from_summary"] = sum.FromSummary
+		res.Data["tables_read"] = sum.Read
+		res.Data["tables_scrubbed"] = sum.Scrubbed
+		res.Data["oldest_full_read_at"] = sum.OldestFullRead
+		if sum.WriteError != "" {
+			res.Data["summary_write_error"] = sum.WriteError
+			res.detail("the lake summary could not be stored (the next run reads every table again): %s", sum.WriteError)
+		}
 	} else {
 		keys, err := lakeTableKeys(ctx, r.lake)
 		res.Data["degraded"] = true
@@ -756,53 +767,36 @@ func lakeTableKeys(ctx context.Context, lake store.Store) ([]tables.TableKey, er
 func (r *run) tableHealth(ctx context.Context, k tables.TableKey) tableHealth {
 	st, err := k.Store(r.lake)
 	if err != nil {
-		return r.healthOf(k, &lakewriter.TableRead{Key: k, LoadErr: err})
+		t := lakesummary.FromRead(ctx, &lakewriter.TableRead{Key: k, LoadErr: err}, r.th.SmallFileSize, r.now(), false)
+		return r.healthOf(&t)
 	}
 	snap, err := delta.Load(ctx, st)
 	if errors.Is(err, delta.ErrTableNotFound) {
 		err = nil // nothing drained for this tenant and table yet
 	}
-	return r.healthOf(k, &lakewriter.TableRead{Key: k, Store: st, Snap: snap, LoadErr: err})
+	t := lakesummary.FromRead(ctx, &lakewriter.TableRead{Key: k, Store: st, Snap: snap, LoadErr: err}, r.th.SmallFileSize, r.now(), false)
+	return r.healthOf(&t)
 }
 
-// healthOf grades one table from its read.
-func (r *run) healthOf(k tables.TableKey, tr *lakewriter.TableRead) tableHealth {
-	t := tableHealth{Table: k.Path(), status: StatusOK, Version: -1}
+// healthOf grades one table from what was read of it (now, or kept in
+// the lake summary: the same facts either way).
+func (r *run) healthOf(tr *lakesummary.Table) tableHealth {
+	t := tableHealth{Table: tr.Key.Path(), status: StatusOK, Version: -1}
 	switch err := tr.LoadErr; {
-	case err != nil && tr.Store == nil:
+	case err != nil && tr.NoStore:
 		t.Error, t.status, t.why = err.Error(), StatusFail, "cannot address the table: "+err.Error()
 		return t
 	case err != nil:
 		t.Error, t.status, t.why = err.Error(), StatusFail, "cannot be read: "+err.Error()
 		return t
-	case tr.Snap == nil:
+	case !tr.Exists:
 		return t // nothing drained for this tenant and table yet
 	}
-	snap := tr.Snap
-	t.Exists, t.Version, t.Files = true, snap.Version(), snap.NumFiles()
-	t.CommitsSinceCheckpoint = snap.Version() - snap.CheckpointVersion()
-	if snap.CheckpointVersion() < 0 {
-		t.CommitsSinceCheckpoint = snap.Version() + 1
-	}
-	for _, a := range snap.Files() {
-		if a.Size < r.th.SmallFileSize {
-			t.SmallFiles++
-		}
-	}
-	retention, err := snap.DeletedFileRetention()
-	if err != nil {
-		retention = delta.DefaultDeletedFileRetention
-	}
-	cutoff := r.now().Add(-retention).UnixMilli()
-	for _, rm := range snap.Tombstones() {
-		if rm.Size == nil {
-			continue
-		}
-		t.TombstonedBytes += *rm.Size
-		if rm.DeletionTimestamp != nil && *rm.DeletionTimestamp < cutoff {
-			t.VacuumDueBytes += *rm.Size
-		}
-	}
+	t.Exists, t.Version, t.Files = true, tr.Version, tr.Files
+	t.CommitsSinceCheckpoint = tr.CommitsSinceCheckpoint()
+	t.SmallFiles = tr.SmallFiles
+	t.TombstonedBytes, t.VacuumDueBytes = tr.TombstonedBytes, tr.VacuumDueBytes
+	retention := tr.Retention
 	var whys []string
 	if s := grade(t.CommitsSinceCheckpoint, r.th.CheckpointWarn, r.th.CheckpointFail); s != StatusOK {
 		t.status = s

@@ -207,6 +207,9 @@ type Options struct {
 	Timeout time.Duration
 	// Now is the clock (default time.Now).
 	Now func() time.Time
+	// NoSummary reads every table's log in full, neither reading nor
+	// storing the lake summary (internal/lakesummary).
+	NoSummary bool
 }
 
 // run is the state of one doctor run that checks share.

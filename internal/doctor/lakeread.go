@@ -2,20 +2,22 @@ package doctor
 
 import (
 	"context"
-	"sync"
 
 	"github.com/google/uuid"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/omlhq/oml/internal/bronze"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/lakesummary"
 	"github.com/omlhq/oml/internal/lakewriter"
 )
 
 // lakeRead is the run's one read of every tenant table's log, shared by
-// the outbox, continuity, fork and Delta checks. Each of them used to open
+// the outbox, continuity, fork and Delta checks. A table whose log is
+// unchanged since an earlier run read it in full is served by the lake
+// summary (internal/lakesummary: one listing of its log instead of the
+// read), less the rolling scrub that reads some of them in full anyway. Each of them used to open
 // every table itself (the positions twice, bronze a fourth time for its
 // head): 74 s at 10,000 tables. It is read once, store.Concurrency tables
 // at a time, and each table's snapshot is dropped as soon as what the
@@ -34,6 +36,8 @@ type lakeRead struct {
 	tables []readTable // dbTableKeys order: tenants by id, then tables.Kinds
 	// heads are bronze's newest events by tenant, for the tables read.
 	heads map[uuid.UUID]bronzeHead
+	// summary says how many tables the lake summary served.
+	summary lakesummary.Stats
 }
 
 // readTable is what the checks need of one table.
@@ -69,31 +73,17 @@ func (r *run) readTables(ctx context.Context) *lakeRead {
 	if err != nil {
 		return &lakeRead{err: err}
 	}
-	out := &lakeRead{tables: make([]readTable, len(keys)), heads: map[uuid.UUID]bronzeHead{}}
-	var mu sync.Mutex
-	var g errgroup.Group
-	g.SetLimit(store.Concurrency(r.lake))
-	for i, k := range keys {
-		g.Go(func() error {
-			t := lakewriter.ReadTable(ctx, r.lake, k)
-			out.tables[i] = readTable{health: r.healthOf(k, &t), pos: t.Position(), posErr: t.Err}
-			if k.Kind != tables.Bronze {
-				return nil
-			}
-			var h bronzeHead
-			switch {
-			case t.Snap != nil:
-				h.head, h.ok, h.err = bronze.HeadOf(ctx, t.Snap, t.Store, k.Tenant)
-			case t.Exists():
-				h.reread = true
-			}
-			mu.Lock()
-			out.heads[k.Tenant] = h
-			mu.Unlock()
-			return nil
-		})
+	read, stats := lakesummary.Read(ctx, r.lake, keys, lakesummary.Options{
+		SmallFileSize: r.th.SmallFileSize, Vacuum: true, Now: r.now, Write: true, Off: r.opts.NoSummary,
+	})
+	out := &lakeRead{tables: make([]readTable, len(keys)), heads: map[uuid.UUID]bronzeHead{}, summary: stats}
+	for i := range read {
+		t := &read[i]
+		out.tables[i] = readTable{health: r.healthOf(t), pos: t.Position, posErr: t.Err}
+		if h := t.Bronze; t.Key.Kind == tables.Bronze && h != nil {
+			out.heads[t.Key.Tenant] = bronzeHead{head: h.Head, ok: h.OK, err: h.Err, reread: h.Reread}
+		}
 	}
-	_ = g.Wait() // every failure is one table's, kept in out
 	return out
 }
 

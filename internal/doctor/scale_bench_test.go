@@ -27,7 +27,9 @@ var (
 // tenants through the real append path and drains them once per benchmark
 // run (minutes at 7,000 tenants: not part of go test without -bench), or,
 // with -doctor.database-url and -doctor.lake, runs on a deployment built
-// already (scripts/bench builds one with oml dev load).
+// already (scripts/bench builds one with oml dev load). Two sub-benchmarks:
+// summary (the lake summary serves the unchanged tables) and full-read
+// (every table read in full, the baseline in the same run).
 //
 //	go test -run '^$' -bench Doctor_ManyTables -benchtime 3x ./internal/doctor/ -args -doctor.tenants 7000
 func BenchmarkDoctor_ManyTables(b *testing.B) {
@@ -52,12 +54,27 @@ func BenchmarkDoctor_ManyTables(b *testing.B) {
 		opts = d.options(nil)
 	}
 	opts.Timeout = 10 * time.Minute // the figure is the point, not a timeout
-	rep := doctor.Run(ctx, opts)    // stores the verified heads: the steady state follows
-	b.ResetTimer()
-	for b.Loop() {
-		rep = doctor.Run(ctx, opts)
+	doctor.Run(ctx, opts)           // stores the verified heads and the lake summary: the steady state follows
+	// The baseline in the same run: every table read in full, as before
+	// the lake summary (internal/lakesummary).
+	for _, mode := range []struct {
+		name string
+		off  bool
+	}{{"summary", false}, {"full-read", true}} {
+		b.Run(mode.name, func(b *testing.B) {
+			o := opts
+			o.NoSummary = mode.off
+			var rep doctor.Report
+			for b.Loop() {
+				rep = doctor.Run(ctx, o)
+			}
+			b.StopTimer()
+			report(b, rep)
+		})
 	}
-	b.StopTimer()
+}
+
+func report(b *testing.B, rep doctor.Report) {
 	delta := check(b, rep, doctor.IDDelta)
 	for _, c := range rep.Checks {
 		if c.Status == doctor.StatusFail {
@@ -66,6 +83,7 @@ func BenchmarkDoctor_ManyTables(b *testing.B) {
 		b.ReportMetric(c.DurationSeconds*1e3, "ms-"+c.ID)
 	}
 	b.ReportMetric(float64(toInt(delta.Data["tables"])), "tables")
+	b.ReportMetric(float64(toInt(delta.Data["tables_read"])), "tables-read")
 	b.Logf("lake %s; %s", filepath.Base(*benchLake), delta.Summary)
 }
 

@@ -80,6 +80,10 @@ type StatusOptions struct {
 	Lake store.Store
 	// Tables also lists every table (needs Lake).
 	Tables bool
+	// ReadTables, when set, reads the tables for the list and the
+	// continuity check instead of opening each (lake status passes the lake
+	// summary's reader, internal/lakesummary).
+	ReadTables TablesReader
 }
 
 // ReadStatus gathers the status: the frontier, the backlog and the lease
@@ -133,7 +137,13 @@ func ReadStatus(ctx context.Context, db *pgxpool.Pool, opts StatusOptions) (Stat
 
 	var positions []TablePosition // from the tables pass, for the continuity check
 	if withTables && lake != nil {
-		if s.Tables, positions, err = readTables(ctx, db, lake); err != nil {
+		read := readTables
+		if opts.ReadTables != nil {
+			read = func(ctx context.Context, db *pgxpool.Pool, _ store.Store) ([]TableStatus, []TablePosition, error) {
+				return readTablesVia(ctx, db, opts.ReadTables)
+			}
+		}
+		if s.Tables, positions, err = read(ctx, db, lake); err != nil {
 			return s, err
 		}
 	}
@@ -146,6 +156,8 @@ func ReadStatus(ctx context.Context, db *pgxpool.Pool, opts StatusOptions) (Stat
 			if err == nil {
 				c, err = CheckContinuity(ctx, db, lake, positions)
 			}
+		} else if opts.ReadTables != nil {
+			c, err = checkLakeVia(ctx, db, lake, opts.ReadTables)
 		} else {
 			c, err = CheckLake(ctx, db, lake)
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/lakesummary"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/replication"
 )
@@ -77,7 +78,13 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 			return err
 		}
 	}
-	st, err := lakewriter.ReadStatus(ctx, pool, lakewriter.StatusOptions{Lake: lake, Tables: opts.Tables})
+	sopts := lakewriter.StatusOptions{Lake: lake, Tables: opts.Tables}
+	if lake != nil {
+		// The tables doctor read and whose logs are unchanged are not
+		// read again (internal/lakesummary).
+		sopts.ReadTables = lakesummary.StatusReader(lake)
+	}
+	st, err := lakewriter.ReadStatus(ctx, pool, sopts)
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lineage"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/testkit/runtest"
 )
 
@@ -316,6 +317,57 @@ func TestRepairRun_PlansAsksAndRepairs(t *testing.T) {
 			err := repairRun(context.Background(), opts)
 			require.Equal(t, tc.wantCalls, calls)
 			runtest.RequireStreams(t, s, err, tc.wantCode)
+		})
+	}
+}
+
+// `oml lake maintain`: what was due and done per table (tenant names
+// beside the paths), --prune-outbox's summary after the tables, and exit 1
+// when a table failed.
+func TestMaintainRun_TasksPruneAndExits(t *testing.T) {
+	silver := runtest.Acme.String() + "/silver/claims"
+	gold := runtest.Acme.String() + "/gold/lineage"
+	reports := func(fail bool) []maintain.Report {
+		logs := 3
+		rs := []maintain.Report{
+			{Measurements: maintain.Measurements{Table: silver, Exists: true}, Plan: []maintain.Step{{Task: maintain.TaskOptimize, Reason: "12 small files"}, {Task: maintain.TaskCheckpoint, Reason: "20 commits since v100"}},
+				Compacted: &maintain.CompactResult{Version: 121, FilesRemoved: 12, FilesAdded: 1}, Checkpoint: &maintain.CheckpointResult{Version: 121}, LogCleaned: &logs},
+			{Measurements: maintain.Measurements{Table: gold, Exists: true}, Plan: []maintain.Step{}},
+		}
+		if fail {
+			rs[1].Error = "read the log: unexpected EOF"
+		}
+		return rs
+	}
+	for _, tc := range []struct {
+		name      string
+		tty, json bool
+		prune     bool
+		fail      bool
+		wantCode  cliutil.ExitCode
+	}{{name: "tty", tty: true}, {name: "no-tty"}, {name: "json", json: true}, {name: "prune", prune: true}, {name: "prune-json", prune: true, json: true},
+		{name: "failed", fail: true, wantCode: cliutil.ExitFindings}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runtest.IO(tc.tty)
+			d := fakeTables(t, tableSelection{})
+			d.IO, d.Format = s.IO, runtest.Format(tc.json)
+			opts := &MaintainOptions{maintainDeps: d, PruneOutbox: tc.prune, MinSmallFiles: 8,
+				Maintain: func(_ context.Context, ts []maintain.Table, o maintain.RunOptions) ([]maintain.Report, error) {
+					require.Len(t, ts, 3)
+					require.Equal(t, 8, o.Policy.MinSmallFiles)
+					if tc.fail {
+						return reports(true), fmt.Errorf("read the log: unexpected EOF")
+					}
+					return reports(false), nil
+				},
+				Names: func(context.Context) (map[uuid.UUID]string, error) {
+					return map[uuid.UUID]string{runtest.Acme: "acme"}, nil
+				},
+				Prune: func(context.Context, *MaintainOptions) (*outbox.PruneResult, error) {
+					require.True(t, tc.prune)
+					return &outbox.PruneResult{Frontier: 120, Cutoff: runtest.At, Rows: 40, Batches: 1, Tables: []outbox.TablePrune{}}, nil
+				}}
+			runtest.RequireOutput(t, s, maintainRun(context.Background(), opts), tc.wantCode, "")
 		})
 	}
 }

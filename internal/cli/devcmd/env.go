@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/pgdev"
 )
 
@@ -28,9 +29,22 @@ code 2) when the cluster is not running.`,
   oml dev env -o json | jq -r .database_url`,
 		Args: cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			return envRun(f, shared)
+			return envRun(&envOptions{IO: f.IO, Format: f.Format, Running: running, Options: shared})
 		},
 	}
+}
+
+// envOptions are what `oml dev env`'s run function needs, as functions
+// (newEnvCmd fills them; a test replaces them).
+type envOptions struct {
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Running reads the running dev cluster under dir: the URLs that point
+	// at it; its errors are the command's.
+	Running func(dir string) (envResult, error)
+
+	*Options
 }
 
 type envResult struct {
@@ -39,22 +53,19 @@ type envResult struct {
 	TCPDatabaseURL string `json:"tcp_database_url,omitempty"`
 }
 
-func envRun(f *cliutil.Factory, opts *Options) error {
-	format, err := f.Format()
+// running is envOptions.Running over the cluster's files.
+func running(dir string) (envResult, error) {
+	l, err := newLayout(dir)
 	if err != nil {
-		return err
-	}
-	l, err := newLayout(opts.Dir)
-	if err != nil {
-		return cliutil.AsConfigError(err)
+		return envResult{}, cliutil.AsConfigError(err)
 	}
 	st, pf, _ := pgdev.StatusOf(l.DataDir)
 	if st != pgdev.Running {
-		return cliutil.ConfigErrorf("no dev cluster is running in %s; start one with `oml dev up`", l.Root)
+		return envResult{}, cliutil.ConfigErrorf("no dev cluster is running in %s; start one with `oml dev up`", l.Root)
 	}
 	s, err := readState(l)
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return envResult{}, cliutil.AsConfigError(err)
 	}
 	res := envResult{
 		DatabaseURL: pgdev.SocketURL(pf.SocketDir, pf.Port, pgdev.SuperUser, s.Database),
@@ -64,10 +75,22 @@ func envRun(f *cliutil.Factory, opts *Options) error {
 		u := url.URL{Scheme: "postgres", User: url.User(pgdev.SuperUser), Host: net.JoinHostPort(pf.ListenAddr, strconv.Itoa(pf.Port)), Path: "/" + s.Database}
 		res.TCPDatabaseURL = u.String()
 	}
-	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, res)
+	return res, nil
+}
+
+func envRun(opts *envOptions) error {
+	format, err := opts.Format()
+	if err != nil {
+		return err
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "export %s=%s\nexport %s=%s\n",
+	res, err := opts.Running(opts.Dir)
+	if err != nil {
+		return err
+	}
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(opts.IO.Out, res)
+	}
+	_, err = fmt.Fprintf(opts.IO.Out, "export %s=%s\nexport %s=%s\n",
 		cliutil.EnvDatabaseURL, shellQuote(res.DatabaseURL),
 		cliutil.EnvLakeURL, shellQuote(res.LakeURL))
 	return err

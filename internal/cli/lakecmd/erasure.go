@@ -9,19 +9,34 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/maintain"
 )
 
-// ErasureStatusOptions are the inputs of `oml lake erasure-status`.
+// ErasureStatusOptions are the inputs of `oml lake erasure-status`: its
+// flags and what its run function needs, as functions
+// (NewCmdErasureStatus fills them from the Factory; a test replaces them).
 type ErasureStatusOptions struct {
-	Factory *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Now is the time the stages are judged at.
+	Now func() time.Time
+	// Erased opens the lake and the database, resolves --tenant ("" for
+	// every tenant) and reads every erased claim's stage at now
+	// (maintain.ErasureStatus); its errors are the command's.
+	Erased func(ctx context.Context, tenant string, now time.Time) ([]maintain.ErasedClaim, error)
+
 	Tenant  string
 	Pending bool
 }
 
 // NewCmdErasureStatus builds `oml lake erasure-status`.
 func NewCmdErasureStatus(f *cliutil.Factory, runF func(context.Context, *ErasureStatusOptions) error) *cobra.Command {
-	opts := &ErasureStatusOptions{Factory: f}
+	opts := &ErasureStatusOptions{IO: f.IO, Format: f.Format, Now: time.Now,
+		Erased: func(ctx context.Context, tenant string, now time.Time) ([]maintain.ErasedClaim, error) {
+			return erasedClaims(ctx, f, tenant, now)
+		}}
 	cmd := &cobra.Command{
 		Use:   "erasure-status",
 		Short: "Show, per erased claim, how far its ciphertext has got out of the lake",
@@ -60,27 +75,31 @@ See docs/erasure.md.`,
 	return cmd
 }
 
-func erasureStatusRun(ctx context.Context, opts *ErasureStatusOptions) error {
-	f := opts.Factory
-	format, _ := f.Format()
+// erasedClaims is ErasureStatusOptions.Erased over the Factory.
+func erasedClaims(ctx context.Context, f *cliutil.Factory, tenant string, now time.Time) ([]maintain.ErasedClaim, error) {
 	lake, err := f.Lake(ctx, "")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	pool, err := f.CurrentDB(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var tid *uuid.UUID
-	if opts.Tenant != "" {
-		tn, err := f.Tenant(ctx, opts.Tenant)
+	if tenant != "" {
+		tn, err := f.Tenant(ctx, tenant)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		tid = &tn.ID
 	}
-	now := time.Now()
-	all, err := maintain.ErasureStatus(ctx, pool, lake, tid, now)
+	return maintain.ErasureStatus(ctx, pool, lake, tid, now)
+}
+
+func erasureStatusRun(ctx context.Context, opts *ErasureStatusOptions) error {
+	format, _ := opts.Format()
+	now := opts.Now()
+	all, err := opts.Erased(ctx, opts.Tenant, now)
 	if err != nil {
 		return err
 	}
@@ -92,7 +111,7 @@ func erasureStatusRun(ctx context.Context, opts *ErasureStatusOptions) error {
 		claims = append(claims, c)
 	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, struct {
+		return cliutil.WriteJSON(opts.IO.Out, struct {
 			Now    time.Time              `json:"now"`
 			Claims []maintain.ErasedClaim `json:"claims"`
 		}{now.UTC(), claims})
@@ -108,5 +127,5 @@ func erasureStatusRun(ctx context.Context, opts *ErasureStatusOptions) error {
 		}
 		rows = append(rows, []string{c.Tenant.String(), c.ArtifactID, fmt.Sprint(c.ErasedSeq), cliutil.Time(c.ErasedAt), c.Stage, fmt.Sprint(len(c.Files)), gone})
 	}
-	return cliutil.Table(f.IO, []string{"TENANT", "ARTIFACT", "ERASED SEQ", "ERASED AT", "STAGE", "FILES", "GONE BY"}, rows)
+	return cliutil.Table(opts.IO, []string{"TENANT", "ARTIFACT", "ERASED SEQ", "ERASED AT", "STAGE", "FILES", "GONE BY"}, rows)
 }

@@ -12,14 +12,28 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lineage"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
-// LineageOptions are the inputs of `oml lake lineage`.
+// LineageOptions are the inputs of `oml lake lineage`: its argument and
+// flags, and what its run function needs, as functions (NewCmdLineage
+// fills them from the Factory; a test replaces them).
 type LineageOptions struct {
-	Factory    *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Lake opens the lake root.
+	Lake func(ctx context.Context) (store.Store, error)
+	// Tenants are the tenants whose tables are read (--tenant, else every
+	// tenant) and their names (lineageTenants).
+	Tenants func(ctx context.Context, tenant string) ([]uuid.UUID, map[uuid.UUID]string, error)
+	// Read is lineage.Read: one tenant's gold.lineage changes.
+	Read func(ctx context.Context, lake store.Store, q lineage.Query) (lineage.Result, error)
+
 	ArtifactID string
 	Version    int
 	Tenant     string
@@ -29,7 +43,11 @@ type LineageOptions struct {
 // NewCmdLineage builds `oml lake lineage ARTIFACT`; runF replaces the run
 // function in tests.
 func NewCmdLineage(f *cliutil.Factory, runF func(context.Context, *LineageOptions) error) *cobra.Command {
-	opts := &LineageOptions{Factory: f}
+	opts := &LineageOptions{IO: f.IO, Format: f.Format, Read: lineage.Read,
+		Lake: func(ctx context.Context) (store.Store, error) { return f.Lake(ctx, "") },
+		Tenants: func(ctx context.Context, tenant string) ([]uuid.UUID, map[uuid.UUID]string, error) {
+			return lineageTenants(ctx, f, tenant)
+		}}
 	cmd := &cobra.Command{
 		Use:   "lineage ARTIFACT",
 		Short: "Print an artifact's history from the lake's gold.lineage",
@@ -170,8 +188,7 @@ func lineageTenants(ctx context.Context, f *cliutil.Factory, name string) ([]uui
 }
 
 func lineageRun(ctx context.Context, opts *LineageOptions) error {
-	f := opts.Factory
-	format, err := f.Format()
+	format, err := opts.Format()
 	if err != nil {
 		return err
 	}
@@ -179,11 +196,11 @@ func lineageRun(ctx context.Context, opts *LineageOptions) error {
 	if err != nil {
 		return err
 	}
-	lake, err := f.Lake(ctx, "")
+	lake, err := opts.Lake(ctx)
 	if err != nil {
 		return err
 	}
-	ids, names, err := lineageTenants(ctx, f, opts.Tenant)
+	ids, names, err := opts.Tenants(ctx, opts.Tenant)
 	if err != nil {
 		return err
 	}
@@ -196,7 +213,7 @@ func lineageRun(ctx context.Context, opts *LineageOptions) error {
 		res.AsOf = &opts.AsOf
 	}
 	for _, id := range ids {
-		r, err := lineage.Read(ctx, lake, lineage.Query{Tenant: id, ArtifactID: opts.ArtifactID, Version: int32(opts.Version),
+		r, err := opts.Read(ctx, lake, lineage.Query{Tenant: id, ArtifactID: opts.ArtifactID, Version: int32(opts.Version),
 			AsOf: lineage.AsOf{Version: version, Time: at}})
 		if errors.Is(err, lineage.ErrBeforeHistory) {
 			return cliutil.ConfigErrorf("--as-of %s: %v; give a later point, or see oml lake history %s for the versions the log holds", opts.AsOf, err, r.Table)
@@ -219,11 +236,11 @@ func lineageRun(ctx context.Context, opts *LineageOptions) error {
 		}
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, res); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, res); err != nil {
 			return err
 		}
 	} else if len(res.Changes) > 0 {
-		if err := lineageTable(f, res, names); err != nil {
+		if err := lineageTable(opts.IO, res, names); err != nil {
 			return err
 		}
 	}
@@ -254,7 +271,7 @@ func changeJSON(c tables.GoldLineageRow) LineageChangeJSON {
 	return j
 }
 
-func lineageTable(f *cliutil.Factory, res LineageResult, names map[uuid.UUID]string) error {
+func lineageTable(ios *iostreams.IOStreams, res LineageResult, names map[uuid.UUID]string) error {
 	tenants := map[string]bool{}
 	for _, c := range res.Changes {
 		tenants[c.TenantID] = true
@@ -280,5 +297,5 @@ func lineageTable(f *cliutil.Factory, res LineageResult, names map[uuid.UUID]str
 		}
 		rows = append(rows, row)
 	}
-	return cliutil.Table(f.IO, header, rows)
+	return cliutil.Table(ios, header, rows)
 }

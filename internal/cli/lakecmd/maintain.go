@@ -100,9 +100,19 @@ func selectTables(ctx context.Context, f *cliutil.Factory, s tableSelection) (st
 	return lake, tables, nil
 }
 
-// MaintainOptions are the inputs of `oml lake maintain`.
+// MaintainOptions are the inputs of `oml lake maintain`: its flags and what
+// its run function needs, as functions (NewCmdMaintain fills them from the
+// Factory; a test replaces them).
 type MaintainOptions struct {
-	Factory *cliutil.Factory
+	maintainDeps
+	// Maintain is maintain.Run: it measures each table and does what is due.
+	Maintain func(ctx context.Context, tables []maintain.Table, o maintain.RunOptions) ([]maintain.Report, error)
+	// Names maps tenant ids to names (nil without a database).
+	Names func(ctx context.Context) (map[uuid.UUID]string, error)
+	// Prune is --prune-outbox (pruneOutbox); its error is already
+	// classified for the exit code.
+	Prune func(ctx context.Context, o *MaintainOptions) (*outbox.PruneResult, error)
+
 	tableSelection
 	DryRun             bool
 	MinSmallFiles      int
@@ -118,7 +128,11 @@ type MaintainOptions struct {
 
 // NewCmdMaintain builds `oml lake maintain`.
 func NewCmdMaintain(f *cliutil.Factory, runF func(context.Context, *MaintainOptions) error) *cobra.Command {
-	opts := &MaintainOptions{Factory: f}
+	opts := &MaintainOptions{maintainDeps: newMaintainDeps(f), Maintain: maintain.Run,
+		Names: func(ctx context.Context) (map[uuid.UUID]string, error) { return tenantNames(ctx, f) },
+		Prune: func(ctx context.Context, o *MaintainOptions) (*outbox.PruneResult, error) {
+			return pruneOutbox(ctx, f, o)
+		}}
 	cmd := &cobra.Command{
 		Use:   "maintain",
 		Short: "Measure every Delta table and do only the maintenance that is due",
@@ -190,13 +204,12 @@ counts them). See docs/maintenance.md and docs/outbox.md.`,
 }
 
 func maintainRun(ctx context.Context, opts *MaintainOptions) error {
-	f := opts.Factory
-	format, _ := f.Format()
-	lake, tables, err := selectTables(ctx, f, opts.tableSelection)
+	format, _ := opts.Format()
+	tables, err := opts.Tables(ctx, opts.tableSelection)
 	if err != nil {
 		return err
 	}
-	reps, runErr := maintain.Run(ctx, tables, maintain.RunOptions{
+	reps, runErr := opts.Maintain(ctx, tables, maintain.RunOptions{
 		DryRun: opts.DryRun,
 		Policy: maintain.Policy{
 			CheckpointInterval: opts.CheckpointInterval, MinSmallFiles: opts.MinSmallFiles, TargetSize: opts.targetSize,
@@ -210,14 +223,14 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 			failed++
 		}
 	}
-	names, err := tenantNames(ctx, f)
+	names, err := opts.Names(ctx)
 	if err != nil {
 		return err
 	}
 	var pruned *outbox.PruneResult
 	var pruneErr error
 	if opts.PruneOutbox && ctx.Err() == nil {
-		pruned, pruneErr = pruneOutbox(ctx, f, lake, opts)
+		pruned, pruneErr = opts.Prune(ctx, opts)
 	}
 	if format == cliutil.FormatJSON {
 		out := make([]maintainJSON, 0, len(reps))
@@ -231,7 +244,7 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 			}
 			out = append(out, j)
 		}
-		if err := cliutil.WriteJSON(f.IO.Out, struct {
+		if err := cliutil.WriteJSON(opts.IO.Out, struct {
 			DryRun      bool                `json:"dry_run"`
 			Tables      []maintainJSON      `json:"tables"`
 			OutboxPrune *outbox.PruneResult `json:"outbox_prune,omitempty"`
@@ -256,11 +269,11 @@ func maintainRun(ctx context.Context, opts *MaintainOptions) error {
 			}
 		}
 		// WHY last: the long free text, the column a terminal table wraps.
-		if err := cliutil.Table(f.IO, []string{"TABLE", "TENANT", "TASK", "DONE", "WHY"}, rows); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TABLE", "TENANT", "TASK", "DONE", "WHY"}, rows); err != nil {
 			return err
 		}
 		if pruned != nil {
-			if err := outboxcmd.Print(f, *pruned); err != nil {
+			if err := outboxcmd.Write(opts.IO, format, *pruned); err != nil {
 				return err
 			}
 		}

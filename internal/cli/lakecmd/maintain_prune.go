@@ -6,7 +6,6 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/outboxcmd"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/outboxprune"
 )
@@ -14,13 +13,12 @@ import (
 // pruneOutbox is `oml lake maintain --prune-outbox`: oml outbox prune
 // (with maintain's --dry-run, and --yes implied: maintain runs from cron)
 // after the table maintenance. Its error is already classified for the
-// exit code.
-func pruneOutbox(ctx context.Context, f *cliutil.Factory, lake store.Store, opts *MaintainOptions) (*outbox.PruneResult, error) {
-	if lake == nil {
-		var err error
-		if lake, err = f.Lake(ctx, ""); err != nil {
-			return nil, err
-		}
+// exit code. The lake is the one the tables were selected under (the
+// Factory opens it once and shares it).
+func pruneOutbox(ctx context.Context, f *cliutil.Factory, opts *MaintainOptions) (*outbox.PruneResult, error) {
+	lake, err := f.Lake(ctx, "")
+	if err != nil {
+		return nil, err
 	}
 	pool, err := f.CurrentDB(ctx)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
@@ -20,9 +21,20 @@ import (
 // stopped; a crashed one's lease expires after its TTL, 30 s by default).
 const repairLeaseWait = 45 * time.Second
 
-// RepairOptions are the inputs of `oml lake repair`.
+// RepairOptions are the inputs of `oml lake repair`: its flags and what its
+// run function needs, as functions (NewCmdRepair fills them from the
+// Factory; a test replaces them).
 type RepairOptions struct {
-	Factory *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Open opens the database and the lake, resolves the flags and, unless
+	// --dry-run, loads the deployment key: the engine's options, as a dry
+	// run (repairOptions).
+	Open func(ctx context.Context, opts *RepairOptions) (lakerepair.Options, error)
+	// Repair is lakerepair.Run: it plans (DryRun) or repairs.
+	Repair func(ctx context.Context, o lakerepair.Options) (*lakerepair.Result, error)
+
 	tableSelection
 	Classes []string
 	DryRun  bool
@@ -31,7 +43,10 @@ type RepairOptions struct {
 
 // NewCmdRepair builds `oml lake repair`.
 func NewCmdRepair(f *cliutil.Factory, runF func(context.Context, *RepairOptions) error) *cobra.Command {
-	opts := &RepairOptions{Factory: f}
+	opts := &RepairOptions{IO: f.IO, Format: f.Format, Repair: lakerepair.Run,
+		Open: func(ctx context.Context, o *RepairOptions) (lakerepair.Options, error) {
+			return repairOptions(ctx, f, o)
+		}}
 	cmd := &cobra.Command{
 		Use:   "repair",
 		Short: "Make every Delta table equal what the journal says (rewind, re-materialize, remove, de-duplicate, rewrite), archive what is removed, journal the repair",
@@ -126,16 +141,15 @@ func knownRepairClass(c string) bool {
 	return false
 }
 
-func repairRun(ctx context.Context, opts *RepairOptions) error {
-	f := opts.Factory
-	format, _ := f.Format()
+// repairOptions is RepairOptions.Open over the Factory.
+func repairOptions(ctx context.Context, f *cliutil.Factory, opts *RepairOptions) (lakerepair.Options, error) {
 	pool, err := f.CurrentDB(ctx)
 	if err != nil {
-		return err
+		return lakerepair.Options{}, err
 	}
 	lake, err := f.Lake(ctx, "")
 	if err != nil {
-		return err
+		return lakerepair.Options{}, err
 	}
 	ro := lakerepair.Options{Pool: pool, Lake: lake, DryRun: true, By: cliutil.OSUser(), LeaseWait: repairLeaseWait}
 	if ro.By == "" {
@@ -144,13 +158,13 @@ func repairRun(ctx context.Context, opts *RepairOptions) error {
 	if opts.Tenant != "" {
 		t, err := f.Tenant(ctx, opts.Tenant)
 		if err != nil {
-			return err
+			return lakerepair.Options{}, err
 		}
 		ro.Tenant = &t.ID
 	}
 	if opts.Table != "" {
 		if ro.Kind, err = maintain.ParseKind(opts.Table); err != nil {
-			return cliutil.FlagErrorf("--table: %v", err)
+			return lakerepair.Options{}, cliutil.FlagErrorf("--table: %v", err)
 		}
 	}
 	for _, c := range opts.Classes {
@@ -159,37 +173,45 @@ func repairRun(ctx context.Context, opts *RepairOptions) error {
 	if !opts.DryRun {
 		k, err := f.SigningKey("repair journals lake.repaired and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE (or --dry-run to see the plan)")
 		if err != nil {
-			return err
+			return lakerepair.Options{}, err
 		}
 		ro.Signer = k
 	}
+	return ro, nil
+}
 
+func repairRun(ctx context.Context, opts *RepairOptions) error {
+	format, _ := opts.Format()
+	ro, err := opts.Open(ctx, opts)
+	if err != nil {
+		return err
+	}
 	if !opts.DryRun && !opts.Yes {
 		// A terminal without --yes: show the plan, change nothing unless
 		// the operator says yes.
-		plan, err := lakerepair.Run(ctx, ro)
+		plan, err := opts.Repair(ctx, ro)
 		if err != nil {
 			return repairError(err)
 		}
 		if len(plan.Plan.Tables) > 0 {
-			if err := printRepair(f, plan); err != nil {
+			if err := printRepair(opts.IO, plan); err != nil {
 				return err
 			}
-			if !cliutil.Confirm(f.IO, fmt.Sprintf("Repair %d table(s) as planned (plan %.12s)? [y/N] ", len(plan.Plan.Tables), plan.Plan.Digest)) {
+			if !cliutil.Confirm(opts.IO, fmt.Sprintf("Repair %d table(s) as planned (plan %.12s)? [y/N] ", len(plan.Plan.Tables), plan.Plan.Digest)) {
 				return cliutil.Findingsf("nothing was changed")
 			}
 		}
 	}
 	ro.DryRun = opts.DryRun
-	res, err := lakerepair.Run(ctx, ro)
+	res, err := opts.Repair(ctx, ro)
 	if err != nil {
 		return repairError(err)
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, res); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, res); err != nil {
 			return err
 		}
-	} else if err := printRepair(f, res); err != nil {
+	} else if err := printRepair(opts.IO, res); err != nil {
 		return err
 	}
 	switch {
@@ -209,8 +231,8 @@ func repairError(err error) error {
 	return err
 }
 
-func printRepair(f *cliutil.Factory, res *lakerepair.Result) error {
-	out := f.IO.Out
+func printRepair(ios *iostreams.IOStreams, res *lakerepair.Result) error {
+	out := ios.Out
 	if res.Nothing() {
 		_, err := fmt.Fprintln(out, "Nothing to repair: the lake agrees with the database.")
 		return err
@@ -233,13 +255,13 @@ func printRepair(f *cliutil.Factory, res *lakerepair.Result) error {
 		if _, err := fmt.Fprintf(out, "%s %.12s (shared seq %d):\n", verb, res.Plan.Digest, res.Plan.Continuity.LastAgreedSeq); err != nil {
 			return err
 		}
-		if err := cliutil.Table(f.IO, []string{"TENANT", "TABLE", "ACTION", "CLASSES", "NOW", "AFTER", "FILES", "DETAIL"}, rows); err != nil {
+		if err := cliutil.Table(ios, []string{"TENANT", "TABLE", "ACTION", "CLASSES", "NOW", "AFTER", "FILES", "DETAIL"}, rows); err != nil {
 			return err
 		}
 	}
 	for _, t := range res.Plan.Tables {
 		if t.Breach > 0 {
-			_, _ = fmt.Fprintf(f.IO.ErrOut, "CONTAINMENT BREACH: %s holds %d claim(s) that were never promoted; the repair removes the rows, but the replaced data files keep their ciphertext until `oml lake vacuum --tenant %s --table silver` removes them after the retention (docs/erasure.md).\n",
+			_, _ = fmt.Fprintf(ios.ErrOut, "CONTAINMENT BREACH: %s holds %d claim(s) that were never promoted; the repair removes the rows, but the replaced data files keep their ciphertext until `oml lake vacuum --tenant %s --table silver` removes them after the retention (docs/erasure.md).\n",
 				t.Path, t.Breach, t.Tenant)
 		}
 	}
@@ -251,7 +273,7 @@ func printRepair(f *cliutil.Factory, res *lakerepair.Result) error {
 		for _, s := range res.Plan.NotRepaired {
 			rows = append(rows, []string{s.Tenant.String(), s.Table, s.Class, fmt.Sprint(s.Count), s.Command, s.Reason})
 		}
-		if err := cliutil.Table(f.IO, []string{"TENANT", "TABLE", "CLASS", "COUNT", "RUN", "WHY"}, rows); err != nil {
+		if err := cliutil.Table(ios, []string{"TENANT", "TABLE", "CLASS", "COUNT", "RUN", "WHY"}, rows); err != nil {
 			return err
 		}
 	}

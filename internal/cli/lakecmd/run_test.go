@@ -7,12 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/lake/delta"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
+	"github.com/omlhq/oml/internal/lakerepair"
+	"github.com/omlhq/oml/internal/lineage"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/testkit/runtest"
 )
 
@@ -193,4 +198,176 @@ func TestVacuumRun_RetentionRefusedEverywhereIsAUsageError(t *testing.T) {
 	require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
 	require.ErrorContains(t, err, "--force --"+ackFlag)
 	require.Empty(t, s.Out.String())
+}
+
+// `oml lake erasure-status`: each erased claim's stage and when its bytes
+// can be gone (due now past it), --pending leaving out the finished ones.
+func TestErasureStatusRun_StagesAndJSON(t *testing.T) {
+	at := runtest.At
+	claims := []maintain.ErasedClaim{
+		{Tenant: runtest.Acme, ArtifactID: "a-1", Versions: []int32{1, 2}, ErasedSeq: 30, ErasedAt: at, KeyDestroyed: true, Merged: true, Stage: maintain.StageInRemovedFiles,
+			Files: []maintain.FileRef{{Path: "part-1.parquet", Kind: "tombstoned", RemovedAt: at}}, GoneBy: at.Add(-time.Hour)},
+		{Tenant: runtest.Acme, ArtifactID: "a-2", Versions: []int32{1}, ErasedSeq: 31, ErasedAt: at, KeyDestroyed: true, Merged: true, Stage: maintain.StageInLiveFiles,
+			Files: []maintain.FileRef{{Path: "part-2.parquet", Kind: "live"}}, GoneBy: at.Add(7 * 24 * time.Hour)},
+		{Tenant: runtest.Acme, ArtifactID: "a-3", ErasedSeq: 32, ErasedAt: at, KeyDestroyed: true, Stage: maintain.StageNeverInLake, Files: []maintain.FileRef{}},
+		{Tenant: runtest.Acme, ArtifactID: "a-4", Versions: []int32{1}, ErasedSeq: 33, ErasedAt: at, KeyDestroyed: true, Merged: true, Stage: maintain.StageGone, Files: []maintain.FileRef{}},
+	}
+	for _, tc := range []struct {
+		name      string
+		tty, json bool
+		pending   bool
+	}{{name: "tty", tty: true}, {name: "no-tty"}, {name: "pending"}, {name: "json", json: true}, {name: "pending-json", json: true, pending: true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runtest.IO(tc.tty)
+			opts := &ErasureStatusOptions{IO: s.IO, Format: runtest.Format(tc.json), Tenant: "acme", Pending: tc.pending || tc.name == "pending",
+				Now: func() time.Time { return at },
+				Erased: func(_ context.Context, tenant string, now time.Time) ([]maintain.ErasedClaim, error) {
+					require.Equal(t, "acme", tenant)
+					require.Equal(t, at, now)
+					return claims, nil
+				}}
+			runtest.RequireOutput(t, s, erasureStatusRun(context.Background(), opts), cliutil.ExitOK, "")
+		})
+	}
+}
+
+// `oml lake lineage`: every tenant's changes merged in one table (names
+// beside the ids) or one JSON document; no lineage anywhere is exit 1.
+func TestLineageRun_ChangesAndExits(t *testing.T) {
+	acmeTable := runtest.Acme.String() + "/gold/lineage"
+	changes := []tables.GoldLineageRow{
+		{TenantID: runtest.Acme.String(), ArtifactID: "art-42", Version: 1, JournalSeq: 7, EventType: "claim.promoted", EventHash: []byte{0xab, 0x12},
+			RecordedAt: runtest.At, Actor: "ops", StateAfter: "promoted", WorkareaID: "w-1", Writer: "agent-1", Principal: "ops", Provenance: "human",
+			PlaintextDigest: "pd", CiphertextDigest: "cd", OutboxSeq: 40},
+		{TenantID: runtest.Acme.String(), ArtifactID: "art-42", Version: 1, JournalSeq: 9, EventType: "claim.demoted", EventHash: []byte{0xcd, 0x34},
+			RecordedAt: runtest.At.Add(time.Hour), Actor: "ops", Reason: "wrong", StateBefore: "promoted", StateAfter: "demoted", WorkareaID: "w-1", OutboxSeq: 44},
+	}
+	for _, tc := range []struct {
+		name      string
+		tty, json bool
+		none      bool
+		wantCode  cliutil.ExitCode
+	}{{name: "tty", tty: true}, {name: "no-tty"}, {name: "json", json: true}, {name: "none", none: true, wantCode: cliutil.ExitFindings}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runtest.IO(tc.tty)
+			opts := &LineageOptions{IO: s.IO, Format: runtest.Format(tc.json), ArtifactID: "art-42",
+				Lake: func(context.Context) (store.Store, error) { return nil, nil },
+				Tenants: func(_ context.Context, tenant string) ([]uuid.UUID, map[uuid.UUID]string, error) {
+					require.Empty(t, tenant)
+					return []uuid.UUID{runtest.Acme, runtest.Initech}, map[uuid.UUID]string{runtest.Acme: "acme", runtest.Initech: "initech"}, nil
+				},
+				Read: func(_ context.Context, _ store.Store, q lineage.Query) (lineage.Result, error) {
+					require.Equal(t, "art-42", q.ArtifactID)
+					if q.Tenant != runtest.Acme || tc.none {
+						return lineage.Result{Tenant: q.Tenant, Table: q.Tenant.String() + "/gold/lineage"}, nil
+					}
+					return lineage.Result{Tenant: q.Tenant, Table: acmeTable, Exists: true, DeltaVersion: 5, TxnVersion: 44, Changes: changes}, nil
+				}}
+			runtest.RequireOutput(t, s, lineageRun(context.Background(), opts), tc.wantCode, "")
+		})
+	}
+}
+
+// `oml lake repair`: a dry run prints the plan (exit 1 while it is not
+// empty); on a terminal without --yes the plan is shown and a no changes
+// nothing (exit 1); --yes repairs; a lake that agrees says so.
+func TestRepairRun_PlansAsksAndRepairs(t *testing.T) {
+	plan := func(dry bool) *lakerepair.Result {
+		r := &lakerepair.Result{DryRun: dry, Plan: lakerepair.Plan{Digest: "0123456789abcdef0123", Tables: []lakerepair.TablePlan{{Tenant: runtest.Acme, TenantName: "acme",
+			Table: "silver.claims", Path: runtest.Acme.String() + "/silver/claims", Action: "rewrite", Classes: map[string]int64{"duplicate-in-lake": 2},
+			ReadVersion: 12, TxnVersion: 120, TargetTxnVersion: 120, RemoveFiles: 1, ReaddFiles: 1, Detail: "de-duplicate 2 rows"}},
+			NotRepaired: []lakerepair.Skipped{}, Pending: []lakerepair.Skipped{}}, Repaired: []lakerepair.TableResult{}, Journal: []lakerepair.Journalled{}}
+		if dry {
+			r.Remaining = 1
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name      string
+		tty, json bool
+		dryRun    bool
+		yes       bool
+		answer    string
+		nothing   bool
+		wantCalls []bool
+		wantCode  cliutil.ExitCode
+	}{
+		{name: "dry-run", dryRun: true, wantCalls: []bool{true}, wantCode: cliutil.ExitFindings},
+		{name: "dry-run-json", dryRun: true, json: true, wantCalls: []bool{true}, wantCode: cliutil.ExitFindings},
+		{name: "tty-no", tty: true, answer: "n\n", wantCalls: []bool{true}, wantCode: cliutil.ExitFindings},
+		{name: "tty-yes", tty: true, answer: "y\n", wantCalls: []bool{true, false}},
+		{name: "yes", yes: true, wantCalls: []bool{false}},
+		{name: "nothing", dryRun: true, nothing: true, wantCalls: []bool{true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runtest.IO(tc.tty)
+			s.In.WriteString(tc.answer)
+			var calls []bool
+			opts := &RepairOptions{IO: s.IO, Format: runtest.Format(tc.json), DryRun: tc.dryRun, Yes: tc.yes,
+				Open: func(context.Context, *RepairOptions) (lakerepair.Options, error) {
+					return lakerepair.Options{DryRun: true, By: "ops"}, nil
+				},
+				Repair: func(_ context.Context, o lakerepair.Options) (*lakerepair.Result, error) {
+					calls = append(calls, o.DryRun)
+					if tc.nothing {
+						return &lakerepair.Result{DryRun: true}, nil
+					}
+					return plan(o.DryRun), nil
+				}}
+			err := repairRun(context.Background(), opts)
+			require.Equal(t, tc.wantCalls, calls)
+			runtest.RequireStreams(t, s, err, tc.wantCode)
+		})
+	}
+}
+
+// `oml lake maintain`: what was due and done per table (tenant names
+// beside the paths), --prune-outbox's summary after the tables, and exit 1
+// when a table failed.
+func TestMaintainRun_TasksPruneAndExits(t *testing.T) {
+	silver := runtest.Acme.String() + "/silver/claims"
+	gold := runtest.Acme.String() + "/gold/lineage"
+	reports := func(fail bool) []maintain.Report {
+		logs := 3
+		rs := []maintain.Report{
+			{Measurements: maintain.Measurements{Table: silver, Exists: true}, Plan: []maintain.Step{{Task: maintain.TaskOptimize, Reason: "12 small files"}, {Task: maintain.TaskCheckpoint, Reason: "20 commits since v100"}},
+				Compacted: &maintain.CompactResult{Version: 121, FilesRemoved: 12, FilesAdded: 1}, Checkpoint: &maintain.CheckpointResult{Version: 121}, LogCleaned: &logs},
+			{Measurements: maintain.Measurements{Table: gold, Exists: true}, Plan: []maintain.Step{}},
+		}
+		if fail {
+			rs[1].Error = "read the log: unexpected EOF"
+		}
+		return rs
+	}
+	for _, tc := range []struct {
+		name      string
+		tty, json bool
+		prune     bool
+		fail      bool
+		wantCode  cliutil.ExitCode
+	}{{name: "tty", tty: true}, {name: "no-tty"}, {name: "json", json: true}, {name: "prune", prune: true}, {name: "prune-json", prune: true, json: true},
+		{name: "failed", fail: true, wantCode: cliutil.ExitFindings}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := runtest.IO(tc.tty)
+			d := fakeTables(t, tableSelection{})
+			d.IO, d.Format = s.IO, runtest.Format(tc.json)
+			opts := &MaintainOptions{maintainDeps: d, PruneOutbox: tc.prune, MinSmallFiles: 8,
+				Maintain: func(_ context.Context, ts []maintain.Table, o maintain.RunOptions) ([]maintain.Report, error) {
+					require.Len(t, ts, 3)
+					require.Equal(t, 8, o.Policy.MinSmallFiles)
+					if tc.fail {
+						return reports(true), fmt.Errorf("read the log: unexpected EOF")
+					}
+					return reports(false), nil
+				},
+				Names: func(context.Context) (map[uuid.UUID]string, error) {
+					return map[uuid.UUID]string{runtest.Acme: "acme"}, nil
+				},
+				Prune: func(context.Context, *MaintainOptions) (*outbox.PruneResult, error) {
+					require.True(t, tc.prune)
+					return &outbox.PruneResult{Frontier: 120, Cutoff: runtest.At, Rows: 40, Batches: 1, Tables: []outbox.TablePrune{}}, nil
+				}}
+			runtest.RequireOutput(t, s, maintainRun(context.Background(), opts), tc.wantCode, "")
+		})
+	}
 }

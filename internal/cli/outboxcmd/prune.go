@@ -142,7 +142,7 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 			return Classify(err)
 		}
 		if opts.DryRun || plan.Rows == 0 || !opts.IO.IsStdinTTY() {
-			if err := write(opts.IO, format, plan); err != nil {
+			if err := Write(opts.IO, format, plan); err != nil {
 				return err
 			}
 			if !opts.DryRun && plan.Rows > 0 {
@@ -150,7 +150,7 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 			}
 			return nil
 		}
-		if err := write(opts.IO, format, plan); err != nil {
+		if err := Write(opts.IO, format, plan); err != nil {
 			return err
 		}
 		if !cliutil.Confirm(opts.IO, fmt.Sprintf("Delete these %d outbox rows? [y/N] ", plan.Rows)) {
@@ -162,17 +162,12 @@ func pruneRun(ctx context.Context, opts *PruneOptions) error {
 	if err != nil {
 		return Classify(err)
 	}
-	return write(opts.IO, format, res)
+	return Write(opts.IO, format, res)
 }
 
-// Print writes a prune result: one JSON document, or a table per pruned
+// Write writes a prune result: one JSON document, or a table per pruned
 // table and a summary line.
-func Print(f *cliutil.Factory, res outbox.PruneResult) error {
-	format, _ := f.Format()
-	return write(f.IO, format, res)
-}
-
-func write(io *iostreams.IOStreams, format cliutil.Format, res outbox.PruneResult) error {
+func Write(io *iostreams.IOStreams, format cliutil.Format, res outbox.PruneResult) error {
 	if format == cliutil.FormatJSON {
 		return cliutil.WriteJSON(io.Out, res)
 	}

@@ -5,21 +5,35 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/tenant"
 )
 
-// CreateOptions are `oml tenant create`'s arguments.
+// CreateOptions are `oml tenant create`'s argument and what its run
+// function needs, as functions (NewCmdCreate fills them from the Factory;
+// a test replaces them).
 type CreateOptions struct {
-	F    *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Key loads the deployment key; Open opens the database.
+	Key  func() (*keys.Key, error)
+	Open func(ctx context.Context) (*pgxpool.Pool, error)
+	// Create is tenant.Create: created is false for an existing name.
+	Create func(ctx context.Context, pool *pgxpool.Pool, k *keys.Key, name string) (tenant.Tenant, bool, error)
+
 	Name string
 }
 
 // NewCmdCreate builds `oml tenant create NAME`.
 func NewCmdCreate(f *cliutil.Factory, runF func(context.Context, *CreateOptions) error) *cobra.Command {
-	opts := &CreateOptions{F: f}
+	opts := &CreateOptions{IO: f.IO, Format: f.Format, Open: f.CurrentDB, Create: tenant.Create,
+		Key: func() (*keys.Key, error) { return f.SigningKey("") }}
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a tenant (idempotent: an existing name is reported, exit 0)",
@@ -52,17 +66,16 @@ or digit. If the tenant exists, it is reported and nothing changes (exit 0).`,
 }
 
 func createRun(ctx context.Context, opts *CreateOptions) error {
-	f := opts.F
-	format, _ := f.Format()
-	k, err := f.SigningKey("")
+	format, _ := opts.Format()
+	k, err := opts.Key()
 	if err != nil {
 		return err
 	}
-	pool, err := f.CurrentDB(ctx)
+	pool, err := opts.Open(ctx)
 	if err != nil {
 		return err
 	}
-	t, created, err := tenant.Create(ctx, pool, k, opts.Name)
+	t, created, err := opts.Create(ctx, pool, k, opts.Name)
 	if err != nil {
 		if errors.Is(err, tenant.ErrNotInitialized) {
 			return cliutil.ConfigErrorf("the deployment is not initialised: run `oml init` first")
@@ -70,12 +83,12 @@ func createRun(ctx context.Context, opts *CreateOptions) error {
 		return cliutil.AsConfigError(fmt.Errorf("create tenant %s: %w", opts.Name, err))
 	}
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, tenantJSON{Tenant: t, Created: created})
+		return cliutil.WriteJSON(opts.IO.Out, tenantJSON{Tenant: t, Created: created})
 	}
 	if !created {
-		_, err = fmt.Fprintf(f.IO.Out, "Tenant %s already exists (id %s); nothing to do.\n", t.Name, t.ID)
+		_, err = fmt.Fprintf(opts.IO.Out, "Tenant %s already exists (id %s); nothing to do.\n", t.Name, t.ID)
 		return err
 	}
-	_, err = fmt.Fprintf(f.IO.Out, "Created tenant %s (id %s): provider seq %d, genesis seq 1.\n", t.Name, t.ID, t.ProviderSeq)
+	_, err = fmt.Fprintf(opts.IO.Out, "Created tenant %s (id %s): provider seq %d, genesis seq 1.\n", t.Name, t.ID, t.ProviderSeq)
 	return err
 }

@@ -73,20 +73,18 @@ BEGIN
     -- session_user), as in append_journal_full.
     IF (CASE WHEN p_seq[1] > 1
              AND p_tenant = oml.current_tenant()
-             AND array_length(p_prev_hash, 1) = array_length(p_seq, 1)
-             AND array_length(p_hash, 1) = array_length(p_seq, 1)
-             AND array_length(p_signature, 1) = array_length(p_seq, 1)
-             AND array_length(p_event_type, 1) = array_length(p_seq, 1)
-             AND array_length(p_payload, 1) = array_length(p_seq, 1)
-             AND array_length(p_recorded_at, 1) = array_length(p_seq, 1)
-             AND coalesce(array_length(p_outbox_target, 1), 0) = coalesce(array_length(p_outbox_journal_seq, 1), 0)
-             AND coalesce(array_length(p_outbox_op, 1), 0) = coalesce(array_length(p_outbox_journal_seq, 1), 0)
-             AND coalesce(array_length(p_outbox_artifact_id, 1), 0) = coalesce(array_length(p_outbox_journal_seq, 1), 0)
-             AND coalesce(array_length(p_outbox_version, 1), 0) = coalesce(array_length(p_outbox_journal_seq, 1), 0)
-             AND coalesce(array_length(p_outbox_payload, 1), 0) = coalesce(array_length(p_outbox_journal_seq, 1), 0)
-             AND (array_length(p_outbox_journal_seq, 1) IS NULL
-                  OR (p_seq[1] <= ALL (p_outbox_journal_seq)
-                      AND p_seq[1] + array_length(p_seq, 1) - 1 >= ALL (p_outbox_journal_seq)))
+             AND array_length(p_seq, 1) = ALL (ARRAY[array_length(p_prev_hash, 1), array_length(p_hash, 1),
+                                                     array_length(p_signature, 1), array_length(p_event_type, 1),
+                                                     array_length(p_payload, 1), array_length(p_recorded_at, 1)])
+             AND (CASE WHEN array_length(p_outbox_journal_seq, 1) IS NULL
+                       THEN coalesce(array_length(p_outbox_target, 1), array_length(p_outbox_op, 1),
+                                     array_length(p_outbox_artifact_id, 1), array_length(p_outbox_version, 1),
+                                     array_length(p_outbox_payload, 1)) IS NULL
+                       ELSE array_length(p_outbox_journal_seq, 1) = ALL (ARRAY[array_length(p_outbox_target, 1),
+                                     array_length(p_outbox_op, 1), array_length(p_outbox_artifact_id, 1),
+                                     array_length(p_outbox_version, 1), array_length(p_outbox_payload, 1)])
+                            AND p_seq[1] <= ALL (p_outbox_journal_seq)
+                            AND p_seq[1] + array_length(p_seq, 1) - 1 >= ALL (p_outbox_journal_seq) END)
              AND CASE WHEN p_event_type <@ '{claim.submitted,claim.promoted,claim.demoted,claim.erased,claim.reassigned,simulation.ended}'::text[]
                       THEN p_tenant <> '00000000-0000-0000-0000-000000000000'::uuid
                            AND pg_has_role(coalesce(nullif(current_setting('role'), 'none'), session_user), 'oml_app', 'USAGE')
@@ -99,10 +97,25 @@ BEGIN
                                        p_outbox_artifact_id, p_outbox_version, p_outbox_payload);
     END IF;
 
+    -- Each later event extends the one before it (one pass over the
+    -- arrays, as append_journal_full makes it; a query of its own, so that a
+    -- one-event append does not even set it up).
+    IF array_length(p_seq, 1) > 1 THEN
+        IF EXISTS (SELECT 1
+                     FROM (SELECT s, p, r, lag(s) OVER w AS ps, lag(h) OVER w AS ph, lag(r) OVER w AS pr
+                             FROM unnest(p_seq, p_prev_hash, p_hash, p_recorded_at) WITH ORDINALITY AS u(s, p, h, r, ord)
+                           WINDOW w AS (ORDER BY ord)) x
+                    WHERE ps IS NOT NULL AND (s <> ps + 1 OR p <> ph OR r < pr) IS NOT FALSE) THEN
+            RETURN oml.append_journal_full(p_tenant, p_key_id, p_seq, p_prev_hash, p_hash, p_signature, p_event_type,
+                                           p_payload, p_recorded_at, p_outbox_journal_seq, p_outbox_target, p_outbox_op,
+                                           p_outbox_artifact_id, p_outbox_version, p_outbox_payload);
+        END IF;
+    END IF;
+
     -- One statement: the journal rows, only if they extend the journal's
-    -- last event and each other (two uncorrelated subqueries, run once);
-    -- then, only if they went in, the outbox rows (ORDER BY ordinality: the
-    -- identity draws seqs in the rows' order) and the head.
+    -- last event (an uncorrelated subquery, run once); then, only if they
+    -- went in, the outbox rows (ORDER BY ordinality: the identity draws seqs
+    -- in the rows' order) and the head.
     WITH j AS (
         INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
         SELECT p_tenant, s, p, h, g, p_key_id, t, b, r
@@ -111,13 +124,6 @@ BEGIN
          WHERE EXISTS (SELECT 1 FROM oml.journal
                         WHERE tenant_id = p_tenant AND seq = p_seq[1] - 1
                           AND hash = p_prev_hash[1] AND recorded_at <= p_recorded_at[1])
-           AND (array_length(p_seq, 1) = 1
-                OR NOT EXISTS (SELECT 1
-                                 FROM (SELECT s, p, r, lag(s) OVER w AS ps, lag(h) OVER w AS ph, lag(r) OVER w AS pr
-                                         FROM unnest(p_seq, p_prev_hash, p_hash, p_recorded_at)
-                                              WITH ORDINALITY AS u(s, p, h, r, ord)
-                                       WINDOW w AS (ORDER BY ord)) x
-                                WHERE ps IS NOT NULL AND (s <> ps + 1 OR p <> ph OR r < pr)))
          ORDER BY ord
         RETURNING 1
     ), o AS (

@@ -272,20 +272,6 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 		                          END $$`)
 		require.NoError(b, err)
 	}
-	// Both sides plan alike: autovacuum off on both (its analyses come at
-	// different moments in the two databases and flipped the plan of a
-	// fold-state read on one side only, mid-run) and statistics taken at
-	// the same point.
-	_, err = owner.Exec(ctx, `DO $$
-	                          DECLARE t regclass;
-	                          BEGIN
-	                              FOR t IN SELECT c.oid FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace
-	                                        WHERE s.nspname = 'oml' AND c.relkind = 'r' LOOP
-	                                  EXECUTE format('ALTER TABLE %s SET (autovacuum_enabled = false)', t);
-	                              END LOOP;
-	                          END $$;
-	                          ANALYZE`)
-	require.NoError(b, err)
 	cfg, err := pgconn.ParseConfig(db.URL, pgconn.Options{MaxConns: int32(writers + 2)})
 	require.NoError(b, err)
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {

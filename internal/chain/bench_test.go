@@ -52,9 +52,10 @@ func BenchmarkAppend(b *testing.B) {
 // trust_copies_and_event_rights migration: append_journal's event types by
 // role, the outbox_implied_once index and the copy trigger) next to the
 // path as it was before: the triggers and the index dropped and
-// append_journal replaced by plain inserts (the journal rows, then the
-// outbox rows it is given: append_writes_its_outbox) plus the head update
-// the Go code used to send. Both sides append as the application (the pool's sessions
+// append_journal replaced by the plain writes (the journal rows, the
+// outbox rows it is given: append_writes_its_outbox, and the head update
+// the Go code used to send), in one statement as the enforced fast path
+// makes them (append_fast_path). Both sides append as the application (the pool's sessions
 // SET ROLE oml_app, so row-level security and the role checks run as in
 // production; the before side gets back the INSERT/UPDATE grants 004
 // revoked). The two run on two databases of one cluster in alternating
@@ -228,7 +229,11 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 		// head, nothing checked. The plain append_journal takes the same
 		// arguments as the enforced one (append_writes_its_outbox: the
 		// outbox rows of the append's events with them) and makes the same
-		// inserts, so the two sides differ by the checks alone.
+		// writes in the same one statement as its fast path
+		// (append_fast_path), without the checks (the rights and tenant
+		// expression, the previous event's probe and the links within the
+		// append, the setting that skips the triggers, SECURITY DEFINER),
+		// so the two sides differ by the checks alone.
 		_, err := owner.Exec(ctx, `DROP TRIGGER journal_extends_chain ON oml.journal;
 		                          DROP TRIGGER outbox_names_journal_event ON oml.outbox;
 		                          DROP TRIGGER outbox_copy_names_dead_letter ON oml.outbox;
@@ -241,19 +246,28 @@ func newBenchEnv(b *testing.B, tenants, writers, batch int, unenforced bool) *be
 		                              p_outbox_journal_seq bigint[], p_outbox_target text[], p_outbox_op text[],
 		                              p_outbox_artifact_id text[], p_outbox_version integer[], p_outbox_payload text[])
 		                              RETURNS bigint LANGUAGE plpgsql AS $$
-		                          DECLARE n integer := array_length(p_seq, 1);
+		                          DECLARE n bigint;
 		                          BEGIN
-		                              INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
-		                              SELECT p_tenant, s, p, h, g, p_key_id, t, b, r
-		                                FROM unnest(p_seq, p_prev_hash, p_hash, p_signature, p_event_type, p_payload, p_recorded_at)
-		                                     WITH ORDINALITY AS u(s, p, h, g, t, b, r, ord) ORDER BY ord;
-		                              INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
-		                              SELECT p_tenant, j, g, o, a, v, pl::jsonb
-		                                FROM unnest(p_outbox_journal_seq, p_outbox_target, p_outbox_op, p_outbox_artifact_id,
-		                                            p_outbox_version, p_outbox_payload) WITH ORDINALITY AS u(j, g, o, a, v, pl, ord)
-		                               ORDER BY ord;
-		                              UPDATE oml.chain_heads SET seq = p_seq[n], hash = p_hash[n], updated_at = p_recorded_at[n]
-		                               WHERE tenant_id = p_tenant;
+		                              WITH j AS (
+		                                  INSERT INTO oml.journal (tenant_id, seq, prev_hash, hash, signature, key_id, event_type, payload, recorded_at)
+		                                  SELECT p_tenant, s, p, h, g, p_key_id, t, b, r
+		                                    FROM unnest(p_seq, p_prev_hash, p_hash, p_signature, p_event_type, p_payload, p_recorded_at)
+		                                         WITH ORDINALITY AS u(s, p, h, g, t, b, r, ord)
+		                                   ORDER BY ord
+		                                  RETURNING 1
+		                              ), o AS (
+		                                  INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload)
+		                                  SELECT p_tenant, js, tg, op, a, v, pl::jsonb
+		                                    FROM unnest(p_outbox_journal_seq, p_outbox_target, p_outbox_op, p_outbox_artifact_id,
+		                                                p_outbox_version, p_outbox_payload) WITH ORDINALITY AS u(js, tg, op, a, v, pl, ord)
+		                                   ORDER BY ord
+		                              ), hd AS (
+		                                  UPDATE oml.chain_heads
+		                                     SET seq = p_seq[array_length(p_seq, 1)], hash = p_hash[array_length(p_seq, 1)],
+		                                         updated_at = p_recorded_at[array_length(p_seq, 1)]
+		                                   WHERE tenant_id = p_tenant
+		                              )
+		                              SELECT count(*) FROM j INTO n;
 		                              RETURN n;
 		                          END $$`)
 		require.NoError(b, err)

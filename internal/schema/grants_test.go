@@ -33,6 +33,10 @@ var grantsMatrix = map[string]map[string]string{
 	// The same with the append's own outbox rows (append_writes_its_outbox).
 	"function oml.append_journal(p_tenant uuid, p_key_id text, p_seq bigint[], p_prev_hash bytea[], p_hash bytea[], p_signature bytea[], p_event_type text[], p_payload bytea[], p_recorded_at timestamp with time zone[], p_outbox_journal_seq bigint[], p_outbox_target text[], p_outbox_op text[], p_outbox_artifact_id text[], p_outbox_version integer[], p_outbox_payload text[])": {
 		app: "EXECUTE", lw: "EXECUTE"},
+	// The full checks behind append_journal's fast path (append_fast_path):
+	// called by append_journal, which runs as the owner; no job role calls
+	// it directly.
+	"function oml.append_journal_full(p_tenant uuid, p_key_id text, p_seq bigint[], p_prev_hash bytea[], p_hash bytea[], p_signature bytea[], p_event_type text[], p_payload bytea[], p_recorded_at timestamp with time zone[], p_outbox_journal_seq bigint[], p_outbox_target text[], p_outbox_op text[], p_outbox_artifact_id text[], p_outbox_version integer[], p_outbox_payload text[])": {},
 	"table oml.tenants":           {app: "SELECT", lw: "SELECT", aud: "SELECT"},
 	"table oml.signing_keys":      {app: "SELECT", lw: "SELECT", aud: "SELECT"},
 	"table oml.schema_migrations": {app: "SELECT", lw: "SELECT", aud: "SELECT"},

@@ -98,8 +98,9 @@ func TestThreat_OwnerPlantsACopyPastTheIndex_DeadLetteredNeverAppliedTwice(t *te
 // Event types by role through oml.append_journal. Each append is one event
 // at a gap (head+2): a type the role may journal gets past the rights check
 // and is refused by the chain check (journal_extends_chain, 23514); a type
-// it may not is refused first (permission denied, 42501). Nothing is
-// written either way. The owner's own appends of these types are exercised
+// it may not is refused first (permission denied, 42501). Then the same
+// event well linked (head+1): accepted or refused by the rights alone.
+// Nothing is kept either way (each append is rolled back). The owner's own appends of these types are exercised
 // by the packages that make them (tenant, keyring, deadletter, recovery).
 func TestThreat_AppendJournalEventTypesByRole(t *testing.T) {
 	t.Parallel()
@@ -139,6 +140,15 @@ func TestThreat_AppendJournalEventTypesByRole(t *testing.T) {
 			}
 			t.Run(c.role+"/"+chainName+"/"+string(typ)+"/"+outcome, func(t *testing.T) {
 				requireCode(t, want, as(t, pool, c.on, appendType, c.on, seq+2, hash, at, string(typ)), string(typ))
+				// The same event well linked (head+1, rolled back): the
+				// rights alone decide, on append_journal's fast path
+				// (append_fast_path) as on its full checks.
+				err := as(t, pool, c.on, appendType, c.on, seq+1, hash, at, string(typ))
+				if c.allowed(typ) {
+					require.NoError(t, err, "%s well linked", typ)
+				} else {
+					requireCode(t, denied, err, string(typ)+" well linked")
+				}
 			})
 		}
 		// A batch that hides one refused event among allowed ones.

@@ -242,6 +242,7 @@ func TestThreat_AppWritesTheJournalOffChain_Refused(t *testing.T) {
 	d := newDeployment(t)
 	d.workload(t, 1)
 	seq, hash, at := d.head(t, d.a)
+	seqB, hashB, atB := d.head(t, d.b)
 	var beforeHead []byte
 	require.NoError(t, d.su.QueryRow(ctx, `SELECT hash FROM oml.journal WHERE tenant_id = $1 AND seq = $2`, d.a, seq-1).Scan(&beforeHead))
 	zero := make([]byte, 32)
@@ -265,6 +266,7 @@ func TestThreat_AppWritesTheJournalOffChain_Refused(t *testing.T) {
 		{"a genesis with a non-zero prev_hash", offChain, d.a, appendJournal, []any{d.a, int64(1), other, at}},
 		{"a fork: another event at the head's seq, linked like it", duplicated, d.a, appendJournal, []any{d.a, seq, beforeHead, at}},
 		{"another tenant's chain", denied, d.a, appendJournal, []any{d.b, seq + 1, hash, at}},
+		{"another tenant's chain, well linked to its head", denied, d.a, appendJournal, []any{d.b, seqB + 1, hashB, atB}},
 		{"a batch whose second event does not link to its first", offChain, d.a, `SELECT oml.append_journal($1, 'k',
 			ARRAY[$2::bigint, $2::bigint + 1], ARRAY[$3::bytea, $4::bytea], ARRAY[sha256('one'), sha256('two')],
 			ARRAY[decode(repeat('ab', 64), 'hex'), decode(repeat('ab', 64), 'hex')], ARRAY['claim.submitted', 'claim.submitted'],
@@ -364,8 +366,18 @@ func TestThreat_AppAppendJournalOutboxRowNamingAnotherEvent_Refused(t *testing.T
 		if _, err := tx.Exec(context.Background(), "SELECT set_config('oml.tenant_id', $1, true)", d.a.String()); err != nil {
 			return err
 		}
-		_, err := tx.Exec(context.Background(), withOutbox, d.a, seq+1, hash, at, seq+1)
-		return err
+		if _, err := tx.Exec(context.Background(), withOutbox, d.a, seq+1, hash, at, seq+1); err != nil {
+			return err
+		}
+		// The setting that skips the triggers is on only while
+		// append_journal inserts: a direct INSERT after it, in the same
+		// transaction, is checked again (whoever makes it).
+		var checked string
+		if err := tx.QueryRow(context.Background(), "SELECT coalesce(current_setting('oml.journal_checked', true), '')").Scan(&checked); err != nil {
+			return err
+		}
+		require.NotEqual(t, "on", checked, "oml.journal_checked after append_journal")
+		return nil
 	}))
 	var rows int
 	require.NoError(t, d.su.QueryRow(context.Background(),

@@ -51,7 +51,7 @@ type registry struct {
 	// created since loses nothing: the version-0 commit is put-if-absent
 	// like any other and loses that race (applyTable redoes its part).
 	absent map[tables.TableKey]bool
-	lru     list.List
+	lru    list.List
 	// evictions counts writers closed to stay within maxOpen.
 	evictions int64
 }

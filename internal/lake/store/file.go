@@ -388,7 +388,6 @@ func syncDir(dir string) error {
 	return nil
 }
 
-// ctxReader stops a long copy when the context ends.
 // copyBufs recycles the buffers of streamed puts (io.Copy into an
 // *os.File allocated 32 KiB per put).
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
@@ -397,6 +396,7 @@ var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b 
 // given to io.CopyBuffer and allocate its own.
 type writerOnly struct{ io.Writer }
 
+// ctxReader stops a long copy when the context ends.
 type ctxReader struct {
 	ctx context.Context
 	r   io.Reader

@@ -88,6 +88,29 @@
 //     advances as the standbys catch up. A standby whose position the role
 //     may not see stops the writer (configuration), never counts as flushed.
 //
+// Durability: the fsyncs a commit keeps (file store, store.File; on S3 a
+// PUT that returned is durable). Each one makes an acknowledged commit
+// survive a power loss, and none may go for speed:
+//
+//  1. the data file's bytes, before it is renamed into place (a commit must
+//     never name a file a crash could lose or leave short);
+//  2. the data file's directory, after the rename (the name itself);
+//  3. the commit file's bytes, before it is linked as version N;
+//  4. the _delta_log directory, after the link: this is the commit point —
+//     the frontier cache is written after it, and `oml outbox prune` trusts
+//     a commit it has read;
+//  5. for a new table, each directory created on the way (tenant, kind,
+//     table, _delta_log), fsynced into its parent once, so the new table's
+//     path survives with its first commit;
+//  6. the same for checkpoints and _last_checkpoint (a checkpoint a crash
+//     could tear would be read instead of the commits it stands for) and
+//     for witnessed heads (evidence the fork check relies on).
+//
+// What the per-commit work cut is not durability: the Parquet layout is
+// built once per schema (pq.Layout), small files are put from one pooled
+// buffer, and a table the start-up scan found absent is created without
+// reading its log again.
+//
 // Tables. bronze.events and gold.lineage are appended; silver.claims and
 // gold.workareas are MERGEd copy-on-write (apply.go, workareas.go): the
 // files holding an affected key are rewritten in the batch's commit. A

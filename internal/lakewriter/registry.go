@@ -45,7 +45,13 @@ type registry struct {
 
 	mu      sync.Mutex
 	writers map[tables.TableKey]*list.Element // of *openTable, most recent first
-	lru     list.List
+	// absent holds tables the start-up scan read and found missing: the
+	// first writer of one is a NewTable writer at once, without reading
+	// (listing) the table's log a second time. A table someone else
+	// created since loses nothing: the version-0 commit is put-if-absent
+	// like any other and loses that race (applyTable redoes its part).
+	absent map[tables.TableKey]bool
+	lru    list.List
 	// evictions counts writers closed to stay within maxOpen.
 	evictions int64
 }
@@ -75,7 +81,26 @@ type registryOptions struct {
 }
 
 func newRegistry(lake store.Store, opts registryOptions) *registry {
-	return &registry{lake: lake, opts: opts.Delta, lean: opts.Lean, maxOpen: opts.MaxOpen, writers: map[tables.TableKey]*list.Element{}}
+	return &registry{lake: lake, opts: opts.Delta, lean: opts.Lean, maxOpen: opts.MaxOpen,
+		writers: map[tables.TableKey]*list.Element{}, absent: map[tables.TableKey]bool{}}
+}
+
+// markAbsent records that the table was just read and does not exist.
+func (r *registry) markAbsent(key tables.TableKey) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.absent[key] = true
+}
+
+// takeAbsent reports (once) whether the table was read absent.
+func (r *registry) takeAbsent(key tables.TableKey) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.absent[key] {
+		return false
+	}
+	delete(r.absent, key)
+	return true
 }
 
 // openBytes reports the estimated bytes of the open writers' snapshots.
@@ -175,7 +200,11 @@ func (r *registry) writer(ctx context.Context, key tables.TableKey, missing ifMi
 	}
 	opts := r.opts
 	opts.Lean = r.lean && key.Kind != tables.Silver && key.Kind != tables.Workareas // a MERGE needs the file list
-	w, err := delta.OpenWriter(ctx, st, opts)
+	var w *delta.Writer
+	err = delta.ErrTableNotFound
+	if missing != createMissing || !r.takeAbsent(key) {
+		w, err = delta.OpenWriter(ctx, st, opts)
+	}
 	if errors.Is(err, delta.ErrTableNotFound) {
 		if missing != createMissing {
 			return nil, nil
@@ -219,6 +248,7 @@ func checkSchema(key tables.TableKey, snap *delta.Snapshot) error {
 func (r *registry) forget(key tables.TableKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	delete(r.absent, key)
 	if e, ok := r.writers[key]; ok {
 		r.lru.Remove(e)
 		delete(r.writers, key)

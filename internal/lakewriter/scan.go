@@ -95,6 +95,7 @@ func (d *Drainer) scanTables(ctx context.Context, tenants []uuid.UUID, opts scan
 					return err
 				}
 				if w == nil {
+					d.tables.markAbsent(key) // its first batch creates it without reading again
 					mu.Lock()
 					out.absent[key] = true
 					mu.Unlock()

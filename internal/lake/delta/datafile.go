@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -102,6 +104,45 @@ func (s *Snapshot) DataSchema() (*pq.Schema, error) {
 	return pq.NewSchema(fs...), nil
 }
 
+// layouts caches the Parquet layout of each data schema (keyed by the
+// schema string and the partition columns): every data file of a table,
+// and of every table of the same kind, shares one, instead of converting the
+// schema and preparing the writer properties per file. Bounded: a process
+// that sees more distinct schemas (a maintenance pass over foreign tables)
+// starts the cache over.
+var layouts struct {
+	mu sync.Mutex
+	m  map[string]*pq.Layout
+}
+
+const maxLayouts = 256
+
+// dataLayout returns the Parquet layout of the snapshot's data files
+// (DataSchema, default pq.Options).
+func (s *Snapshot) dataLayout() (*pq.Layout, error) {
+	key := s.metadata.SchemaString + "\x00" + strings.Join(s.metadata.PartitionColumns, "\x00")
+	layouts.mu.Lock()
+	l, ok := layouts.m[key]
+	layouts.mu.Unlock()
+	if ok {
+		return l, nil
+	}
+	schema, err := s.DataSchema()
+	if err != nil {
+		return nil, err
+	}
+	if l, err = pq.NewLayout(schema, pq.Options{}); err != nil {
+		return nil, err
+	}
+	layouts.mu.Lock()
+	defer layouts.mu.Unlock()
+	if layouts.m == nil || len(layouts.m) >= maxLayouts {
+		layouts.m = map[string]*pq.Layout{}
+	}
+	layouts.m[key] = l
+	return l, nil
+}
+
 // hiveEscape escapes a partition value for a directory name the way Hive
 // and Spark do, so other engines recognize the layout.
 func hiveEscape(s string) string {
@@ -125,22 +166,37 @@ func PutStream(ctx context.Context, st store.Store, key string, produce func(io.
 	return putStream(ctx, st, key, produce)
 }
 
+// smallObject: a producer that writes at most this many bytes is put in
+// one call with its size known (no pipe, no goroutine, no chunked copy; on
+// S3 one request); a bigger one streams, holding at most this much.
+const smallObject = 1 << 20
+
+// objectBufs recycles the buffers of small objects (a data file of a few
+// rows per table commit, thousands of them per batch at many tenants).
+var objectBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 func putStream(ctx context.Context, st store.Store, key string, produce func(io.Writer) error) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := st.Put(ctx, key, pr, -1)
-		pr.CloseWithError(err)
-		done <- err
+	buf := objectBufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= 2*smallObject {
+			objectBufs.Put(buf)
+		}
 	}()
-	werr := produce(pw)
-	if werr != nil {
-		cancel() // make sure a half-written object is never published
+	sw := &spillWriter{ctx: ctx, st: st, key: key, buf: buf}
+	werr := produce(sw)
+	if sw.pw == nil {
+		if werr != nil {
+			return werr // nothing was put
+		}
+		return st.Put(ctx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
 	}
-	pw.CloseWithError(werr)
-	perr := <-done
+	if werr != nil {
+		sw.cancel() // make sure a half-written object is never published
+	}
+	sw.pw.CloseWithError(werr)
+	perr := <-sw.done
+	sw.cancel()
 	switch {
 	case perr != nil && (werr == nil || !errors.Is(perr, context.Canceled)):
 		return perr // the store's failure is the cause; the producer only saw a closed pipe
@@ -148,6 +204,39 @@ func putStream(ctx context.Context, st store.Store, key string, produce func(io.
 		return werr
 	}
 	return nil
+}
+
+// spillWriter buffers up to smallObject bytes, then streams everything to
+// a Put of unknown size through a pipe.
+type spillWriter struct {
+	ctx    context.Context
+	st     store.Store
+	key    string
+	buf    *bytes.Buffer
+	pw     *io.PipeWriter // nil until it spills
+	done   chan error
+	cancel context.CancelFunc
+}
+
+func (w *spillWriter) Write(p []byte) (int, error) {
+	if w.pw == nil {
+		if w.buf.Len()+len(p) <= smallObject {
+			return w.buf.Write(p)
+		}
+		var ctx context.Context
+		ctx, w.cancel = context.WithCancel(w.ctx)
+		pr, pw := io.Pipe()
+		w.pw, w.done = pw, make(chan error, 1)
+		go func() {
+			err := w.st.Put(ctx, w.key, pr, -1)
+			pr.CloseWithError(err)
+			w.done <- err
+		}()
+		if _, err := pw.Write(w.buf.Bytes()); err != nil {
+			return 0, err
+		}
+	}
+	return w.pw.Write(p)
 }
 
 // WriteFile writes rows as one new Parquet data file of the partition
@@ -159,7 +248,7 @@ func putStream(ctx context.Context, st store.Store, key string, produce func(io.
 func (w *Writer) WriteFile(ctx context.Context, partitionValues map[string]*string, rows []pq.Row) (*Add, error) {
 	w.mu.Lock()
 	snap := w.snap
-	schema, err := snap.DataSchema()
+	layout, err := snap.dataLayout()
 	partCols := snap.metadata.PartitionColumns
 	statsCols := numIndexedCols(&snap.metadata)
 	w.mu.Unlock()
@@ -186,7 +275,7 @@ func (w *Writer) WriteFile(ctx context.Context, partitionValues map[string]*stri
 	key := dir + "part-00000-" + uuid.NewString() + "-c000.snappy.parquet"
 	var meta pq.FileMeta
 	err = putStream(ctx, w.st, key, func(out io.Writer) error {
-		pw, err := pq.NewWriter(out, schema, pq.Options{})
+		pw, err := layout.NewWriter(out)
 		if err != nil {
 			return err
 		}

@@ -117,11 +117,12 @@ func equalPath(a, b []string) bool {
 // Writer writes rows of one schema to one Parquet file. It is not safe for
 // concurrent use.
 type Writer struct {
+	layout  *Layout
 	schema  *Schema
 	tree    *writeTree
 	opts    Options
 	sink    *countingWriter
-	fw      *file.Writer
+	fw      *file.Writer // started by the first row group (startFile)
 	cols    []*colBuf
 	rgBytes int64
 	rgRows  int64
@@ -142,9 +143,31 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// NewWriter starts a Parquet file on w. Nothing is buffered outside the current
-// row group; Close writes the footer. w is not closed.
-func NewWriter(w io.Writer, s *Schema, opts Options) (*Writer, error) {
+// Layout is a schema prepared for writing with given options: the Dremel
+// tree, the Parquet schema and the writer properties of every column. It is
+// read-only once built and safe to share between goroutines: a caller that
+// writes many files of one schema (a Delta table's data files) builds it once
+// and starts each file with Layout.NewWriter, instead of repeating that
+// preparation per file (it was a sixth of the lake writer's data-file CPU at
+// a few rows per file).
+type Layout struct {
+	schema *Schema
+	tree   *writeTree
+	opts   Options
+	// props is for files of more than smallFileRows rows; small for the
+	// rest: no dictionaries (see startFile).
+	props, small *parquet.WriterProperties
+}
+
+// smallFileRows: a file whose only row group holds at most this many rows is
+// written without dictionaries. A dictionary saves bytes only when values
+// repeat many times; at a few rows it costs an encoder, a hash table and a
+// dictionary page per column, then falls back to plain for unique values
+// (the lake writer's files at many tenants hold a few rows each).
+const smallFileRows = 64
+
+// NewLayout prepares s for writing with opts (see Options for the defaults).
+func NewLayout(s *Schema, opts Options) (*Layout, error) {
 	tree, err := buildWriteTree(s)
 	if err != nil {
 		return nil, err
@@ -179,29 +202,48 @@ func NewWriter(w io.Writer, s *Schema, opts Options) (*Writer, error) {
 	default:
 		return nil, fmt.Errorf("pq: unknown compression %v; use pq.Snappy, pq.Zstd or pq.Uncompressed", opts.Compression)
 	}
+	small := append([]parquet.WriterProperty{parquet.WithDictionaryDefault(false)}, props...)
 	psch := pqschema.NewSchema(tree.root)
 	for i, n := range tree.leaves {
+		path := psch.Column(i).ColumnPath()
 		// Random bytes (hashes, signatures, ciphertext) never repeat: a
 		// dictionary only costs CPU before the writer falls back to plain.
 		if n.leaf.kind == KindBinary {
 			// Footer min/max of random bytes prune nothing and cost a
 			// comparison per value plus up to 8 KiB of footer per row group.
-			props = append(props, parquet.WithDictionaryPath(psch.Column(i).ColumnPath(), false),
-				parquet.WithStatsPath(psch.Column(i).ColumnPath(), false))
+			props = append(props, parquet.WithDictionaryPath(path, false), parquet.WithStatsPath(path, false))
+			small = append(small, parquet.WithStatsPath(path, false))
 		} else {
 			// Columns of unique values (sequence numbers, timestamps,
 			// payloads) drop the dictionary at the first page instead of
 			// hashing every value into a dictionary that never pays off.
-			props = append(props, parquet.WithDictionaryCostFallbackPath(psch.Column(i).ColumnPath(), true))
+			props = append(props, parquet.WithDictionaryCostFallbackPath(path, true))
 		}
 	}
-	sink := &countingWriter{w: w}
-	fw, err := file.NewParquetWriterWithError(sink, tree.root, file.WithWriterProps(parquet.NewWriterProperties(props...)))
+	return &Layout{schema: s, tree: tree, opts: opts,
+		props: parquet.NewWriterProperties(props...), small: parquet.NewWriterProperties(small...)}, nil
+}
+
+// Schema returns the schema the layout was built for.
+func (l *Layout) Schema() *Schema { return l.schema }
+
+// NewWriter starts a Parquet file on w. Nothing is buffered outside the current
+// row group; Close writes the footer. w is not closed.
+func NewWriter(w io.Writer, s *Schema, opts Options) (*Writer, error) {
+	l, err := NewLayout(s, opts)
 	if err != nil {
-		return nil, fmt.Errorf("pq: cannot start the Parquet file: %w", err)
+		return nil, err
 	}
-	wr := &Writer{schema: s, tree: tree, opts: opts, sink: sink, fw: fw}
-	for _, n := range tree.leaves {
+	return l.NewWriter(w)
+}
+
+// NewWriter starts a Parquet file of the layout's schema on w, like the
+// package's NewWriter. The file's first bytes reach w with its first row
+// group (or at Close).
+func (l *Layout) NewWriter(w io.Writer) (*Writer, error) {
+	wr := &Writer{layout: l, schema: l.schema, tree: l.tree, opts: l.opts, sink: &countingWriter{w: w}}
+	wr.cols = make([]*colBuf, 0, len(l.tree.leaves))
+	for _, n := range l.tree.leaves {
 		cb, err := newColBuf(n)
 		if err != nil {
 			return nil, err
@@ -211,15 +253,40 @@ func NewWriter(w io.Writer, s *Schema, opts Options) (*Writer, error) {
 	return wr, nil
 }
 
+// startFile starts the Parquet file on the sink before the first row group
+// is written: a file that is one row group of at most smallFileRows rows
+// gets no dictionaries (Layout.small).
+func (w *Writer) startFile(last bool) error {
+	props := w.layout.props
+	if last && w.rgRows <= smallFileRows {
+		props = w.layout.small
+	}
+	fw, err := file.NewParquetWriterWithError(w.sink, w.tree.root, file.WithWriterProps(props))
+	if err != nil {
+		return fmt.Errorf("pq: cannot start the Parquet file: %w", err)
+	}
+	w.fw = fw
+	return nil
+}
+
 // Schema returns the schema the writer was created with.
 func (w *Writer) Schema() *Schema { return w.schema }
 
 // NumRows returns the number of rows accepted so far.
 func (w *Writer) NumRows() int64 { return w.rows }
 
-// WrittenBytes returns the bytes already written to the io.Writer (closed row
-// groups); together with BufferedBytes it lets a caller roll files by size.
-func (w *Writer) WrittenBytes() int64 { return w.sink.n }
+// WrittenBytes returns the bytes of the file so far (its header and closed
+// row groups; the header reaches the io.Writer with the first row group);
+// together with BufferedBytes it lets a caller roll files by size.
+func (w *Writer) WrittenBytes() int64 {
+	if w.fw == nil {
+		return int64(len(parquetMagic))
+	}
+	return w.sink.n
+}
+
+// parquetMagic opens and ends every Parquet file.
+const parquetMagic = "PAR1"
 
 // BufferedBytes returns the raw (uncompressed) size of the values held for the
 // row group not yet written.
@@ -280,7 +347,7 @@ func (w *Writer) Write(rows []Row) (err error) {
 		w.rows++
 		w.rgRows++
 		if w.rgRows >= w.opts.RowGroupRows || w.rgBytes >= w.opts.RowGroupBytes {
-			if err := w.flushRowGroup(); err != nil {
+			if err := w.flushRowGroup(false); err != nil {
 				return err
 			}
 		}
@@ -297,7 +364,12 @@ func (w *Writer) Write(rows []Row) (err error) {
 // write CPU for the silver schema. Serial row groups stream pages straight to
 // the sink, at the price of holding one row group of raw values (bounded by
 // Options.RowGroupBytes), which the buffered writer held compressed.
-func (w *Writer) flushRowGroup() error {
+func (w *Writer) flushRowGroup(last bool) error {
+	if w.fw == nil {
+		if err := w.startFile(last); err != nil {
+			return err
+		}
+	}
 	if w.rgRows == 0 {
 		return nil
 	}
@@ -339,7 +411,7 @@ func (w *Writer) Close() (meta FileMeta, err error) {
 			err = fmt.Errorf("pq: the Parquet writer failed: %v", r)
 		}
 	}()
-	if err := w.flushRowGroup(); err != nil {
+	if err := w.flushRowGroup(true); err != nil {
 		return FileMeta{}, err
 	}
 	if err := w.fw.Close(); err != nil {

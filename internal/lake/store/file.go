@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -167,7 +168,14 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 		os.Remove(tmp)
 		return "", err
 	}
-	n, err := io.Copy(fh, ctxReader{ctx: ctx, r: r})
+	var n int64
+	if br, ok := r.(*bytes.Reader); ok {
+		n, err = br.WriteTo(fh) // one write: the bytes are in memory already
+	} else {
+		bp := copyBufs.Get().(*[]byte)
+		n, err = io.CopyBuffer(writerOnly{fh}, ctxReader{ctx: ctx, r: r}, *bp)
+		copyBufs.Put(bp)
+	}
 	if err != nil {
 		return fail(err)
 	}
@@ -379,6 +387,14 @@ func syncDir(dir string) error {
 	}
 	return nil
 }
+
+// copyBufs recycles the buffers of streamed puts (io.Copy into an
+// *os.File allocated 32 KiB per put).
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+// writerOnly hides *os.File's ReaderFrom, which would ignore the buffer
+// given to io.CopyBuffer and allocate its own.
+type writerOnly struct{ io.Writer }
 
 // ctxReader stops a long copy when the context ends.
 type ctxReader struct {

@@ -10,16 +10,28 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/pgdev"
 )
 
+// downOptions are the inputs of `oml dev down`: its flag, and what its
+// run function needs, as functions (newDownCmd fills them; a test
+// replaces them).
 type downOptions struct {
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Stop stops the cluster under o.Dir (and with o.Purge deletes what
+	// dev up made): what it did. Its errors are the command's.
+	Stop func(ctx context.Context, o *downOptions) (downResult, error)
+
 	*Options
 	Purge bool
 }
 
 func newDownCmd(f *cliutil.Factory, shared *Options) *cobra.Command {
-	opts := &downOptions{Options: shared}
+	opts := &downOptions{IO: f.IO, Format: f.Format, Options: shared,
+		Stop: func(ctx context.Context, o *downOptions) (downResult, error) { return stopCluster(ctx, f, o) }}
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Stop the private PostgreSQL (--purge also deletes its data)",
@@ -32,7 +44,7 @@ database, so it must go with it) and .oml/dev.json. Other files under .oml/,
 such as a signing key, are kept.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return downRun(cmd.Context(), f, opts)
+			return downRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().BoolVar(&opts.Purge, "purge", false, "also delete the data directory, the default lake and the dev state")
@@ -42,23 +54,47 @@ such as a signing key, are kept.`,
 type downResult struct {
 	WasRunning bool     `json:"was_running"`
 	Purged     []string `json:"purged"`
+	// DataDir and Root are the cluster's data directory and .oml/, for
+	// the table view.
+	DataDir string `json:"-"`
+	Root    string `json:"-"`
 }
 
-func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
-	format, err := f.Format()
+func downRun(ctx context.Context, opts *downOptions) error {
+	format, err := opts.Format()
 	if err != nil {
 		return err
 	}
-	l, err := newLayout(opts.Dir)
+	res, err := opts.Stop(ctx, opts)
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return err
+	}
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(opts.IO.Out, res)
+	}
+	if res.WasRunning {
+		fmt.Fprintf(opts.IO.Out, "Stopped the dev cluster in %s\n", res.DataDir)
+	} else {
+		fmt.Fprintf(opts.IO.Out, "The dev cluster in %s is not running\n", res.Root)
+	}
+	for _, p := range res.Purged {
+		fmt.Fprintf(opts.IO.Out, "Deleted %s\n", p)
+	}
+	return nil
+}
+
+// stopCluster is downOptions.Stop over the working directory's cluster.
+func stopCluster(ctx context.Context, f *cliutil.Factory, o *downOptions) (downResult, error) {
+	l, err := newLayout(o.Dir)
+	if err != nil {
+		return downResult{}, cliutil.AsConfigError(err)
 	}
 	unlock, err := lockRoot(ctx, l, lockOptions{})
 	if err != nil {
-		return cliutil.AsConfigError(err)
+		return downResult{}, cliutil.AsConfigError(err)
 	}
 	defer unlock()
-	res := downResult{Purged: []string{}}
+	res := downResult{Purged: []string{}, DataDir: l.DataDir, Root: l.Root}
 	purge := []string{l.DataDir, l.SocketDir, l.LakeDir, l.StateFile}
 	st, pf, _ := pgdev.StatusOf(l.DataDir)
 	if pf != nil && pf.SocketDir != l.SocketDir && strings.HasPrefix(filepath.Base(pf.SocketDir), "oml-sock-") {
@@ -68,19 +104,19 @@ func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
 	if st != pgdev.Stopped {
 		c, err := openCluster(ctx, f, l, clusterOptions{})
 		if err != nil {
-			return err
+			return downResult{}, err
 		}
 		if res.WasRunning, err = c.Stop(ctx, pgdev.Fast); err != nil {
-			return cliutil.AsConfigError(err)
+			return downResult{}, cliutil.AsConfigError(err)
 		}
 	}
-	if opts.Purge {
+	if o.Purge {
 		for _, p := range purge {
 			if _, err := os.Lstat(p); err != nil {
 				continue
 			}
 			if err := os.RemoveAll(p); err != nil {
-				return cliutil.ConfigErrorf("cannot delete %s: %v", p, err)
+				return downResult{}, cliutil.ConfigErrorf("cannot delete %s: %v", p, err)
 			}
 			res.Purged = append(res.Purged, p)
 		}
@@ -90,16 +126,5 @@ func downRun(ctx context.Context, f *cliutil.Factory, opts *downOptions) error {
 		_ = os.Remove(filepath.Join(l.Root, "run"))
 		_ = os.Remove(l.Root)
 	}
-	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, res)
-	}
-	if res.WasRunning {
-		fmt.Fprintf(f.IO.Out, "Stopped the dev cluster in %s\n", l.DataDir)
-	} else {
-		fmt.Fprintf(f.IO.Out, "The dev cluster in %s is not running\n", l.Root)
-	}
-	for _, p := range res.Purged {
-		fmt.Fprintf(f.IO.Out, "Deleted %s\n", p)
-	}
-	return nil
+	return res, nil
 }

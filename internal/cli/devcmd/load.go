@@ -8,16 +8,34 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
+	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/workload"
 )
 
-// LoadOptions are the inputs of `oml dev load`.
+// LoadOptions are the inputs of `oml dev load`: its flags, and what its
+// run function needs, as functions (NewCmdLoad fills them from the
+// Factory; a test replaces them).
 type LoadOptions struct {
-	Factory      *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the -o value (an invalid one reads as table, as before).
+	Format func() (cliutil.Format, error)
+	// Open returns the signing key (required) and the database, in that
+	// order; their errors are the command's.
+	Open func(ctx context.Context) (*pgxpool.Pool, *keys.Key, error)
+	// Tenant creates the tenant name when missing (tenant.Create): its id.
+	Tenant func(ctx context.Context, pool *pgxpool.Pool, k *keys.Key, name string) (uuid.UUID, error)
+	// NextRound is the first round a run of seed continues from
+	// (workload.NextRound).
+	NextRound func(ctx context.Context, pool *pgxpool.Pool, tenants []uuid.UUID, seed uint64) (int, error)
+	// Run writes the workload (workload.Run).
+	Run func(ctx context.Context, pool *pgxpool.Pool, k *keys.Key, cfg workload.Config) (workload.Result, error)
+
 	Tenants      int
 	Claims       int
 	PromoteRatio float64
@@ -30,9 +48,25 @@ type LoadOptions struct {
 	Batch        int
 }
 
-// NewCmdLoad builds `oml dev load`.
+// NewCmdLoad builds `oml dev load`; runF replaces the run function in
+// tests.
 func NewCmdLoad(f *cliutil.Factory, runF func(context.Context, *LoadOptions) error) *cobra.Command {
-	opts := &LoadOptions{Factory: f}
+	opts := &LoadOptions{IO: f.IO, Format: f.Format, NextRound: workload.NextRound,
+		Open: func(ctx context.Context) (*pgxpool.Pool, *keys.Key, error) {
+			k, err := f.SigningKey("")
+			if err != nil {
+				return nil, nil, err
+			}
+			pool, err := f.CurrentDB(ctx)
+			return pool, k, err
+		},
+		Tenant: func(ctx context.Context, pool *pgxpool.Pool, k *keys.Key, name string) (uuid.UUID, error) {
+			t, _, err := tenant.Create(ctx, pool, k, name)
+			return t.ID, err
+		},
+		Run: func(ctx context.Context, pool *pgxpool.Pool, k *keys.Key, cfg workload.Config) (workload.Result, error) {
+			return workload.Run(ctx, pool, k, cfg)
+		}}
 	cmd := &cobra.Command{
 		Use:   "load",
 		Short: "Generate a realistic workload through the real, signed append path",
@@ -100,29 +134,24 @@ same workload.`,
 }
 
 func loadRun(ctx context.Context, opts *LoadOptions) error {
-	f := opts.Factory
-	format, _ := f.Format()
-	k, err := f.SigningKey("")
-	if err != nil {
-		return err
-	}
-	pool, err := f.CurrentDB(ctx)
+	format, _ := opts.Format()
+	pool, k, err := opts.Open(ctx)
 	if err != nil {
 		return err
 	}
 	var ids []uuid.UUID
 	for i := 1; i <= opts.Tenants; i++ {
-		t, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("load-%03d", i))
+		id, err := opts.Tenant(ctx, pool, k, fmt.Sprintf("load-%03d", i))
 		if errors.Is(err, tenant.ErrNotInitialized) {
 			return cliutil.ConfigErrorf("the deployment is not initialised: run `oml init` first")
 		}
 		if err != nil {
 			return cliutil.AsConfigError(fmt.Errorf("create tenant load-%03d: %w", i, err))
 		}
-		ids = append(ids, t.ID)
+		ids = append(ids, id)
 	}
 	// A re-run continues the workload: new rounds, new artifact ids.
-	first, err := workload.NextRound(ctx, pool, ids, opts.Seed)
+	first, err := opts.NextRound(ctx, pool, ids, opts.Seed)
 	if err != nil {
 		return cliutil.AsConfigError(err)
 	}
@@ -134,8 +163,8 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 		Progress: func(s workload.Stats) { last.Store(&s) },
 	}
 	stop := func() {}
-	if f.IO.IsStderrTTY() {
-		stop = cliutil.LiveLine(f.IO.ErrOut, func(el time.Duration) string {
+	if opts.IO.IsStderrTTY() {
+		stop = cliutil.LiveLine(opts.IO.ErrOut, func(el time.Duration) string {
 			s := last.Load()
 			if s == nil {
 				return "loading..."
@@ -143,7 +172,7 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 			return progressLine(*s, el, len(ids)*opts.Claims, opts.Duration)
 		})
 	}
-	res, err := workload.Run(ctx, pool, k, cfg)
+	res, err := opts.Run(ctx, pool, k, cfg)
 	stop()
 	interrupted := ctx.Err() != nil
 	if err != nil && !interrupted {
@@ -163,7 +192,7 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 		for _, p := range res.Poison {
 			out.Poison = append(out.Poison, poisonJSON{Poison: p, Repair: repairHint(p)})
 		}
-		if err := cliutil.WriteJSON(f.IO.Out, out); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, out); err != nil {
 			return err
 		}
 		return interruptedError(interrupted, res.Stats)
@@ -185,7 +214,7 @@ func loadRun(ctx context.Context, opts *LoadOptions) error {
 			pairs = append(pairs, [2]string{"  " + p.Kind, fmt.Sprintf("outbox seq %d (tenant %s, %s v%d): %s", p.OutboxSeq, p.Tenant, p.ArtifactID, p.Version, repairHint(p))})
 		}
 	}
-	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
+	if err := cliutil.KeyValues(opts.IO.Out, pairs); err != nil {
 		return err
 	}
 	return interruptedError(interrupted, res.Stats)

@@ -10,10 +10,22 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/pgdev"
 )
 
+// upOptions are the inputs of `oml dev up`: its flags, and what its run
+// function needs, as functions (newUpCmd fills them; a test replaces
+// them).
 type upOptions struct {
+	IO *iostreams.IOStreams
+	// Format is the validated -o value.
+	Format func() (cliutil.Format, error)
+	// Start starts (creating it on first use) the cluster under o.Dir and
+	// creates o.Database: what it reports; notes such as a new cluster's
+	// go to stderr. Its errors are the command's.
+	Start func(ctx context.Context, o *upOptions) (upResult, error)
+
 	*Options
 	Port      int
 	TCP       bool // --port was given
@@ -22,7 +34,8 @@ type upOptions struct {
 }
 
 func newUpCmd(f *cliutil.Factory, shared *Options) *cobra.Command {
-	opts := &upOptions{Options: shared}
+	opts := &upOptions{IO: f.IO, Format: f.Format, Options: shared,
+		Start: func(ctx context.Context, o *upOptions) (upResult, error) { return startCluster(ctx, f, o) }}
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Start the private PostgreSQL under .oml/ (idempotent)",
@@ -48,7 +61,7 @@ package (apt-get, root only) unless --no-install is given.`,
 			if opts.Database == "" || len(opts.Database) > 63 {
 				return cliutil.FlagErrorf("--database must be 1 to 63 bytes long")
 			}
-			return upRun(cmd.Context(), f, opts)
+			return upRun(cmd.Context(), opts)
 		},
 	}
 	cmd.Flags().IntVar(&opts.Port, "port", 0, "also listen on 127.0.0.1:`N` (0 picks a free port)")
@@ -73,87 +86,23 @@ type upResult struct {
 	LakeURL     string `json:"lake_url"`
 }
 
-func upRun(ctx context.Context, f *cliutil.Factory, opts *upOptions) error {
-	format, err := f.Format()
+func upRun(ctx context.Context, opts *upOptions) error {
+	format, err := opts.Format()
 	if err != nil {
 		return err
 	}
-	l, err := newLayout(opts.Dir)
-	if err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	unlock, err := lockRoot(ctx, l, lockOptions{Create: true})
-	if err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	defer unlock()
-	c, err := openCluster(ctx, f, l, clusterOptions{TCP: opts.TCP, Port: opts.Port, Install: !opts.NoInstall})
+	res, err := opts.Start(ctx, opts)
 	if err != nil {
 		return err
 	}
-	res := upResult{Status: "started"}
-
-	st, pf, _ := c.Status()
-	if st == pgdev.Running {
-		res.Status = "already_running"
-		if opts.TCP && (pf.ListenAddr == "" || (opts.Port != 0 && opts.Port != pf.Port)) {
-			return cliutil.ConfigErrorf("the dev cluster in %s is already running on %s; run `oml dev down` first to change --port", l.Root, describeListen(pf))
-		}
-	} else {
-		created, err := c.Init(ctx)
-		if err != nil {
-			return cliutil.AsConfigError(err)
-		}
-		if created {
-			fmt.Fprintf(f.IO.ErrOut, "Initialised a PostgreSQL %d cluster in %s\n", c.Binaries().Major, l.DataDir)
-		}
-		if err := c.Start(ctx); err != nil && !errors.Is(err, pgdev.ErrRunning) {
-			return cliutil.AsConfigError(err)
-		}
-		if _, pf, err = c.Status(); err != nil || pf == nil {
-			return cliutil.ConfigErrorf("PostgreSQL started but its postmaster.pid in %s is unreadable; see %s", l.DataDir, c.Config().LogFile)
-		}
-	}
-	admin := pgdev.SocketURL(pf.SocketDir, pf.Port, pgdev.SuperUser, "postgres")
-	if _, err := pgdev.EnsureDatabase(ctx, admin, opts.Database); err != nil {
-		return cliutil.AsConfigError(err)
-	}
-	if err := os.MkdirAll(l.LakeDir, 0o755); err != nil {
-		return cliutil.ConfigErrorf("cannot create the lake directory %s: %v", l.LakeDir, err)
-	}
-	// dev env points at the database the last `dev up` asked for; the port
-	// choice belongs to the start that made it.
-	newState := state{Database: opts.Database, Port: opts.Port, TCP: opts.TCP}
-	if res.Status == "already_running" {
-		old, _ := readState(l)
-		newState.Port, newState.TCP = old.Port, old.TCP
-	}
-	if err := writeState(l, newState); err != nil {
-		return cliutil.AsConfigError(err)
-	}
-
-	res.PID = pf.PID
-	res.Version = c.Binaries().Version
-	res.User = c.Runner().User
-	res.DataDir = l.DataDir
-	res.SocketDir = pf.SocketDir
-	res.Port = pf.Port
-	if pf.ListenAddr != "" {
-		res.TCPAddr = pf.ListenAddr + ":" + strconv.Itoa(pf.Port)
-	}
-	res.LogFile = c.Config().LogFile
-	res.Database = opts.Database
-	res.DatabaseURL = pgdev.SocketURL(pf.SocketDir, pf.Port, pgdev.SuperUser, opts.Database)
-	res.LakeURL = l.LakeURL()
-
 	if format == cliutil.FormatJSON {
-		return cliutil.WriteJSON(f.IO.Out, res)
+		return cliutil.WriteJSON(opts.IO.Out, res)
 	}
 	headline := "Started"
 	if res.Status == "already_running" {
 		headline = "Already running:"
 	}
-	fmt.Fprintf(f.IO.Out, "%s PostgreSQL %s (pid %d, user %s)\n", headline, res.Version, res.PID, res.User)
+	fmt.Fprintf(opts.IO.Out, "%s PostgreSQL %s (pid %d, user %s)\n", headline, res.Version, res.PID, res.User)
 	pairs := [][2]string{
 		{"data", res.DataDir},
 		{"socket", res.SocketDir},
@@ -167,15 +116,87 @@ func upRun(ctx context.Context, f *cliutil.Factory, opts *upOptions) error {
 		[2]string{"url", res.DatabaseURL},
 		[2]string{"lake", res.LakeURL},
 	)
-	if err := cliutil.KeyValues(f.IO.Out, pairs); err != nil {
+	if err := cliutil.KeyValues(opts.IO.Out, pairs); err != nil {
 		return err
 	}
 	hint := `Point oml at it with:  eval "$(oml dev env)"`
 	if opts.Dir != "." {
 		hint = fmt.Sprintf(`Point oml at it with:  eval "$(oml dev env --dir %s)"`, shellQuote(opts.Dir))
 	}
-	_, err = fmt.Fprintln(f.IO.Out, hint)
+	_, err = fmt.Fprintln(opts.IO.Out, hint)
 	return err
+}
+
+// startCluster is upOptions.Start over the working directory's cluster.
+func startCluster(ctx context.Context, f *cliutil.Factory, o *upOptions) (upResult, error) {
+	l, err := newLayout(o.Dir)
+	if err != nil {
+		return upResult{}, cliutil.AsConfigError(err)
+	}
+	unlock, err := lockRoot(ctx, l, lockOptions{Create: true})
+	if err != nil {
+		return upResult{}, cliutil.AsConfigError(err)
+	}
+	defer unlock()
+	c, err := openCluster(ctx, f, l, clusterOptions{TCP: o.TCP, Port: o.Port, Install: !o.NoInstall})
+	if err != nil {
+		return upResult{}, err
+	}
+	res := upResult{Status: "started"}
+
+	st, pf, _ := c.Status()
+	if st == pgdev.Running {
+		res.Status = "already_running"
+		if o.TCP && (pf.ListenAddr == "" || (o.Port != 0 && o.Port != pf.Port)) {
+			return upResult{}, cliutil.ConfigErrorf("the dev cluster in %s is already running on %s; run `oml dev down` first to change --port", l.Root, describeListen(pf))
+		}
+	} else {
+		created, err := c.Init(ctx)
+		if err != nil {
+			return upResult{}, cliutil.AsConfigError(err)
+		}
+		if created {
+			fmt.Fprintf(f.IO.ErrOut, "Initialised a PostgreSQL %d cluster in %s\n", c.Binaries().Major, l.DataDir)
+		}
+		if err := c.Start(ctx); err != nil && !errors.Is(err, pgdev.ErrRunning) {
+			return upResult{}, cliutil.AsConfigError(err)
+		}
+		if _, pf, err = c.Status(); err != nil || pf == nil {
+			return upResult{}, cliutil.ConfigErrorf("PostgreSQL started but its postmaster.pid in %s is unreadable; see %s", l.DataDir, c.Config().LogFile)
+		}
+	}
+	admin := pgdev.SocketURL(pf.SocketDir, pf.Port, pgdev.SuperUser, "postgres")
+	if _, err := pgdev.EnsureDatabase(ctx, admin, o.Database); err != nil {
+		return upResult{}, cliutil.AsConfigError(err)
+	}
+	if err := os.MkdirAll(l.LakeDir, 0o755); err != nil {
+		return upResult{}, cliutil.ConfigErrorf("cannot create the lake directory %s: %v", l.LakeDir, err)
+	}
+	// dev env points at the database the last `dev up` asked for; the port
+	// choice belongs to the start that made it.
+	newState := state{Database: o.Database, Port: o.Port, TCP: o.TCP}
+	if res.Status == "already_running" {
+		old, _ := readState(l)
+		newState.Port, newState.TCP = old.Port, old.TCP
+	}
+	if err := writeState(l, newState); err != nil {
+		return upResult{}, cliutil.AsConfigError(err)
+	}
+
+	res.PID = pf.PID
+	res.Version = c.Binaries().Version
+	res.User = c.Runner().User
+	res.DataDir = l.DataDir
+	res.SocketDir = pf.SocketDir
+	res.Port = pf.Port
+	if pf.ListenAddr != "" {
+		res.TCPAddr = pf.ListenAddr + ":" + strconv.Itoa(pf.Port)
+	}
+	res.LogFile = c.Config().LogFile
+	res.Database = o.Database
+	res.DatabaseURL = pgdev.SocketURL(pf.SocketDir, pf.Port, pgdev.SuperUser, o.Database)
+	res.LakeURL = l.LakeURL()
+	return res, nil
 }
 
 func describeListen(pf *pgdev.PIDFile) string {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -21,15 +22,33 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 )
 
-// DrainOptions are the inputs of `oml lake drain`.
+// drainer is the lake writer a drain runs (*lakewriter.Drainer).
+type drainer interface {
+	Run(ctx context.Context) error
+	DrainOnce(ctx context.Context) (lakewriter.Summary, error)
+	Frontier() int64
+}
+
+// DrainOptions are the inputs of `oml lake drain`: its flags, and what its
+// run function needs, as functions (NewCmdDrain fills them from the
+// Factory; a test replaces them).
 type DrainOptions struct {
-	Factory          *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the -o value (an invalid one reads as table, as before).
+	Format func() (cliutil.Format, error)
+	// Open opens the database, the lake and the signing key, serves the
+	// metrics when --metrics-addr is set, applies --memory and builds the
+	// lake writer logging to log: the writer, the lake's URL, and a close
+	// that stops the metrics server (never nil).
+	Open func(ctx context.Context, o *DrainOptions, log *slog.Logger) (d drainer, lake string, closeFn func(), err error)
+
 	Once             bool
 	BatchRows        int
 	BatchBytes       string
@@ -53,9 +72,13 @@ type DrainOptions struct {
 	durable          replication.Policy
 }
 
-// NewCmdDrain builds `oml lake drain`.
+// NewCmdDrain builds `oml lake drain`; runF replaces the run function in
+// tests.
 func NewCmdDrain(f *cliutil.Factory, runF func(context.Context, *DrainOptions) error) *cobra.Command {
-	opts := &DrainOptions{Factory: f}
+	opts := &DrainOptions{IO: f.IO, Format: f.Format,
+		Open: func(ctx context.Context, o *DrainOptions, log *slog.Logger) (drainer, string, func(), error) {
+			return openDrainer(ctx, f, o, log)
+		}}
 	cmd := &cobra.Command{
 		Use:   "drain",
 		Short: "Run the lake writer: drain the outbox into the Delta tables, exactly once",
@@ -163,82 +186,31 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	return cmd
 }
 
-func newLogger(f *cliutil.Factory, level, format string) (*slog.Logger, error) {
+func newLogger(ios *iostreams.IOStreams, level, format string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
 		return nil, cliutil.FlagErrorf("--log-level %q: use debug, info, warn or error", level)
 	}
 	ho := &slog.HandlerOptions{Level: lv}
-	if format == "text" || (format == "" && f.IO.IsStderrTTY()) {
-		return slog.New(slog.NewTextHandler(f.IO.ErrOut, ho)), nil
+	if format == "text" || (format == "" && ios.IsStderrTTY()) {
+		return slog.New(slog.NewTextHandler(ios.ErrOut, ho)), nil
 	}
-	return slog.New(slog.NewJSONHandler(f.IO.ErrOut, ho)), nil
+	return slog.New(slog.NewJSONHandler(ios.ErrOut, ho)), nil
 }
 
 func drainRun(ctx context.Context, opts *DrainOptions) error {
-	f := opts.Factory
-	format, _ := f.Format()
-	log, err := newLogger(f, opts.LogLevel, opts.LogFormat)
+	format, _ := opts.Format()
+	log, err := newLogger(opts.IO, opts.LogLevel, opts.LogFormat)
 	if err != nil {
 		return err
 	}
-	pool, err := f.CurrentDB(ctx)
+	d, lake, closeFn, err := opts.Open(ctx, opts, log)
 	if err != nil {
 		return err
 	}
-	lake, err := f.Lake(ctx, "")
-	if err != nil {
-		return err
-	}
-	// Re-read when the file changes: a rotated key is picked up without a
-	// restart (oml key rotate).
-	var signer chain.Signer
-	if k, err := f.Signer(); err != nil {
-		return err
-	} else if k != nil {
-		signer = k
-	} else {
-		log.Warn("no signing key configured: a poison row that spends its retry budget cannot be dead-lettered and will stop the drain; pass --signing-key or set OML_SIGNING_KEY_FILE")
-	}
-
-	var metrics *lakewriter.Metrics
-	if opts.MetricsAddr != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-		metrics = lakewriter.NewMetrics(reg)
-		ln, err := net.Listen("tcp", opts.MetricsAddr)
-		if err != nil {
-			return cliutil.ConfigErrorf("cannot serve metrics on %s: %v", opts.MetricsAddr, err)
-		}
-		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		defer srv.Close()
-		log.Info("serving Prometheus metrics", "addr", ln.Addr().String(), "path", "/metrics")
-	}
-
-	if opts.memory > 0 {
-		// A soft limit (the GC works harder near it), never a crash; a
-		// GOMEMLIMIT in the environment wins.
-		if os.Getenv("GOMEMLIMIT") == "" {
-			debug.SetMemoryLimit(opts.memory)
-		}
-	}
-	d, err := lakewriter.New(lakewriter.Options{
-		DB: pool, Lake: lake, Signer: signer,
-		Limits:  outbox.Limits{Rows: opts.BatchRows, Bytes: int(opts.batchBytes)},
-		MaxWait: opts.MaxWait, PoisonBudget: opts.PoisonBudget, Parallel: opts.Parallel,
-		MaxOpenTables: opts.MaxOpenTables, OpenTablesBytes: opts.memory / lakewriter.OpenTablesShare,
-		LeaseTTL: opts.LeaseTTL, HorizonTimeout: opts.HorizonTimeout, MaxOutage: opts.MaxOutage,
-		CheckpointInterval: opts.CheckpointEvery, Log: log, Metrics: metrics,
-		Durable: opts.durable, DurableTimeout: opts.DurableTimeout,
-	})
-	if err != nil {
-		return err
-	}
+	defer closeFn()
 	if !opts.Once {
-		log.Info("lake writer starting", "lake", lake.String())
+		log.Info("lake writer starting", "lake", lake)
 		err := d.Run(ctx)
 		if err != nil {
 			return drainError(err)
@@ -250,25 +222,25 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 	sum, err := d.DrainOnce(ctx)
 	var nl *lakewriter.NotLeaderError
 	if errors.As(err, &nl) {
-		fmt.Fprintf(f.IO.ErrOut, "oml: %s; nothing to do here (another drain is running)\n", nl.Error())
+		fmt.Fprintf(opts.IO.ErrOut, "oml: %s; nothing to do here (another drain is running)\n", nl.Error())
 		return nil
 	}
 	if err != nil {
 		return drainError(err)
 	}
 	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(f.IO.Out, drainJSON(sum)); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, drainJSON(sum)); err != nil {
 			return err
 		}
-	} else if err := printSummary(f, sum); err != nil {
+	} else if err := printSummary(opts.IO.Out, sum); err != nil {
 		return err
 	}
 	for _, h := range sum.HeldTables {
-		fmt.Fprintf(f.IO.ErrOut, "oml: held table %s (not written): %s\n", h.Table, h.Reason)
+		fmt.Fprintf(opts.IO.ErrOut, "oml: held table %s (not written): %s\n", h.Table, h.Reason)
 	}
 	if len(sum.Refused) > 0 {
 		for _, r := range sum.Refused {
-			fmt.Fprintf(f.IO.ErrOut, "oml: refused to materialize tenant %s: %s at seq %d: %s%s\n",
+			fmt.Fprintf(opts.IO.ErrOut, "oml: refused to materialize tenant %s: %s at seq %d: %s%s\n",
 				r.Tenant, r.Reason, r.Seq, r.Detail, evidence(r.Evidence))
 		}
 		return cliutil.Findingsf("%d tenant(s) not materialized because their chain disagrees with its witnessed head; other tenants were drained. Run `oml chain verify` and see docs/runbooks/fork.md", len(sum.Refused))
@@ -280,6 +252,72 @@ func drainRun(ctx context.Context, opts *DrainOptions) error {
 		return cliutil.Findingsf("%d outbox row(s) were dead-lettered: see `oml deadletter list`", len(sum.DeadLettered))
 	}
 	return nil
+}
+
+// openDrainer is DrainOptions.Open from the Factory.
+func openDrainer(ctx context.Context, f *cliutil.Factory, o *DrainOptions, log *slog.Logger) (_ drainer, _ string, _ func(), err error) {
+	stop := func() {} // the metrics server's, once it serves
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	pool, err := f.CurrentDB(ctx)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	lake, err := f.Lake(ctx, "")
+	if err != nil {
+		return nil, "", nil, err
+	}
+	// Re-read when the file changes: a rotated key is picked up without a
+	// restart (oml key rotate).
+	var signer chain.Signer
+	if k, err := f.Signer(); err != nil {
+		return nil, "", nil, err
+	} else if k != nil {
+		signer = k
+	} else {
+		log.Warn("no signing key configured: a poison row that spends its retry budget cannot be dead-lettered and will stop the drain; pass --signing-key or set OML_SIGNING_KEY_FILE")
+	}
+
+	var metrics *lakewriter.Metrics
+	if o.MetricsAddr != "" {
+		reg := prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		metrics = lakewriter.NewMetrics(reg)
+		ln, err := net.Listen("tcp", o.MetricsAddr)
+		if err != nil {
+			return nil, "", nil, cliutil.ConfigErrorf("cannot serve metrics on %s: %v", o.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		go func() { _ = srv.Serve(ln) }()
+		stop = func() { _ = srv.Close() }
+		log.Info("serving Prometheus metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	}
+
+	if o.memory > 0 {
+		// A soft limit (the GC works harder near it), never a crash; a
+		// GOMEMLIMIT in the environment wins.
+		if os.Getenv("GOMEMLIMIT") == "" {
+			debug.SetMemoryLimit(o.memory)
+		}
+	}
+	d, err := lakewriter.New(lakewriter.Options{
+		DB: pool, Lake: lake, Signer: signer,
+		Limits:  outbox.Limits{Rows: o.BatchRows, Bytes: int(o.batchBytes)},
+		MaxWait: o.MaxWait, PoisonBudget: o.PoisonBudget, Parallel: o.Parallel,
+		MaxOpenTables: o.MaxOpenTables, OpenTablesBytes: o.memory / lakewriter.OpenTablesShare,
+		LeaseTTL: o.LeaseTTL, HorizonTimeout: o.HorizonTimeout, MaxOutage: o.MaxOutage,
+		CheckpointInterval: o.CheckpointEvery, Log: log, Metrics: metrics,
+		Durable: o.durable, DurableTimeout: o.DurableTimeout,
+	})
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return d, lake.String(), stop, nil
 }
 
 func evidence(m map[string]string) string {
@@ -367,7 +405,7 @@ func drainJSON(s lakewriter.Summary) drainSummaryJSON {
 	return out
 }
 
-func printSummary(f *cliutil.Factory, s lakewriter.Summary) error {
+func printSummary(w io.Writer, s lakewriter.Summary) error {
 	dead := "none"
 	if len(s.DeadLettered) > 0 {
 		var ss []string
@@ -406,7 +444,7 @@ func printSummary(f *cliutil.Factory, s lakewriter.Summary) error {
 			pairs = append(pairs, [2]string{"  standby", fmt.Sprintf("%s flushed %s, %d bytes behind", w.Name, w.Flush, w.BehindBytes)})
 		}
 	}
-	return cliutil.KeyValues(f.IO.Out, pairs)
+	return cliutil.KeyValues(w, pairs)
 }
 
 func describeBlocker(b outbox.Blocker) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakesummary"
@@ -18,17 +19,37 @@ import (
 	"github.com/omlhq/oml/internal/replication"
 )
 
-// StatusOptions are the inputs of `oml lake status`.
+// StatusOptions are the inputs of `oml lake status`: its flags, and what
+// its run function needs, as functions (NewCmdStatus fills them from the
+// Factory; a test replaces them).
 type StatusOptions struct {
-	Factory   *cliutil.Factory
+	IO *iostreams.IOStreams
+	// Format is the -o value (an invalid one reads as table, as before).
+	Format func() (cliutil.Format, error)
+	// Read opens the database, and the lake when one is configured or
+	// tables is set, and reads the status (lakewriter.ReadStatus, the
+	// tables through the lake summary) with its durability under durable.
+	// missing is a frontier past zero over an empty lake (a finding, shown
+	// after the status); err ends the command before anything is shown.
+	Read func(ctx context.Context, tables bool, durable replication.Policy) (st lakewriter.Status, missing error, err error)
+	// TenantNames are the tenants' names by id (nil without a database
+	// URL), for --tables.
+	TenantNames func(ctx context.Context) (map[uuid.UUID]string, error)
+
 	Tables    bool
 	DurableOn string
 	durable   replication.Policy
 }
 
-// NewCmdStatus builds `oml lake status`.
+// NewCmdStatus builds `oml lake status`; runF replaces the run function in
+// tests.
 func NewCmdStatus(f *cliutil.Factory, runF func(context.Context, *StatusOptions) error) *cobra.Command {
-	opts := &StatusOptions{Factory: f}
+	opts := &StatusOptions{IO: f.IO, Format: f.Format,
+		Read: func(ctx context.Context, tables bool, durable replication.Policy) (lakewriter.Status, error, error) {
+			return readStatus(ctx, f, tables, durable)
+		},
+		TenantNames: func(ctx context.Context) (map[uuid.UUID]string, error) { return tenantNames(ctx, f) },
+	}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show the lake writer's frontier, backlog, lag, lease and what holds it back",
@@ -63,46 +84,52 @@ standby that is behind (that writer waits for it: lag, not loss).`,
 	return cmd
 }
 
-func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
-	f := opts.Factory
-	format, _ := f.Format()
+// readStatus is StatusOptions.Read from the Factory.
+func readStatus(ctx context.Context, f *cliutil.Factory, tables bool, durable replication.Policy) (st lakewriter.Status, missing, err error) {
 	pool, err := f.CurrentDB(ctx)
 	if err != nil {
-		return err
+		return st, nil, err
 	}
 	// With a lake configured, the continuity check runs (read-only); --tables
 	// needs one.
 	var lake store.Store
-	if opts.Tables || f.LakeURL() != "" {
+	if tables || f.LakeURL() != "" {
 		if lake, err = f.Lake(ctx, ""); err != nil {
-			return err
+			return st, nil, err
 		}
 	}
-	sopts := lakewriter.StatusOptions{Lake: lake, Tables: opts.Tables}
+	sopts := lakewriter.StatusOptions{Lake: lake, Tables: tables}
 	if lake != nil {
 		// The tables doctor read and whose logs are unchanged are not
 		// read again (internal/lakesummary).
 		sopts.ReadTables = lakesummary.StatusReader(lake)
 	}
-	st, err := lakewriter.ReadStatus(ctx, pool, sopts)
-	if err != nil {
-		return cliutil.AsConfigError(err)
+	if st, err = lakewriter.ReadStatus(ctx, pool, sopts); err != nil {
+		return st, nil, cliutil.AsConfigError(err)
 	}
-	if err := st.ReadDurability(ctx, pool, opts.durable); err != nil {
-		return cliutil.AsConfigError(err)
+	if err := st.ReadDurability(ctx, pool, durable); err != nil {
+		return st, nil, cliutil.AsConfigError(err)
 	}
 	// A frontier past zero over an empty lake is the wrong lake or a lost
 	// one: reported after the status, exit 1.
-	var missing error
 	if lake != nil {
 		missing = lakeMissing(ctx, lake, st.Frontier)
 		if missing != nil && !isFindings(missing) {
-			return missing
+			return st, nil, missing
 		}
+	}
+	return st, missing, nil
+}
+
+func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
+	format, _ := opts.Format()
+	st, missing, err := opts.Read(ctx, opts.Tables, opts.durable)
+	if err != nil {
+		return err
 	}
 	var names map[uuid.UUID]string
 	if opts.Tables {
-		if names, err = tenantNames(ctx, f); err != nil {
+		if names, err = opts.TenantNames(ctx); err != nil {
 			return err
 		}
 		for i, t := range st.Tables {
@@ -113,7 +140,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	}
 	if format == cliutil.FormatJSON {
 		st.Blockers = cliutil.NonNil(st.Blockers)
-		if err := cliutil.WriteJSON(f.IO.Out, st); err != nil {
+		if err := cliutil.WriteJSON(opts.IO.Out, st); err != nil {
 			return err
 		}
 		if missing != nil {
@@ -163,7 +190,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 	for _, h := range st.HeldTables {
 		pairs = append(pairs, [2]string{"held table", fmt.Sprintf("%s since %s: %s (see docs/runbooks/delta.md)", h.Table, cliutil.Time(h.Since), h.Reason)})
 	}
-	if err := cliutil.KeyValuesTo(f.IO, pairs); err != nil {
+	if err := cliutil.KeyValuesTo(opts.IO, pairs); err != nil {
 		return err
 	}
 	defer func() {
@@ -172,15 +199,15 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 		}
 	}()
 	if opts.Tables {
-		fmt.Fprintln(f.IO.Out)
+		fmt.Fprintln(opts.IO.Out)
 		list := st.Tables
 		if len(list) > tablesListed {
 			var summary [][2]string
 			list, summary = summarizeTables(st.Tables, st.Frontier)
-			if err := cliutil.KeyValuesTo(f.IO, summary); err != nil {
+			if err := cliutil.KeyValuesTo(opts.IO, summary); err != nil {
 				return err
 			}
-			fmt.Fprintln(f.IO.Out)
+			fmt.Fprintln(opts.IO.Out)
 		}
 		var rows [][]string
 		for _, t := range list {
@@ -196,7 +223,7 @@ func statusRun(ctx context.Context, opts *StatusOptions) (err error) {
 			}
 			rows = append(rows, []string{t.Table, tenantOfPath(names, t.Table), v, txn, files, since})
 		}
-		if err := cliutil.Table(f.IO, []string{"TABLE", "TENANT", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows); err != nil {
+		if err := cliutil.Table(opts.IO, []string{"TABLE", "TENANT", "VERSION", "TXN VERSION", "FILES", "SINCE CHECKPOINT"}, rows); err != nil {
 			return err
 		}
 	}

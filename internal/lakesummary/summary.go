@@ -154,12 +154,25 @@ func Read(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Op
 	if !oldest.IsZero() {
 		st.OldestFullRead = &oldest
 	}
-	if opts.Write && !opts.Off && (st.Read > 0 || len(old) != len(keys)) {
+	// A lake that holds no table yet gets no summary: doctor and status
+	// are reads, and storing one would create the lake (a missing lake is
+	// a finding of its own, not something a check may paper over).
+	if opts.Write && !opts.Off && (st.Read > 0 || len(old) != len(keys)) && anyTable(fresh) {
 		if err := save(ctx, lake, fresh); err != nil {
 			st.WriteError = err.Error()
 		}
 	}
 	return out, st
+}
+
+// anyTable: some entry is of a table the lake holds.
+func anyTable(entries []*entry) bool {
+	for _, e := range entries {
+		if e != nil && e.t.Exists {
+			return true
+		}
+	}
+	return false
 }
 
 // scrubbed picks the kept tables to read in full anyway: every one read

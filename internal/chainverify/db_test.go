@@ -469,3 +469,41 @@ func TestVerifyDB_UnmigratedDatabaseSaysMigrate(t *testing.T) {
 	_, err := chainverify.VerifyDB(context.Background(), pool, chainverify.DBOptions{})
 	require.ErrorContains(t, err, "run oml migrate")
 }
+
+// TestVerifyDB_AnchorsOfManyTenantsInOnePlan: the plan compares every
+// chain's anchors with the journal in one statement (checkAnchors); each
+// verdict must land on its own tenant and anchor: a tail lost below one
+// tenant's checkpoint, a fork against another's witness, and the third
+// tenant still resumes from its checkpoint.
+func TestVerifyDB_AnchorsOfManyTenantsInOnePlan(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	require.Empty(t, verify(t, d, chainverify.DBOptions{}).Findings) // stores the checkpoints
+	lost, forked := d.tenants[1], d.tenants[2]
+	d.tamper(t, func(tx pgx.Tx) {
+		mustExec(t, tx, `DELETE FROM oml.journal WHERE tenant_id = $1 AND seq > 25`, lost)
+		mustExec(t, tx, `DELETE FROM oml.outbox WHERE tenant_id = $1 AND journal_seq > 25`, lost)
+		mustExec(t, tx, `UPDATE oml.chain_heads h SET seq = j.seq, hash = j.hash
+FROM oml.journal j WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 25`, lost)
+	})
+	wit := func(id uuid.UUID) (chainverify.Head, bool) {
+		if id == forked {
+			return chainverify.Head{Seq: 12, Hash: make([]byte, 32)}, true
+		}
+		return chainverify.Head{}, false
+	}
+	rep := verify(t, d, chainverify.DBOptions{SinceCheckpoint: true, Witnessed: wit, NoCheckpoint: true})
+	byTenant := map[uuid.UUID]chainverify.Finding{}
+	for _, f := range rep.Findings {
+		byTenant[f.Tenant] = f
+	}
+	require.Len(t, byTenant, 2, "findings: %v", rep.Findings)
+	require.Equal(t, chainverify.ReasonTailLost, byTenant[lost].Reason, "%v", byTenant[lost])
+	require.EqualValues(t, 26, byTenant[lost].Seq)
+	require.Equal(t, "checkpoint", byTenant[lost].Evidence["anchor"])
+	require.Equal(t, "25", byTenant[lost].Evidence["db_seq"])
+	require.Equal(t, chainverify.ReasonFork, byTenant[forked].Reason, "%v", byTenant[forked])
+	require.EqualValues(t, 12, byTenant[forked].Seq)
+	require.Equal(t, chainverify.AnchorWitness, byTenant[forked].Evidence["anchor"])
+	require.Equal(t, 1, rep.Resumed, "only the untouched tenant resumes from its checkpoint")
+}

@@ -117,7 +117,7 @@ func (h *Head) Verify(pub ed25519.PublicKey) error {
 		return err
 	}
 	sig, err := base64.StdEncoding.DecodeString(h.Signature)
-	if err != nil || len(pub) != ed25519.PublicKeySize || !ed25519.Verify(pub, msg, sig) {
+	if err != nil || len(pub) != ed25519.PublicKeySize || !verifySig(pub, msg, sig) {
 		return fmt.Errorf("witnessed head of tenant %s at seq %d: the signature does not verify under key %s", h.Tenant, h.Seq, h.KeyID)
 	}
 	return nil

@@ -3,6 +3,7 @@ package witness_test
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"testing"
@@ -216,4 +217,39 @@ func TestNewest_InvalidNewerWitnessesDoNotHideAnOlderValidOne(t *testing.T) {
 		seqs = append(seqs, inv.Seq)
 	}
 	require.Equal(t, []int64{12, 15, 20}, seqs)
+}
+
+// TestVerify_ARememberedSignatureVouchesOnlyForItsOwnBytes: Verify
+// remembers verified signatures for the life of the process; a head already
+// verified must still fail with any other signature byte, under another
+// public key, or with any field changed (TestHeadMessage_CoversEveryField),
+// and a bad signature is never remembered as good.
+func TestVerify_ARememberedSignatureVouchesOnlyForItsOwnBytes(t *testing.T) {
+	t.Parallel()
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	other, err := keys.Generate()
+	require.NoError(t, err)
+	h := head(t, k, uuid.New(), 7, 3)
+	for range 2 { // the second is served from memory
+		require.NoError(t, h.Verify(k.Public()))
+	}
+	require.Error(t, h.Verify(other.Public()), "another public key")
+
+	sig, err := base64.StdEncoding.DecodeString(h.Signature)
+	require.NoError(t, err)
+	for i := range sig {
+		bad := *h
+		flipped := append([]byte(nil), sig...)
+		flipped[i] ^= 0x01
+		bad.Signature = base64.StdEncoding.EncodeToString(flipped)
+		for range 2 {
+			require.Error(t, bad.Verify(k.Public()), "signature byte %d flipped", i)
+		}
+	}
+	resigned := *h
+	require.NoError(t, resigned.Sign(other))
+	require.Error(t, resigned.Verify(k.Public()), "signed by another key")
+	require.NoError(t, resigned.Verify(other.Public()))
+	require.NoError(t, h.Verify(k.Public()), "the first head still verifies")
 }

@@ -59,12 +59,7 @@ func TestNewCmdVerify_Flags(t *testing.T) {
 		t.Run(tc.args, func(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
-			f := cliutil.New(io)
-			var got *chaincmd.VerifyOptions
-			cmd := chaincmd.NewCmdVerify(f, func(_ context.Context, o *chaincmd.VerifyOptions) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, f, err := runtest.Parse(io, tc.args, chaincmd.NewCmdVerify)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -39,12 +38,7 @@ func TestNewCmdAbandon_Flags(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
 			io.SetStdinTTY(tc.stdin)
-			f := cliutil.New(io)
-			var got *deadlettercmd.AbandonOptions
-			cmd := deadlettercmd.NewCmdAbandon(f, func(_ context.Context, o *deadlettercmd.AbandonOptions) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, f, err := runtest.Parse(io, tc.args, deadlettercmd.NewCmdAbandon)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))

@@ -50,12 +50,7 @@ func TestNewCmdReenqueue_Flags(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
 			io.SetStdinTTY(tc.stdin)
-			f := cliutil.New(io)
-			var got *deadlettercmd.ReenqueueOptions
-			cmd := deadlettercmd.NewCmdReenqueue(f, func(_ context.Context, o *deadlettercmd.ReenqueueOptions) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, f, err := runtest.Parse(io, tc.args, deadlettercmd.NewCmdReenqueue)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))

@@ -19,6 +19,7 @@ import (
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
+	"github.com/omlhq/oml/internal/testkit/runtest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -46,11 +47,7 @@ func TestNewCmd_Flags(t *testing.T) {
 		t.Run(tc.args, func(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
-			var got *reconcilecmd.Options
-			cmd := reconcilecmd.NewCmd(cliutil.New(io), func(_ context.Context, o *reconcilecmd.Options) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, _, err := runtest.Parse(io, tc.args, reconcilecmd.NewCmd)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return

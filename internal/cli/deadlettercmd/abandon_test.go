@@ -60,7 +60,7 @@ func TestDeadletterCommands_AbandonEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
-	res, err := workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8,
+	res, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8,
 		Poison: 1, Seed: 43})
 	require.NoError(t, err)
 	require.Len(t, res.Poison, 1)

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/chain"
@@ -20,7 +19,6 @@ import (
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/journal"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
@@ -59,12 +57,7 @@ func TestNewCmdVerify_Flags(t *testing.T) {
 		t.Run(tc.args, func(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
-			f := cliutil.New(io)
-			var got *chaincmd.VerifyOptions
-			cmd := chaincmd.NewCmdVerify(f, func(_ context.Context, o *chaincmd.VerifyOptions) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, f, err := runtest.Parse(io, tc.args, chaincmd.NewCmdVerify)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return
@@ -77,18 +70,15 @@ func TestNewCmdVerify_Flags(t *testing.T) {
 }
 
 type env struct {
-	c                  *clitest.Env
-	url, lake, keyFile string
-	pool               *pgxpool.Pool
-	key                *keys.Key
-	acme               uuid.UUID
+	*clitest.Env
+	acme uuid.UUID // the tenant named acme
 }
 
 func setup(t *testing.T) *env {
 	t.Helper()
 	ctx := context.Background()
 	c := clitest.New(t, "acme", "globex")
-	e := &env{c: c, url: c.URL, lake: c.Lake, keyFile: c.KeyFile, pool: c.Pool, key: c.Key, acme: c.Tenants["acme"]}
+	e := &env{Env: c, acme: c.Tenants["acme"]}
 	for _, name := range []string{"acme", "globex"} {
 		evs := make([]journal.Event, 9)
 		for i := range evs {
@@ -102,7 +92,7 @@ func setup(t *testing.T) *env {
 			}, body, make([]byte, 32))
 			require.NoError(t, err)
 		}
-		_, err := chain.Append(ctx, e.pool, e.key, c.Tenants[name], evs...)
+		_, err := chain.Append(ctx, e.Pool, e.Key, c.Tenants[name], evs...)
 		require.NoError(t, err)
 	}
 	return e
@@ -110,12 +100,12 @@ func setup(t *testing.T) *env {
 
 func (e *env) run(t *testing.T, args ...string) (cliutil.ExitCode, string, string) {
 	t.Helper()
-	return e.c.Run(t, nil, args...)
+	return e.Run(t, nil, args...)
 }
 
 func (e *env) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()
-	_, err := e.pool.Exec(context.Background(), sql, args...)
+	_, err := e.Pool.Exec(context.Background(), sql, args...)
 	require.NoError(t, err)
 }
 
@@ -234,12 +224,12 @@ func TestChainHead_ShowsAFailoverSinceTheWitness(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
 	ctx := context.Background()
-	heads, err := witness.Capture(ctx, e.pool, &e.acme, time.Now())
+	heads, err := witness.Capture(ctx, e.Pool, &e.acme, time.Now())
 	require.NoError(t, err)
 	h := heads[0]
 	h.Timeline = "00000009" // witnessed on another timeline
-	require.NoError(t, h.Sign(e.key))
-	st, err := store.Open(ctx, e.lake)
+	require.NoError(t, h.Sign(e.Key))
+	st, err := store.Open(ctx, e.Lake)
 	require.NoError(t, err)
 	_, err = witness.Publish(ctx, st, h)
 	require.NoError(t, err)
@@ -255,7 +245,7 @@ func TestChainHead_ShowsAFailoverSinceTheWitness(t *testing.T) {
 func TestChainVerify_ProgressBarOnlyOnAStderrTerminal(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	vars := map[string]string{"OML_DATABASE_URL": e.url}
+	vars := map[string]string{"OML_DATABASE_URL": e.URL}
 	for _, tty := range []bool{false, true} {
 		io, _, _, errOut := iostreams.Test()
 		io.SetStderrTTY(tty)
@@ -295,7 +285,7 @@ func TestChainVerify_GarbageWitnessIsAFindingAndDoesNotHideALostTail(t *testing.
 	ctx := context.Background()
 	code, _, stderr := e.run(t, "chain", "witness")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
-	st, err := store.Open(ctx, e.lake)
+	st, err := store.Open(ctx, e.Lake)
 	require.NoError(t, err)
 	require.NoError(t, st.PutIfAbsent(ctx, witness.Key(e.acme, 99), []byte("garbage")))
 	e.exec(t, `ALTER TABLE oml.journal DISABLE TRIGGER USER`)

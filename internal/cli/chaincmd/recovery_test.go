@@ -28,8 +28,8 @@ func (e *env) snapshot(t *testing.T, suffix string) map[string]string {
 	t.Helper()
 	ctx := context.Background()
 	var name string
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT current_database()`).Scan(&name))
-	e.pool.Reset()
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT current_database()`).Scan(&name))
+	e.Pool.Reset()
 	srv := testdb.Cluster(t)
 	conn, err := pgx.Connect(ctx, srv.URL("postgres"))
 	require.NoError(t, err)
@@ -42,7 +42,7 @@ func (e *env) snapshot(t *testing.T, suffix string) map[string]string {
 	}
 	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{copyName}.Sanitize()+" TEMPLATE "+pgx.Identifier{name}.Sanitize())
 	require.NoError(t, err)
-	vars := e.c.Vars()
+	vars := e.Vars()
 	vars[cliutil.EnvDatabaseURL] = srv.URL(copyName)
 	return vars
 }
@@ -50,9 +50,9 @@ func (e *env) snapshot(t *testing.T, suffix string) map[string]string {
 func (e *env) drain(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, e.lake)
+	st, err := store.Open(ctx, e.Lake)
 	require.NoError(t, err)
-	d, err := lakewriter.New(lakewriter.Options{DB: e.pool, Lake: st, Signer: e.key, NoLease: true,
+	d, err := lakewriter.New(lakewriter.Options{DB: e.Pool, Lake: st, Signer: e.Key, NoLease: true,
 		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, Poll: 5 * time.Millisecond,
 		HorizonTimeout: 20 * time.Second, WitnessInterval: -1})
 	require.NoError(t, err)
@@ -96,23 +96,23 @@ func TestChainRestoreTailAndAcceptFork_EndToEnd(t *testing.T) {
 	standby := e.snapshot(t, "_s")
 	forked := e.snapshot(t, "_f")
 
-	_, err := chain.Append(ctx, e.pool, e.key, e.acme, claimEvents(t, 6)...)
+	_, err := chain.Append(ctx, e.Pool, e.Key, e.acme, claimEvents(t, 6)...)
 	require.NoError(t, err)
 	e.drain(t)
 	code, _, stderr = e.run(t, "chain", "witness")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 
-	code, out, _ := e.c.Run(t, standby, "chain", "verify", "-o", "json")
+	code, out, _ := e.Run(t, standby, "chain", "verify", "-o", "json")
 	require.Equal(t, cliutil.ExitFindings, code)
 	require.Contains(t, out, `"tail-lost"`)
-	code, _, stderr = e.c.Run(t, standby, "chain", "witness", "--tenant", "acme")
+	code, _, stderr = e.Run(t, standby, "chain", "witness", "--tenant", "acme")
 	require.Equal(t, cliutil.ExitFindings, code)
 	require.Contains(t, stderr, "does not extend an earlier witness")
 
-	code, _, stderr = e.c.Run(t, standby, "chain", "restore-tail")
+	code, _, stderr = e.Run(t, standby, "chain", "restore-tail")
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.Contains(t, stderr, "pass --yes")
-	code, out, stderr = e.c.Run(t, standby, "chain", "restore-tail", "--dry-run", "-o", "json")
+	code, out, stderr = e.Run(t, standby, "chain", "restore-tail", "--dry-run", "-o", "json")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	var plan struct {
 		DryRun  bool `json:"dry_run"`
@@ -130,26 +130,26 @@ func TestChainRestoreTailAndAcceptFork_EndToEnd(t *testing.T) {
 	}
 	require.Equal(t, "restorable", statuses["acme"], out)
 	require.Equal(t, "intact", statuses["globex"], out)
-	code, _, stderr = e.c.Run(t, standby, "chain", "restore-tail", "--yes", "--by", "oncall")
+	code, _, stderr = e.Run(t, standby, "chain", "restore-tail", "--yes", "--by", "oncall")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	require.Contains(t, stderr, "restored tenant")
-	code, _, stderr = e.c.Run(t, standby, "chain", "verify")
+	code, _, stderr = e.Run(t, standby, "chain", "verify")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 
 	// The application wrote over the loss on the other copy.
 	fpool := testdb.OpenPool(t, forked[cliutil.EnvDatabaseURL])
-	_, err = chain.Append(ctx, fpool, e.key, e.acme, claimEvents(t, 2)...)
+	_, err = chain.Append(ctx, fpool, e.Key, e.acme, claimEvents(t, 2)...)
 	require.NoError(t, err)
-	code, _, stderr = e.c.Run(t, forked, "chain", "restore-tail", "--yes")
+	code, _, stderr = e.Run(t, forked, "chain", "restore-tail", "--yes")
 	require.Equal(t, cliutil.ExitFindings, code)
 	require.Contains(t, stderr, "accept the fork")
-	code, _, stderr = e.c.Run(t, forked, "chain", "accept-fork", "--tenant", "acme")
+	code, _, stderr = e.Run(t, forked, "chain", "accept-fork", "--tenant", "acme")
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.Contains(t, stderr, "--reason is required")
-	code, out, stderr = e.c.Run(t, forked, "chain", "accept-fork", "--tenant", "acme", "--reason", "failover test", "--yes")
+	code, out, stderr = e.Run(t, forked, "chain", "accept-fork", "--tenant", "acme", "--reason", "failover test", "--yes")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	require.Contains(t, out, "oml lake repair --tenant")
-	code, out, stderr = e.c.Run(t, forked, "chain", "verify", "-o", "json")
+	code, out, stderr = e.Run(t, forked, "chain", "verify", "-o", "json")
 	require.Equal(t, cliutil.ExitOK, code, stderr+out)
 	var doc struct {
 		OK       bool `json:"ok"`
@@ -165,12 +165,12 @@ func TestChainRestoreTailAndAcceptFork_EndToEnd(t *testing.T) {
 	require.NotEmpty(t, doc.Accepted)
 	require.Equal(t, "failover test", doc.Accepted[0].Reason)
 	require.True(t, strings.Contains(doc.Accepted[0].Finding.Reason, "fork") || doc.Accepted[0].Finding.Reason == "tail-lost")
-	code, out, stderr = e.c.Run(t, forked, "chain", "head", "--tenant", "acme", "-o", "json")
+	code, out, stderr = e.Run(t, forked, "chain", "head", "--tenant", "acme", "-o", "json")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	var heads []map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &heads))
 	require.Equal(t, "accepted", heads[0]["status"])
-	code, out, stderr = e.c.Run(t, forked, "chain", "accept-fork", "--tenant", "acme", "--reason", "again", "--yes")
+	code, out, stderr = e.Run(t, forked, "chain", "accept-fork", "--tenant", "acme", "--reason", "again", "--yes")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	require.Contains(t, out, "already accepted")
 }

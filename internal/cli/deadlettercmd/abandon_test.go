@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -39,12 +38,7 @@ func TestNewCmdAbandon_Flags(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
 			io.SetStdinTTY(tc.stdin)
-			f := cliutil.New(io)
-			var got *deadlettercmd.AbandonOptions
-			cmd := deadlettercmd.NewCmdAbandon(f, func(_ context.Context, o *deadlettercmd.AbandonOptions) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, f, err := runtest.Parse(io, tc.args, deadlettercmd.NewCmdAbandon)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
@@ -66,7 +60,7 @@ func TestDeadletterCommands_AbandonEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
-	res, err := workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8,
+	res, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8,
 		Poison: 1, Seed: 43})
 	require.NoError(t, err)
 	require.Len(t, res.Poison, 1)

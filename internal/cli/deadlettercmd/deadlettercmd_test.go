@@ -8,14 +8,12 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cli"
 	"github.com/omlhq/oml/internal/cli/deadlettercmd"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/iostreams"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
@@ -50,12 +48,7 @@ func TestNewCmdReenqueue_Flags(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
 			io.SetStdinTTY(tc.stdin)
-			f := cliutil.New(io)
-			var got *deadlettercmd.ReenqueueOptions
-			cmd := deadlettercmd.NewCmdReenqueue(f, func(_ context.Context, o *deadlettercmd.ReenqueueOptions) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, f, err := runtest.Parse(io, tc.args, deadlettercmd.NewCmdReenqueue)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
@@ -79,22 +72,19 @@ func TestNewCmdReenqueue_ByDefaultsToTheOSUser(t *testing.T) {
 }
 
 type env struct {
-	c                  *clitest.Env
-	url, lake, keyFile string
-	pool               *pgxpool.Pool
-	key                *keys.Key
-	acme               uuid.UUID
+	*clitest.Env
+	acme uuid.UUID // the tenant named acme
 }
 
 func setup(t *testing.T) *env {
 	t.Helper()
 	c := clitest.New(t, "acme")
-	return &env{c: c, url: c.URL, lake: c.Lake, keyFile: c.KeyFile, pool: c.Pool, key: c.Key, acme: c.Tenants["acme"]}
+	return &env{Env: c, acme: c.Tenants["acme"]}
 }
 
 func (e *env) run(t *testing.T, args ...string) (cliutil.ExitCode, string, string) {
 	t.Helper()
-	return e.c.Run(t, nil, args...)
+	return e.Run(t, nil, args...)
 }
 
 // TestDeadletterCommands_RepairEndToEnd drives the repair through the
@@ -106,7 +96,7 @@ func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
-	res, err := workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 30, PromoteRatio: 0.8,
+	res, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 30, PromoteRatio: 0.8,
 		RetractRatio: 0.5, Poison: 3, Seed: 41})
 	require.NoError(t, err)
 	require.Len(t, res.Poison, 3)
@@ -180,10 +170,10 @@ func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
 	for _, p := range res.Poison {
 		switch p.Kind {
 		case workload.PoisonDigestMismatch:
-			_, err = e.pool.Exec(ctx, `UPDATE oml.claim_bodies SET ciphertext = $4 WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
+			_, err = e.Pool.Exec(ctx, `UPDATE oml.claim_bodies SET ciphertext = $4 WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
 				p.Tenant, p.ArtifactID, p.Version, p.Body)
 		case workload.PoisonMissingBody:
-			_, err = e.pool.Exec(ctx, `INSERT INTO oml.claim_bodies (tenant_id, artifact_id, version, ciphertext) VALUES ($1, $2, $3, $4)`,
+			_, err = e.Pool.Exec(ctx, `INSERT INTO oml.claim_bodies (tenant_id, artifact_id, version, ciphertext) VALUES ($1, $2, $3, $4)`,
 				p.Tenant, p.ArtifactID, p.Version, p.Body)
 		}
 		require.NoError(t, err)
@@ -237,7 +227,7 @@ func TestReenqueueAll_ConfirmsOnATerminal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
-	_, err := workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.9, Poison: 1, Seed: 42})
+	_, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.9, Poison: 1, Seed: 42})
 	require.NoError(t, err)
 	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
@@ -247,7 +237,7 @@ func TestReenqueueAll_ConfirmsOnATerminal(t *testing.T) {
 		io.SetStdinTTY(true)
 		io.SetStdoutTTY(true)
 		in.WriteString(answer)
-		vars := map[string]string{"OML_DATABASE_URL": e.url, "OML_LAKE_URL": e.lake, "OML_SIGNING_KEY_FILE": e.keyFile}
+		vars := map[string]string{"OML_DATABASE_URL": e.URL, "OML_LAKE_URL": e.Lake, "OML_SIGNING_KEY_FILE": e.KeyFile}
 		args := append([]string{"deadletter", "reenqueue", "--all", "--by", "tty-user"}, extra...)
 		code := cli.Run(ctx, io, args, func(k string) string { return vars[k] })
 		return code, out.String(), errOut.String()
@@ -258,7 +248,7 @@ func TestReenqueueAll_ConfirmsOnATerminal(t *testing.T) {
 	require.Contains(t, stderr, "Nothing re-enqueued.")
 	require.Empty(t, out)
 	var open int
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
 	require.Equal(t, 1, open)
 
 	// Nobody repaired the body: re-enqueueing would only dead-letter it
@@ -268,13 +258,13 @@ func TestReenqueueAll_ConfirmsOnATerminal(t *testing.T) {
 	require.Contains(t, stderr, "was NOT re-enqueued: the held body of")
 	require.Contains(t, stderr, "pass --force")
 	require.NotContains(t, out, "Re-enqueued dead letter")
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
 	require.Equal(t, 1, open)
 
 	code, out, stderr = runTTY("y\n", "--force")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	require.Contains(t, out, "Re-enqueued dead letter")
-	require.NoError(t, e.pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
+	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.dead_letter WHERE reenqueued_at IS NULL`).Scan(&open))
 	require.Zero(t, open)
 }
 
@@ -287,7 +277,7 @@ func TestDeadletterListAndShow_EscapeTerminalSequencesInArtifactID(t *testing.T)
 	e := setup(t)
 	evil := "art\x1b]0;pwned\x07\x1b[2J\u202e"
 	var id int64
-	require.NoError(t, e.pool.QueryRow(ctx, `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, version,
+	require.NoError(t, e.Pool.QueryRow(ctx, `INSERT INTO oml.dead_letter (outbox_seq, tenant_id, journal_seq, target, op, artifact_id, version,
   payload, attempts, first_failed_at, last_failed_at, error, skipped_seq)
 VALUES (999, $1, 1, 'silver.claims', 'materialize', $2, 1, '{}', 1, now(), now(), $3, 1) RETURNING id`,
 		e.acme, evil, "boom\x1b[31m red").Scan(&id))

@@ -22,6 +22,7 @@ import (
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit/runtest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -65,12 +66,7 @@ func TestNewCmd_Flags(t *testing.T) {
 		t.Run(tc.args, func(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
-			f := cliutil.New(io)
-			var got *doctorcmd.Options
-			cmd := doctorcmd.NewCmd(f, func(_ context.Context, o *doctorcmd.Options) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, _, err := runtest.Parse(io, tc.args, doctorcmd.NewCmd)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return

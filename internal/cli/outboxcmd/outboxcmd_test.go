@@ -15,6 +15,7 @@ import (
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
+	"github.com/omlhq/oml/internal/testkit/runtest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -42,11 +43,7 @@ func TestNewCmdPrune_Flags(t *testing.T) {
 		t.Run(tc.args, func(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
-			var got *outboxcmd.PruneOptions
-			cmd := outboxcmd.NewCmdPrune(cliutil.New(io), func(_ context.Context, o *outboxcmd.PruneOptions) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, _, err := runtest.Parse(io, tc.args, outboxcmd.NewCmdPrune)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				if !strings.Contains(tc.wantErr, "unknown") {

@@ -9,16 +9,15 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cli/reconcilecmd"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/iostreams"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
+	"github.com/omlhq/oml/internal/testkit/runtest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -46,11 +45,7 @@ func TestNewCmd_Flags(t *testing.T) {
 		t.Run(tc.args, func(t *testing.T) {
 			t.Parallel()
 			io, _, _, _ := iostreams.Test()
-			var got *reconcilecmd.Options
-			cmd := reconcilecmd.NewCmd(cliutil.New(io), func(_ context.Context, o *reconcilecmd.Options) error { got = o; return nil })
-			cmd.SetArgs(strings.Fields(tc.args))
-			cmd.SilenceErrors, cmd.SilenceUsage = true, true
-			err := cmd.Execute()
+			got, _, err := runtest.Parse(io, tc.args, reconcilecmd.NewCmd)
 			if tc.wantErr != "" {
 				require.ErrorContains(t, err, tc.wantErr)
 				return
@@ -62,25 +57,17 @@ func TestNewCmd_Flags(t *testing.T) {
 }
 
 type env struct {
-	c                  *clitest.Env
-	url, lake, keyFile string
-	pool               *pgxpool.Pool
-	key                *keys.Key
-	acme               uuid.UUID
+	*clitest.Env
+	acme uuid.UUID // the tenant named acme
 }
 
 func setup(t *testing.T) *env {
 	t.Helper()
 	c := clitest.New(t, "acme")
-	e := &env{c: c, url: c.URL, lake: c.Lake, keyFile: c.KeyFile, pool: c.Pool, key: c.Key, acme: c.Tenants["acme"]}
-	_, err := workload.Run(context.Background(), e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
+	e := &env{Env: c, acme: c.Tenants["acme"]}
+	_, err := workload.Run(context.Background(), e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
 	require.NoError(t, err)
 	return e
-}
-
-func (e *env) run(t *testing.T, vars map[string]string, args ...string) (cliutil.ExitCode, string, string) {
-	t.Helper()
-	return e.c.Run(t, vars, args...)
 }
 
 // TestReconcile_ExitCodesAndJSON: 0 and "No findings" on a healthy lake,
@@ -89,14 +76,14 @@ func (e *env) run(t *testing.T, vars map[string]string, args ...string) (cliutil
 func TestReconcile_ExitCodesAndJSON(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	code, _, stderr := e.run(t, nil, "lake", "drain", "--once", "--log-level", "error")
+	code, _, stderr := e.Run(t, nil, "lake", "drain", "--once", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 
-	code, out, stderr := e.run(t, nil, "reconcile")
+	code, out, stderr := e.Run(t, nil, "reconcile")
 	require.Equal(t, cliutil.ExitOK, code, stderr+out)
 	require.Contains(t, out, "No findings: the lake agrees with the journal fold.")
 
-	code, out, stderr = e.run(t, nil, "reconcile", "--tenant", "acme", "-o", "json")
+	code, out, stderr = e.Run(t, nil, "reconcile", "--tenant", "acme", "-o", "json")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
@@ -117,16 +104,16 @@ func TestReconcile_ExitCodesAndJSON(t *testing.T) {
 	}
 
 	// An erased artifact's data key put back: exit 1, named.
-	_, err := e.pool.Exec(context.Background(), `
+	_, err := e.Pool.Exec(context.Background(), `
 INSERT INTO oml.claim_keys (tenant_id, artifact_id, dek, created_at)
 SELECT tenant_id, artifact_id, '\x0000000000000000000000000000000000000000000000000000000000000000'::bytea, now()
   FROM oml.claims WHERE state = 'erased' LIMIT 1`)
 	require.NoError(t, err)
-	code, out, stderr = e.run(t, nil, "reconcile")
+	code, out, stderr = e.Run(t, nil, "reconcile")
 	require.Equal(t, cliutil.ExitFindings, code)
 	require.Contains(t, out, "erased-key-present\tacme\t-\t")
 	require.Contains(t, stderr, "reconcile found 1 problem(s): 1 erased-key-present")
-	code, out, _ = e.run(t, nil, "reconcile", "-o", "json")
+	code, out, _ = e.Run(t, nil, "reconcile", "-o", "json")
 	require.Equal(t, cliutil.ExitFindings, code)
 	var bad struct {
 		OK       bool `json:"ok"`
@@ -147,15 +134,15 @@ SELECT tenant_id, artifact_id, '\x0000000000000000000000000000000000000000000000
 	require.Equal(t, "acme", bad.Findings[0].Tenant)
 	require.Positive(t, bad.Findings[0].Seq)
 
-	code, _, stderr = e.run(t, map[string]string{"OML_DATABASE_URL": e.url}, "reconcile")
+	code, _, stderr = e.Run(t, map[string]string{"OML_DATABASE_URL": e.URL}, "reconcile")
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.Contains(t, stderr, "no lake is configured")
 
-	code, _, stderr = e.run(t, nil, "reconcile", "--tenant", "nope")
+	code, _, stderr = e.Run(t, nil, "reconcile", "--tenant", "nope")
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.Contains(t, stderr, `"nope"`)
 
-	code, _, stderr = e.run(t, map[string]string{"OML_DATABASE_URL": "postgres://u:secret@127.0.0.1:1/x?connect_timeout=2", "OML_LAKE_URL": e.lake}, "reconcile")
+	code, _, stderr = e.Run(t, map[string]string{"OML_DATABASE_URL": "postgres://u:secret@127.0.0.1:1/x?connect_timeout=2", "OML_LAKE_URL": e.Lake}, "reconcile")
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.NotContains(t, stderr, "secret")
 }
@@ -167,16 +154,16 @@ SELECT tenant_id, artifact_id, '\x0000000000000000000000000000000000000000000000
 func TestReconcile_CorruptLakeFileIsAFindingExit1(t *testing.T) {
 	t.Parallel()
 	e := setup(t)
-	code, _, stderr := e.run(t, nil, "lake", "drain", "--once", "--log-level", "error")
+	code, _, stderr := e.Run(t, nil, "lake", "drain", "--once", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
-	root := strings.TrimPrefix(e.lake, "file://")
+	root := strings.TrimPrefix(e.Lake, "file://")
 
 	// A data file of silver overwritten with garbage.
 	data, err := filepath.Glob(filepath.Join(root, e.acme.String(), "silver", "claims", "*.parquet"))
 	require.NoError(t, err)
 	require.NotEmpty(t, data)
 	require.NoError(t, os.WriteFile(data[0], []byte("PAR1 not really a parquet file PAR1"), 0o644))
-	code, out, stderr := e.run(t, nil, "reconcile")
+	code, out, stderr := e.Run(t, nil, "reconcile")
 	require.Equal(t, cliutil.ExitFindings, code, stderr)
 	require.Contains(t, out, "corrupt-file\tacme\tsilver.claims\t")
 	require.Contains(t, stderr, "corrupt-file")
@@ -186,7 +173,7 @@ func TestReconcile_CorruptLakeFileIsAFindingExit1(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, logs)
 	require.NoError(t, os.WriteFile(logs[len(logs)-1], []byte("{garbage\n"), 0o644))
-	code, out, stderr = e.run(t, nil, "reconcile", "-o", "json")
+	code, out, stderr = e.Run(t, nil, "reconcile", "-o", "json")
 	require.Equal(t, cliutil.ExitFindings, code, stderr)
 	var doc struct {
 		Counts map[string]int64 `json:"counts"`

@@ -8,11 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
@@ -24,25 +22,17 @@ import (
 func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)) }
 
 type env struct {
-	c                  *clitest.Env
-	url, lake, keyFile string
-	pool               *pgxpool.Pool
-	key                *keys.Key
-	acme               uuid.UUID
+	*clitest.Env
+	acme uuid.UUID // the tenant named acme
 }
 
 func setup(t *testing.T) *env {
 	t.Helper()
 	c := clitest.New(t, "acme")
-	e := &env{c: c, url: c.URL, lake: c.Lake, keyFile: c.KeyFile, pool: c.Pool, key: c.Key, acme: c.Tenants["acme"]}
-	_, err := workload.Run(context.Background(), e.pool, e.key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.8, Poison: 1, Seed: 61})
+	e := &env{Env: c, acme: c.Tenants["acme"]}
+	_, err := workload.Run(context.Background(), e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.8, Poison: 1, Seed: 61})
 	require.NoError(t, err)
 	return e
-}
-
-func (e *env) run(t *testing.T, vars map[string]string, args ...string) (cliutil.ExitCode, string, string) {
-	t.Helper()
-	return e.c.Run(t, vars, args...)
 }
 
 // TestStatus_OneScreenAndJSON: before and after a drain with a dead letter;
@@ -53,17 +43,17 @@ func TestStatus_OneScreenAndJSON(t *testing.T) {
 	ctx := context.Background()
 	e := setup(t)
 
-	code, out, stderr := e.run(t, nil, "status")
+	code, out, stderr := e.Run(t, nil, "status")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	require.Contains(t, out, "frontier:")
 	require.Contains(t, out, "last drain:")
 	require.Contains(t, out, "never")
 	require.Contains(t, out, "CHAIN\tHEAD SEQ")
 
-	code, _, stderr = e.run(t, nil, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
+	code, _, stderr = e.Run(t, nil, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 
-	code, out, stderr = e.run(t, nil, "status", "-o", "json")
+	code, out, stderr = e.Run(t, nil, "status", "-o", "json")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal([]byte(out), &doc))
@@ -83,29 +73,29 @@ func TestStatus_OneScreenAndJSON(t *testing.T) {
 		require.Contains(t, []string{"ok", "no-witness"}, c.(map[string]any)["status"])
 	}
 
-	code, out, _ = e.run(t, nil, "status")
+	code, out, _ = e.Run(t, nil, "status")
 	require.Equal(t, cliutil.ExitOK, code)
 	require.Contains(t, out, "1 open")
 	require.Contains(t, out, "oml deadletter list")
 
 	// A witness beyond acme's head: PostgreSQL lost the chain's tail.
-	heads, err := witness.Capture(ctx, e.pool, &e.acme, time.Now())
+	heads, err := witness.Capture(ctx, e.Pool, &e.acme, time.Now())
 	require.NoError(t, err)
 	h := heads[0]
 	h.Seq += 5
 	h.Hash = strings.Repeat("ab", 32)
-	require.NoError(t, h.Sign(e.key))
-	st, err := store.Open(ctx, e.lake)
+	require.NoError(t, h.Sign(e.Key))
+	st, err := store.Open(ctx, e.Lake)
 	require.NoError(t, err)
 	created, err := witness.Publish(ctx, st, h)
 	require.NoError(t, err)
 	require.True(t, created)
-	code, out, stderr = e.run(t, nil, "status")
+	code, out, stderr = e.Run(t, nil, "status")
 	require.Equal(t, cliutil.ExitFindings, code, out)
 	require.Contains(t, out, "\ttail-lost")
 	require.Contains(t, stderr, "disagree with their witnessed head")
 
-	code, _, stderr = e.run(t, map[string]string{"OML_DATABASE_URL": "postgres://u:secret@127.0.0.1:1/x?connect_timeout=2"}, "status")
+	code, _, stderr = e.Run(t, map[string]string{"OML_DATABASE_URL": "postgres://u:secret@127.0.0.1:1/x?connect_timeout=2"}, "status")
 	require.Equal(t, cliutil.ExitUsage, code)
 	require.NotContains(t, stderr, "secret")
 }

@@ -8,12 +8,15 @@ package runtest
 
 import (
 	"bytes"
+	"context"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/charmbracelet/x/exp/golden"
 	"github.com/google/uuid"
+	"github.com/spf13/cobra"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cliutil"
@@ -97,3 +100,16 @@ var (
 
 // Ptr is a pointer to v, for the optional fields of fakes.
 func Ptr[T any](v T) *T { return &v }
+
+// Parse builds a command with newCmd over a Factory on io, runs it on args
+// (split on spaces) with a runF that only keeps the Options it is given,
+// and returns them (nil when parsing failed), the Factory and the error:
+// what a flag-parsing test of any command needs.
+func Parse[O any](io *iostreams.IOStreams, args string, newCmd func(*cliutil.Factory, func(context.Context, *O) error) *cobra.Command) (*O, *cliutil.Factory, error) {
+	f := cliutil.New(io)
+	var got *O
+	cmd := newCmd(f, func(_ context.Context, o *O) error { got = o; return nil })
+	cmd.SetArgs(strings.Fields(args))
+	cmd.SilenceErrors, cmd.SilenceUsage = true, true
+	return got, f, cmd.Execute()
+}

@@ -28,7 +28,7 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 	tabs := b.tables(t, tables.Gold)
 	var gold maintain.Table
 	for _, tab := range tabs {
-		if tab.Key.Tenant == b.tenants[0] {
+		if tab.Key.Tenant == b.Tenants[0] {
 			gold = tab
 		}
 	}
@@ -39,7 +39,7 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 	txn, _ := before.TxnVersion(tables.AppID)
 	rows := len(readRows(t, gold.Store))
 	recon := func() {
-		rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
+		rep, err := reconcile.Run(ctx, b.Pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
 		require.NoError(t, err)
 		require.Zero(t, rep.Total(), "%+v", rep.Findings)
 	}
@@ -83,7 +83,7 @@ func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *te
 	require.NoError(t, err)
 	var areas maintain.Table
 	for _, tab := range b.tables(t, kind) {
-		if tab.Key.Tenant == b.tenants[0] {
+		if tab.Key.Tenant == b.Tenants[0] {
 			areas = tab
 		}
 	}
@@ -94,7 +94,7 @@ func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *te
 	txn, _ := before.TxnVersion(tables.AppID)
 	rows := readRows(t, areas.Store)
 	recon := func() {
-		rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
+		rep, err := reconcile.Run(ctx, b.Pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
 		require.NoError(t, err)
 		require.Zero(t, rep.Total(), "%+v", rep.Findings)
 	}

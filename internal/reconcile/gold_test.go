@@ -22,7 +22,7 @@ import (
 func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFound(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
-	tn := b.tenants[0]
+	tn := b.Tenants[0]
 	b.load(t, workload.Config{Claims: 30, Seed: 151, PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
 	require.Empty(t, b.drain(t))
 	rep := b.reconcile(t, reconcile.Options{})
@@ -77,7 +77,7 @@ func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFou
 func TestReconcile_Workareas_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFound(t *testing.T) {
 	t.Parallel()
 	b := setup(t, 1)
-	tn := b.tenants[0]
+	tn := b.Tenants[0]
 	b.load(t, workload.Config{Claims: 30, Seed: 152, PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
 	require.Empty(t, b.drain(t))
 	rep := b.reconcile(t, reconcile.Options{})

@@ -87,3 +87,12 @@ func RewriteTable(t testing.TB, st store.Store, edit func([]pq.Row) []pq.Row) *d
 	require.NoError(t, err)
 	return add
 }
+
+// FileLake is an empty lake on the file store in a directory removed when
+// the test ends.
+func FileLake(t testing.TB) store.Store {
+	t.Helper()
+	lake, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	return lake
+}

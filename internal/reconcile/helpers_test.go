@@ -26,8 +26,7 @@ type bundle struct {
 // lake on the file store.
 func setup(t *testing.T, n int) *bundle {
 	t.Helper()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	return &bundle{Deployment: testkit.NewDeployment(t, n), lake: lake}
 }
 

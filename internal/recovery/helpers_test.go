@@ -91,8 +91,7 @@ func newFailover(t *testing.T, witnessed bool) *failover {
 	ctx := context.Background()
 	db := testdb.New(t)
 	d := testkit.NewDeploymentOn(t, db, 2)
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	var wkey *keys.Key
 	if witnessed {
 		wkey = d.Key

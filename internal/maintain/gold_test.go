@@ -10,7 +10,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
-	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -25,25 +24,13 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 	b := setup(t, 1)
 	b.load(t, workload.Config{Claims: 40, Seed: 31, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
 	b.drainAll(t, b.drainer(t, 4))
-	tabs := b.tables(t, tables.Gold)
-	var gold maintain.Table
-	for _, tab := range tabs {
-		if tab.Key.Tenant == b.Tenants[0] {
-			gold = tab
-		}
-	}
-	require.NotNil(t, gold.Store)
+	gold := b.firstTenantTable(t, tables.Gold)
 	before, err := delta.Load(ctx, gold.Store)
 	require.NoError(t, err)
 	require.Greater(t, before.NumFiles(), 5, "many small gold files")
 	txn, _ := before.TxnVersion(tables.AppID)
 	rows := len(readRows(t, gold.Store))
-	recon := func() {
-		rep, err := reconcile.Run(ctx, b.Pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
-		require.NoError(t, err)
-		require.Zero(t, rep.Total(), "%+v", rep.Findings)
-	}
-	recon()
+	b.requireReconcileClean(t)
 
 	reps, err := maintain.Run(ctx, []maintain.Table{gold}, maintain.RunOptions{Policy: maintain.Policy{MinSmallFiles: 2, CheckpointInterval: 2}})
 	require.NoError(t, err)
@@ -56,7 +43,7 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 	got, _ := after.TxnVersion(tables.AppID)
 	require.Equal(t, txn, got, "maintenance never moves the lake writer's txn version")
 	require.Len(t, readRows(t, gold.Store), rows)
-	recon()
+	b.requireReconcileClean(t)
 
 	later := func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
 	reps, err = maintain.Run(ctx, []maintain.Table{gold}, maintain.RunOptions{Now: later, Policy: maintain.Policy{VacuumMinFiles: 1}})
@@ -64,7 +51,7 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 	require.Contains(t, tasks(reps[0].Plan), maintain.TaskVacuum)
 	require.NotZero(t, reps[0].Vacuumed.Deleted)
 	require.Len(t, readRows(t, gold.Store), rows)
-	recon()
+	b.requireReconcileClean(t)
 }
 
 // TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold:
@@ -81,24 +68,13 @@ func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *te
 	b.drainAll(t, b.drainer(t, 4))
 	kind, err := maintain.ParseKind("workareas")
 	require.NoError(t, err)
-	var areas maintain.Table
-	for _, tab := range b.tables(t, kind) {
-		if tab.Key.Tenant == b.Tenants[0] {
-			areas = tab
-		}
-	}
-	require.NotNil(t, areas.Store)
+	areas := b.firstTenantTable(t, kind)
 	before, err := delta.Load(ctx, areas.Store)
 	require.NoError(t, err)
 	require.Greater(t, before.Version(), int64(5), "many MERGE commits")
 	txn, _ := before.TxnVersion(tables.AppID)
 	rows := readRows(t, areas.Store)
-	recon := func() {
-		rep, err := reconcile.Run(ctx, b.Pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
-		require.NoError(t, err)
-		require.Zero(t, rep.Total(), "%+v", rep.Findings)
-	}
-	recon()
+	b.requireReconcileClean(t)
 
 	reps, err := maintain.Run(ctx, []maintain.Table{areas}, maintain.RunOptions{Policy: maintain.Policy{MinSmallFiles: 2, CheckpointInterval: 2}})
 	require.NoError(t, err)
@@ -109,7 +85,7 @@ func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *te
 	got, _ := after.TxnVersion(tables.AppID)
 	require.Equal(t, txn, got, "maintenance never moves the lake writer's txn version")
 	require.ElementsMatch(t, rows, readRows(t, areas.Store))
-	recon()
+	b.requireReconcileClean(t)
 
 	later := func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
 	reps, err = maintain.Run(ctx, []maintain.Table{areas}, maintain.RunOptions{Now: later, Policy: maintain.Policy{VacuumMinFiles: 1}})
@@ -117,5 +93,5 @@ func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *te
 	require.Contains(t, tasks(reps[0].Plan), maintain.TaskVacuum)
 	require.NotZero(t, reps[0].Vacuumed.Deleted, "the files the MERGEs removed are vacuumed")
 	require.ElementsMatch(t, rows, readRows(t, areas.Store))
-	recon()
+	b.requireReconcileClean(t)
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -22,6 +23,7 @@ import (
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -82,6 +84,28 @@ func (b *bundle) tables(t *testing.T, kinds ...tables.Kind) []maintain.Table {
 }
 
 // readRows reads every live row of the table at st (nil: no table).
+// firstTenantTable is the first tenant's table of kind.
+func (b *bundle) firstTenantTable(t *testing.T, kind tables.Kind) maintain.Table {
+	t.Helper()
+	var out maintain.Table
+	for _, tab := range b.tables(t, kind) {
+		if tab.Key.Tenant == b.Tenants[0] {
+			out = tab
+		}
+	}
+	require.NotNil(t, out.Store)
+	return out
+}
+
+// requireReconcileClean runs reconcile over the whole deployment and
+// requires no finding.
+func (b *bundle) requireReconcileClean(t *testing.T) {
+	t.Helper()
+	rep, err := reconcile.Run(context.Background(), b.Pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
+	require.NoError(t, err)
+	require.Zero(t, rep.Total(), "%+v", rep.Findings)
+}
+
 func readRows(t *testing.T, st store.Store) []pq.Row {
 	t.Helper()
 	return testkit.ReadTable(t, st, testkit.Read{})

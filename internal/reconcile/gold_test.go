@@ -48,12 +48,7 @@ func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFou
 	})
 
 	rep = b.reconcile(t, reconcile.Options{})
-	got := byClass(rep)
-	require.Len(t, got[reconcile.MissingInLake], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.DuplicateInLake], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.DigestMismatch], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.UnexpectedInLake], 1, "%v", rep.Findings)
-	require.Equal(t, int64(4), rep.Total(), "%v", rep.Findings)
+	got := requireOneEach(t, rep, reconcile.MissingInLake, reconcile.DuplicateInLake, reconcile.DigestMismatch, reconcile.UnexpectedInLake)
 	for cl, want := range map[reconcile.Class]tables.GoldLineageRow{
 		reconcile.MissingInLake: gone, reconcile.DuplicateInLake: copied, reconcile.DigestMismatch: changed, reconcile.UnexpectedInLake: invented,
 	} {
@@ -102,12 +97,7 @@ func TestReconcile_Workareas_CleanThenPlantedMissingUnexpectedDuplicateAndWrongR
 	})
 
 	rep = b.reconcile(t, reconcile.Options{})
-	got := byClass(rep)
-	require.Len(t, got[reconcile.MissingInLake], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.DuplicateInLake], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.StateMismatch], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.UnexpectedInLake], 1, "%v", rep.Findings)
-	require.Equal(t, int64(4), rep.Total(), "%v", rep.Findings)
+	got := requireOneEach(t, rep, reconcile.MissingInLake, reconcile.DuplicateInLake, reconcile.StateMismatch, reconcile.UnexpectedInLake)
 	for cl, want := range map[reconcile.Class]string{
 		reconcile.MissingInLake: gone, reconcile.DuplicateInLake: copied, reconcile.StateMismatch: changed, reconcile.UnexpectedInLake: invented.WorkareaID,
 	} {

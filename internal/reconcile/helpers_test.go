@@ -88,3 +88,15 @@ func requireClean(t *testing.T, rep *reconcile.Report) {
 	require.True(t, rep.OK, "expected no findings, got %v", rep.Counts)
 	require.Empty(t, rep.Findings)
 }
+
+// requireOneEach requires the report to hold exactly one finding of each
+// class and no other, and returns them by class.
+func requireOneEach(t *testing.T, rep *reconcile.Report, classes ...reconcile.Class) map[reconcile.Class][]reconcile.Finding {
+	t.Helper()
+	got := byClass(rep)
+	for _, c := range classes {
+		require.Len(t, got[c], 1, "%v", rep.Findings)
+	}
+	require.Equal(t, int64(len(classes)), rep.Total(), "%v", rep.Findings)
+	return got
+}

@@ -21,9 +21,7 @@ import (
 func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, 1)
-	b.load(t, workload.Config{Claims: 40, Seed: 31, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
-	b.drainAll(t, b.drainer(t, 4))
+	b := drainedSmall(t, 31)
 	gold := b.firstTenantTable(t, tables.Gold)
 	before, err := delta.Load(ctx, gold.Store)
 	require.NoError(t, err)
@@ -63,9 +61,7 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, 1)
-	b.load(t, workload.Config{Claims: 40, Seed: 32, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
-	b.drainAll(t, b.drainer(t, 4))
+	b := drainedSmall(t, 32)
 	kind, err := maintain.ParseKind("workareas")
 	require.NoError(t, err)
 	areas := b.firstTenantTable(t, kind)
@@ -94,4 +90,15 @@ func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *te
 	require.NotZero(t, reps[0].Vacuumed.Deleted, "the files the MERGEs removed are vacuumed")
 	require.ElementsMatch(t, rows, readRows(t, areas.Store))
 	b.requireReconcileClean(t)
+}
+
+// drainedSmall drains a one-tenant workload (seed) whose claims change
+// several times in batches of four rows: many small gold files and MERGE
+// commits for maintenance to work on.
+func drainedSmall(t *testing.T, seed uint64) *bundle {
+	t.Helper()
+	b := setup(t, 1)
+	b.load(t, workload.Config{Claims: 40, Seed: seed, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
+	b.drainAll(t, b.drainer(t, 4))
+	return b
 }

@@ -44,43 +44,23 @@ func setup(t testing.TB, tenants int) *bundle {
 
 func (b *bundle) load(t testing.TB, claims, poison int, seed uint64) workload.Result {
 	t.Helper()
-	res, err := workload.Run(context.Background(), b.pool, b.key, workload.Config{
+	return testkit.Load(t, b.pool, b.key, workload.Config{
 		Tenants: b.tenants, Claims: claims, PromoteRatio: 0.7, RetractRatio: 0.2, Poison: poison, Seed: seed,
 	})
-	require.NoError(t, err)
-	return res
 }
 
 // drain drains the whole outbox into the lake, as `oml lake drain --once`.
 func (b *bundle) drain(t testing.TB, tune func(*lakewriter.Options)) {
 	t.Helper()
-	o := lakewriter.Options{
-		DB: b.pool, Lake: b.lake, Signer: b.key, NoLease: true, PoisonBudget: 2,
-		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, Poll: 5 * time.Millisecond,
-		HorizonTimeout: 30 * time.Second,
-	}
+	o := testkit.DrainOptions(b.pool, b.lake, b.key)
+	o.PoisonBudget, o.HorizonTimeout = 2, 30*time.Second
 	if tune != nil {
 		tune(&o)
 	}
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
-	for range 50 {
-		_, err := d.DrainOnce(context.Background())
-		require.NoError(t, err)
-		if d.Frontier() >= b.lastSeq(t) {
-			return
-		}
-	}
-	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", d.Frontier(), b.lastSeq(t))
+	testkit.Drain(t, o)
 }
 
-func (b *bundle) lastSeq(t testing.TB) int64 {
-	t.Helper()
-	var s int64
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
-	return s
-}
+func (b *bundle) lastSeq(t testing.TB) int64 { t.Helper(); return testkit.LastSeq(t, b.pool) }
 
 // options are doctor options over the bundle; tune adjusts thresholds.
 func (b *bundle) options(tune func(*doctor.Thresholds)) doctor.Options {

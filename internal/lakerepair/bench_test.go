@@ -32,10 +32,8 @@ const benchUnexpected = 100_000
 func BenchmarkRepairUnexpected(b *testing.B) {
 	ctx := context.Background()
 	d := testkit.NewDeployment(b, 1)
-	lake, err := store.NewFile(b.TempDir())
-	require.NoError(b, err)
-	_, err = workload.Run(ctx, d.Pool, d.Key, workload.Config{Tenants: d.Tenants, Claims: 20, Seed: 7, PromoteRatio: 0.7})
-	require.NoError(b, err)
+	lake := testkit.FileLake(b)
+	testkit.Load(b, d.Pool, d.Key, workload.Config{Tenants: d.Tenants, Claims: 20, Seed: 7, PromoteRatio: 0.7})
 	e := &env{pool: d.Pool, key: d.Key, lake: lake}
 	w, err := lakewriter.New(e.drainOpts())
 	require.NoError(b, err)
@@ -94,10 +92,8 @@ func plantForged(b *testing.B, st store.Store, n int, base int64) {
 func BenchmarkRepairAfterPrune(b *testing.B) {
 	ctx := context.Background()
 	d := testkit.NewDeployment(b, 1)
-	lake, err := store.NewFile(b.TempDir())
-	require.NoError(b, err)
-	_, err = workload.Run(ctx, d.Pool, d.Key, workload.Config{Tenants: d.Tenants, Claims: 3000, Seed: 7, PromoteRatio: 0.7, RetractRatio: 0.3})
-	require.NoError(b, err)
+	lake := testkit.FileLake(b)
+	testkit.Load(b, d.Pool, d.Key, workload.Config{Tenants: d.Tenants, Claims: 3000, Seed: 7, PromoteRatio: 0.7, RetractRatio: 0.3})
 	e := &env{pool: d.Pool, key: d.Key, lake: lake}
 	w, err := lakewriter.New(e.drainOpts())
 	require.NoError(b, err)

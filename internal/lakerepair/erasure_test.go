@@ -6,10 +6,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 // erasedBodiesInLake reads every live silver file of every tenant (not
@@ -59,8 +59,7 @@ func erasedBodiesInLake(t *testing.T, e *env, lakeState bool) (live, archived []
 func TestRepair_RewindPastAMaintainThatErasedBodies_NoErasedBodyComesBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	nulled := 0
 	f := newForkedWith(t, lake, func(f *forked) {
 		for _, id := range tenantIDs(t, f.pool) {

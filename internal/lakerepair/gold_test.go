@@ -22,20 +22,8 @@ import (
 // second repair has nothing to do.
 func TestRepair_GoldLineagePlantedRows_RepairedReconcileClean(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
-	d := testkit.NewDeployment(t, 1)
-	e := &env{pool: d.Pool, key: d.Key, lake: lake}
-	tn := d.Tenants[0]
-	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: d.Tenants, Claims: 30, Seed: 12,
-		PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
-	require.NoError(t, err)
-	e.drain(t)
-	requireChecksGreen(t, e)
-
 	const inventedSeq = 80001
-	testkit.RewriteTable(t, tableStore(t, lake, tn, tables.Gold), func(rs []pq.Row) []pq.Row {
+	e, lake := repairPlanted(t, 12, tables.Gold, reconcile.DigestMismatch, func(rs []pq.Row) []pq.Row {
 		require.GreaterOrEqual(t, len(rs), 4)
 		rs[2][tables.LineageActor] = "mallory"
 		invented := append(pq.Row(nil), rs[3]...)
@@ -43,15 +31,6 @@ func TestRepair_GoldLineagePlantedRows_RepairedReconcileClean(t *testing.T) {
 		out := append([]pq.Row(nil), rs[1:]...) // rs[0] removed
 		return append(out, append(pq.Row(nil), rs[1]...), invented)
 	})
-	rep, err := reconcile.Run(ctx, e.pool, lake, reconcile.Options{StaleAfter: 1 << 62, TempDir: t.TempDir()})
-	require.NoError(t, err)
-	for _, c := range []reconcile.Class{reconcile.MissingInLake, reconcile.UnexpectedInLake, reconcile.DuplicateInLake, reconcile.DigestMismatch} {
-		require.Equal(t, int64(1), rep.Counts[c], "reconcile finds one %s: %+v", c, rep.Findings)
-	}
-
-	res := e.repairAll(t)
-	require.NotEmpty(t, res.Repaired)
-	requireChecksGreen(t, e)
 	archived := false
 	for _, rows := range archivedRows(t, lake, tables.Gold, "journal_seq", "actor") {
 		for _, r := range rows {
@@ -71,19 +50,7 @@ func TestRepair_GoldLineagePlantedRows_RepairedReconcileClean(t *testing.T) {
 // nothing to do.
 func TestRepair_GoldWorkareasPlantedRows_RepairedReconcileClean(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
-	d := testkit.NewDeployment(t, 1)
-	e := &env{pool: d.Pool, key: d.Key, lake: lake}
-	tn := d.Tenants[0]
-	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: d.Tenants, Claims: 30, Seed: 13,
-		PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
-	require.NoError(t, err)
-	e.drain(t)
-	requireChecksGreen(t, e)
-
-	testkit.RewriteTable(t, tableStore(t, lake, tn, tables.Workareas), func(rs []pq.Row) []pq.Row {
+	e, _ := repairPlanted(t, 13, tables.Workareas, reconcile.StateMismatch, func(rs []pq.Row) []pq.Row {
 		require.GreaterOrEqual(t, len(rs), 4)
 		c := tables.DecodeWorkarea(rs[2])
 		c.Promoted += 5
@@ -93,17 +60,37 @@ func TestRepair_GoldWorkareasPlantedRows_RepairedReconcileClean(t *testing.T) {
 		out[1] = c.Row()
 		return append(out, append(pq.Row(nil), rs[1]...), invented.Row())
 	})
+	e.drain(t)
+	e.requireNothingToRepair(t)
+}
+
+// repairPlanted drains a one-tenant workload (seed) with follow-ups into
+// gold, rewrites the tenant's table of kind with plant (which removes one
+// row, copies one, invents one and changes one, the change found as
+// changed), requires reconcile to find one of each, and repairs it all:
+// the checks are green again.
+func repairPlanted(t *testing.T, seed uint64, kind tables.Kind, changed reconcile.Class, plant func([]pq.Row) []pq.Row) (*env, store.Store) {
+	t.Helper()
+	ctx := context.Background()
+	lake := testkit.FileLake(t)
+	d := testkit.NewDeployment(t, 1)
+	e := &env{pool: d.Pool, key: d.Key, lake: lake}
+	testkit.Load(t, e.pool, e.key, workload.Config{Tenants: d.Tenants, Claims: 30, Seed: seed,
+		PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
+	e.drain(t)
+	requireChecksGreen(t, e)
+
+	testkit.RewriteTable(t, tableStore(t, lake, d.Tenants[0], kind), plant)
 	rep, err := reconcile.Run(ctx, e.pool, lake, reconcile.Options{StaleAfter: 1 << 62, TempDir: t.TempDir()})
 	require.NoError(t, err)
-	for _, c := range []reconcile.Class{reconcile.MissingInLake, reconcile.UnexpectedInLake, reconcile.DuplicateInLake, reconcile.StateMismatch} {
+	for _, c := range []reconcile.Class{reconcile.MissingInLake, reconcile.UnexpectedInLake, reconcile.DuplicateInLake, changed} {
 		require.Equal(t, int64(1), rep.Counts[c], "reconcile finds one %s: %+v", c, rep.Findings)
 	}
 
 	res := e.repairAll(t)
 	require.NotEmpty(t, res.Repaired)
 	requireChecksGreen(t, e)
-	e.drain(t)
-	e.requireNothingToRepair(t)
+	return e, lake
 }
 
 // TestRepair_JournalOlderThanGold_RepairBackfillsLineageAndWorkareas: a
@@ -117,20 +104,17 @@ func TestRepair_GoldWorkareasPlantedRows_RepairedReconcileClean(t *testing.T) {
 func TestRepair_JournalOlderThanGold_RepairBackfillsLineageAndWorkareas(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	d := testkit.NewDeployment(t, 2)
 	e := &env{pool: d.Pool, key: d.Key, lake: lake}
-	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: d.Tenants, Claims: 20, Seed: 14,
+	testkit.Load(t, e.pool, e.key, workload.Config{Tenants: d.Tenants, Claims: 20, Seed: 14,
 		PromoteRatio: 0.8, RetractRatio: 0.6, FollowUpRatio: 0.6})
-	require.NoError(t, err)
 	tag, err := e.pool.Exec(ctx, `DELETE FROM oml.outbox WHERE target IN ('gold.lineage', 'gold.workareas')`)
 	require.NoError(t, err)
 	require.NotZero(t, tag.RowsAffected())
 	// After the upgrade, only the first tenant changes anything.
-	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: d.Tenants[:1], Claims: 10, Seed: 15,
+	testkit.Load(t, e.pool, e.key, workload.Config{Tenants: d.Tenants[:1], Claims: 10, Seed: 15,
 		PromoteRatio: 0.8, RetractRatio: 0.6, FollowUpRatio: 0.6})
-	require.NoError(t, err)
 	e.drain(t)
 
 	rep, err := reconcile.Run(ctx, e.pool, lake, reconcile.Options{StaleAfter: 1 << 62, TempDir: t.TempDir()})
@@ -148,9 +132,8 @@ func TestRepair_JournalOlderThanGold_RepairBackfillsLineageAndWorkareas(t *testi
 		require.NotEmpty(t, readTable(t, lake, tables.TableKey{Tenant: tn, Kind: tables.Workareas}, []string{"workarea_id"}), "tenant %s has gold.workareas", tn)
 	}
 	// New changes after the backfill drain on top of it.
-	_, err = workload.Run(ctx, e.pool, e.key, workload.Config{Tenants: d.Tenants, Claims: 5, Seed: 16,
+	testkit.Load(t, e.pool, e.key, workload.Config{Tenants: d.Tenants, Claims: 5, Seed: 16,
 		PromoteRatio: 0.8, RetractRatio: 0.6, FollowUpRatio: 0.6})
-	require.NoError(t, err)
 	e.drain(t)
 	requireChecksGreen(t, e)
 }

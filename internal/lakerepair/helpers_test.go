@@ -20,7 +20,6 @@ import (
 	"github.com/omlhq/oml/internal/doctor"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
@@ -43,35 +42,15 @@ type env struct {
 }
 
 func (e *env) drainOpts() lakewriter.Options {
-	return lakewriter.Options{
-		DB: e.pool, Lake: e.lake, Signer: e.key, NoLease: true, PoisonBudget: 2,
-		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, Poll: 5 * time.Millisecond,
-		HorizonTimeout: 20 * time.Second, Limits: outbox.Limits{Rows: 40}, WitnessInterval: time.Nanosecond,
-	}
+	o := testkit.DrainOptions(e.pool, e.lake, e.key)
+	o.PoisonBudget, o.Limits, o.WitnessInterval = 2, outbox.Limits{Rows: 40}, time.Nanosecond
+	return o
 }
 
-func (e *env) lastSeq(t *testing.T) int64 {
-	t.Helper()
-	var s int64
-	require.NoError(t, e.pool.QueryRow(context.Background(),
-		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
-	return s
-}
+func (e *env) lastSeq(t *testing.T) int64 { t.Helper(); return testkit.LastSeq(t, e.pool) }
 
 // drain drains everything with a fresh writer; every pass must succeed.
-func (e *env) drain(t *testing.T) {
-	t.Helper()
-	d, err := lakewriter.New(e.drainOpts())
-	require.NoError(t, err)
-	for i := 0; i < 60; i++ {
-		_, err := d.DrainOnce(context.Background())
-		require.NoError(t, err)
-		if d.Frontier() >= e.lastSeq(t) {
-			return
-		}
-	}
-	t.Fatalf("the lake never caught up (frontier %d, last seq %d)", d.Frontier(), e.lastSeq(t))
-}
+func (e *env) drain(t *testing.T) { t.Helper(); testkit.Drain(t, e.drainOpts()) }
 
 // drainRefused drains once and requires the continuity refusal.
 func (e *env) drainRefused(t *testing.T) {
@@ -85,9 +64,7 @@ func (e *env) drainRefused(t *testing.T) {
 
 func (e *env) load(t *testing.T, tenants []uuid.UUID, seed uint64) {
 	t.Helper()
-	_, err := workload.Run(context.Background(), e.pool, e.key, workload.Config{
-		Tenants: tenants, Claims: 10, Seed: seed, PromoteRatio: 0.7, RetractRatio: 0.3})
-	require.NoError(t, err)
+	testkit.Load(t, e.pool, e.key, workload.Config{Tenants: tenants, Claims: 10, Seed: seed, PromoteRatio: 0.7, RetractRatio: 0.3})
 }
 
 func (e *env) repair(t *testing.T, o lakerepair.Options) (*lakerepair.Result, error) {
@@ -160,26 +137,11 @@ func tenantIDs(t *testing.T, pool *pgxpool.Pool) []uuid.UUID {
 	return out
 }
 
-// readTable reads every row of every live file of a table (nil when the
-// table does not exist), independently of reconcile.
+// readTable reads cols of every row of every live file of a table (nil
+// when the table does not exist), independently of reconcile.
 func readTable(t *testing.T, lake store.Store, key tables.TableKey, cols []string) []pq.Row {
 	t.Helper()
-	ctx := context.Background()
-	st, err := store.Sub(lake, key.Path())
-	require.NoError(t, err)
-	snap, err := delta.Load(ctx, st)
-	if errors.Is(err, delta.ErrTableNotFound) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []pq.Row
-	require.NoError(t, snap.Scan(ctx, st, delta.ScanOptions{Columns: cols}, func(_ *delta.Add, rows []pq.Row) error {
-		for _, r := range rows {
-			out = append(out, append(pq.Row(nil), r...))
-		}
-		return nil
-	}))
-	return out
+	return testkit.ReadLakeTable(t, lake, key.Path(), testkit.Read{Columns: cols})
 }
 
 // requireLakeEqualsJournal: every tenant's bronze holds exactly one row per

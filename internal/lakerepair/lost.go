@@ -145,16 +145,9 @@ func planLost(ctx context.Context, opts Options, plan *Plan) error {
 // applyRemove archives every row of tp's table and removes every file.
 func applyRemove(ctx context.Context, opts Options, planDigest string, tp *TablePlan) (TableResult, error) {
 	res := TableResult{Path: tp.Path, Action: tp.Action, TxnVersion: tp.TargetTxnVersion}
-	st, err := store.Sub(opts.Lake, tp.Path)
+	st, w, err := openPlanned(ctx, opts, tp)
 	if err != nil {
 		return res, err
-	}
-	w, err := delta.OpenWriter(ctx, st, delta.Options{})
-	if err != nil {
-		return res, fmt.Errorf("open %s to repair it: %w", tp.Path, err)
-	}
-	if w.Version() != tp.ReadVersion {
-		return res, fmt.Errorf("%s changed while the repair was planned (version %d, planned at %d): re-run oml lake repair", tp.Path, w.Version(), tp.ReadVersion)
 	}
 	if tp.erase, err = newEraser(tp.key, w.Snapshot()); err != nil {
 		return res, err

@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/delta"
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 // TestRepair_PromotedStandbyNeverSawATenant_ItsTablesArchivedAndRemoved:
@@ -26,8 +26,7 @@ import (
 func TestRepair_PromotedStandbyNeverSawATenant_ItsTablesArchivedAndRemoved(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	var lost uuid.UUID
 	f := newForkedWith(t, lake, func(f *forked) {
 		tn, _, err := tenant.Create(ctx, f.pool, f.key, "lost-only")

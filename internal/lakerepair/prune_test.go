@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outboxprune"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 // pruneAll runs `oml outbox prune` with no retention: every row every
@@ -50,8 +51,7 @@ func pruneAll(t *testing.T, e *env, tenants ...uuid.UUID) {
 // the checks; the rebuild by the repair itself is the next test.)
 func TestRepair_AfterOutboxPrune_EveryPutBackClassReDerivedFromTheJournal(t *testing.T) {
 	t.Parallel()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	e, t0, t1 := newRowsEnv(t, lake)
 	pruneAll(t, e, t0, t1)
 	runPlantedRows(t, e, t0, t1, false)
@@ -75,8 +75,7 @@ func TestRepair_AfterOutboxPrune_PlantedRowClasses_S3Lake(t *testing.T) {
 func TestRepair_AfterOutboxPrune_DeletedTablesRebuiltFromTheJournal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	e, t0, t1 := newRowsEnv(t, lake)
 	pruneAll(t, e, t0, t1)
 	var left int64

@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakerepair"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -25,8 +25,7 @@ import (
 func TestRepair_WhileDrainsRunAndTheApplicationWrites_NoRowLostOrDuplicated(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	e, t0, t1 := newRowsEnv(t, lake)
 	plantRowProblems(t, e, t0, t1)
 

@@ -179,19 +179,30 @@ func parseRepairRecord(ci json.RawMessage) (repairRecord, bool) {
 	return *v.OmlRepair, true
 }
 
-// apply archives what tp removes and commits it.
-func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) (TableResult, error) {
-	res := TableResult{Path: tp.Path, Action: tp.Action, TxnVersion: tp.TargetTxnVersion}
+// openPlanned opens a writer on tp's table and requires the table to be at
+// the version the plan read: a table changed since is not repaired from a
+// stale plan.
+func openPlanned(ctx context.Context, opts Options, tp *TablePlan) (store.Store, *delta.Writer, error) {
 	st, err := store.Sub(opts.Lake, tp.Path)
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
 	w, err := delta.OpenWriter(ctx, st, delta.Options{})
 	if err != nil {
-		return res, fmt.Errorf("open %s to repair it: %w", tp.Path, err)
+		return nil, nil, fmt.Errorf("open %s to repair it: %w", tp.Path, err)
 	}
 	if w.Version() != tp.ReadVersion {
-		return res, fmt.Errorf("%s changed while the repair was planned (version %d, planned at %d): re-run oml lake repair", tp.Path, w.Version(), tp.ReadVersion)
+		return nil, nil, fmt.Errorf("%s changed while the repair was planned (version %d, planned at %d): re-run oml lake repair", tp.Path, w.Version(), tp.ReadVersion)
+	}
+	return st, w, nil
+}
+
+// apply archives what tp removes and commits it.
+func apply(ctx context.Context, opts Options, planDigest string, tp *TablePlan) (TableResult, error) {
+	res := TableResult{Path: tp.Path, Action: tp.Action, TxnVersion: tp.TargetTxnVersion}
+	st, w, err := openPlanned(ctx, opts, tp)
+	if err != nil {
+		return res, err
 	}
 	seqCol, err := columnIndexes(w.Snapshot(), []string{tp.key.Kind.OutboxSeqColumn()})
 	if err != nil {

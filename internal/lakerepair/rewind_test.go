@@ -171,8 +171,7 @@ func requireJournalledOnce(t *testing.T, f *forked, commits int) {
 // new journal exactly; a second repair has nothing to do.
 func TestRepair_PromotedStandbyWroteOverLostTail_RewindDrainEqualsNewJournal(t *testing.T) {
 	t.Parallel()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	f := newForked(t, lake)
 	runForkedRepair(t, f)
 }
@@ -247,8 +246,7 @@ func crashAt(p lakerepair.CrashPoint, nth int) func(lakerepair.CrashPoint, strin
 // journalled once, and a further run has nothing to do.
 func TestRepair_CrashAfterArchiveAfterTableBeforeJournal_RerunSameEndState(t *testing.T) {
 	t.Parallel()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	f := newForked(t, lake)
 	require.Positive(t, f.acceptForks(t))
 	dry, err := f.repair(t, lakerepair.Options{DryRun: true})
@@ -294,8 +292,7 @@ func TestRepair_PromotedStandbyWroteOverLostTail_S3Lake(t *testing.T) {
 func TestRepair_RewindNeedsVacuumedFiles_RebuildsFromTheDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	f := newForked(t, lake)
 	require.Positive(t, f.acceptForks(t))
 	vacuumed := 0

@@ -137,8 +137,7 @@ func newRowsEnv(t *testing.T, lake store.Store) (*env, uuid.UUID, uuid.UUID) {
 // lake.repaired per tenant, and a second repair does nothing.
 func TestRepair_EveryPlantedRowClass_FileLake_ReconcileCleanArchiveJournal(t *testing.T) {
 	t.Parallel()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	e, t0, t1 := newRowsEnv(t, lake)
 	runPlantedRows(t, e, t0, t1, true)
 }
@@ -223,8 +222,7 @@ func runPlantedRows(t *testing.T, e *env, t0, t1 uuid.UUID, greenBeforeDrain boo
 func TestRepair_MissingRowsOfATableBehindTheFrontier_PutBack(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	e, t0, t1 := newRowsEnv(t, lake)
 	bst := tableStore(t, e.lake, t0, tables.Bronze)
 	snap, err := delta.Load(ctx, bst)

@@ -25,6 +25,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -72,8 +73,7 @@ func TestFaults_CorruptCommitInOneTable_HeldOthersDrainDoctorFails(t *testing.T)
 	ctx := context.Background()
 	b := setup(t, 3)
 	b.load(t, workload.Config{Claims: 10, Seed: 81})
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	d, err := lakewriter.New(b.opts(lake))
 	require.NoError(t, err)
 	b.drainAll(t, d)

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"math/rand/v2"
 	"sort"
 	"sync"
@@ -18,7 +17,6 @@ import (
 
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
@@ -108,17 +106,7 @@ func setupOn(t *testing.T, db *testdb.DB, n int) *bundle {
 
 func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
 	t.Helper()
-	if cfg.Tenants == nil {
-		cfg.Tenants = b.tenants
-	}
-	if cfg.PromoteRatio == 0 {
-		cfg.PromoteRatio = 0.7
-	}
-	if cfg.RetractRatio == 0 {
-		cfg.RetractRatio = 0.2
-	}
-	res, err := workload.Run(context.Background(), b.pool, b.key, cfg)
-	require.NoError(t, err)
+	res := b.Load(t, cfg, testkit.Mix{Promote: 0.7, Retract: 0.2})
 	for _, p := range res.Poison {
 		b.expectDead(p.OutboxSeq)
 	}
@@ -158,19 +146,7 @@ type silverRow struct {
 // readTable scans a table (nil rows if it does not exist).
 func readTable(t *testing.T, lake store.Store, path string) []pq.Row {
 	t.Helper()
-	st, err := store.Sub(lake, path)
-	require.NoError(t, err)
-	snap, err := delta.Load(context.Background(), st)
-	if errors.Is(err, delta.ErrTableNotFound) {
-		return nil
-	}
-	require.NoError(t, err)
-	var out []pq.Row
-	require.NoError(t, snap.Scan(context.Background(), st, delta.ScanOptions{}, func(_ *delta.Add, rows []pq.Row) error {
-		out = append(out, rows...)
-		return nil
-	}))
-	return out
+	return testkit.ReadLakeTable(t, lake, path, testkit.Read{})
 }
 
 // readTyped reads the rows of tenant's table of kind k, decoded.

@@ -16,6 +16,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 var (
@@ -97,8 +98,7 @@ func bestRead(b *testing.B, st store.Store) (time.Duration, int) {
 func BenchmarkOptimize(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		st, err := store.NewFile(b.TempDir())
-		require.NoError(b, err)
+		st := testkit.FileLake(b)
 		buildBronzeLike(b, st, *benchCommits, *benchRows)
 		before, rows := bestRead(b, st)
 		tab := maintain.Table{Key: tables.TableKey{Kind: tables.Bronze}, Store: st}

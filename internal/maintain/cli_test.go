@@ -22,7 +22,7 @@ type cliResult struct {
 
 func (b *bundle) oml(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	env := map[string]string{cliutil.EnvDatabaseURL: b.dbURL, cliutil.EnvLakeURL: "file://" + b.lakeDir}
+	env := map[string]string{cliutil.EnvDatabaseURL: b.DB.URL, cliutil.EnvLakeURL: "file://" + b.lakeDir}
 	io, _, out, errOut := iostreams.Test()
 	code := cli.Run(context.Background(), io, args, func(k string) string { return env[k] })
 	return cliResult{code, out.String(), errOut.String()}
@@ -99,7 +99,7 @@ func TestCLI_MaintenanceCommandsAndErasureStatus(t *testing.T) {
 	silver = tableByName(t, opt.Tables, "/silver/claims")
 	require.Positive(t, silver["erase_bodies"].(map[string]any)["bodies_nulled"])
 	require.Positive(t, silver["optimize"].(map[string]any)["files_removed"], r.stdout)
-	bronze := tableByName(t, opt.Tables, b.tenants[0].String()+"/bronze/events")
+	bronze := tableByName(t, opt.Tables, b.Tenants[0].String()+"/bronze/events")
 	require.Positive(t, bronze["optimize"].(map[string]any)["files_removed"])
 	b.verifyLake(t)
 

@@ -13,6 +13,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 // miniSilver is a table with silver's key, body and state columns: three
@@ -20,8 +21,7 @@ import (
 func miniSilver(t *testing.T) (store.Store, *delta.Writer) {
 	t.Helper()
 	ctx := context.Background()
-	st, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	st := testkit.FileLake(t)
 	schema := &delta.StructType{Fields: []delta.StructField{
 		delta.Field("artifact_id", delta.Prim(delta.TypeString), true),
 		delta.Field("version", delta.Prim(delta.TypeInteger), true),

@@ -48,7 +48,7 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t, 1)
-	tn := b.tenants[0]
+	tn := b.Tenants[0]
 	b.load(t, workload.Config{Claims: 40, PromoteRatio: 1, RetractRatio: 0.7, Seed: 7, Concurrency: 1})
 	b.drainAll(t, b.drainer(t, 10))
 
@@ -74,13 +74,13 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 		}
 	}
 	var keys int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.claim_keys WHERE tenant_id = $1 AND artifact_id = ANY($2)`,
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.claim_keys WHERE tenant_id = $1 AND artifact_id = ANY($2)`,
 		tn, mapKeys(erased)).Scan(&keys))
 	require.Zero(t, keys, "claim.erased destroys the data key in the same transaction")
 
 	status := func(now time.Time) map[string]maintain.ErasedClaim {
 		t.Helper()
-		st, err := maintain.ErasureStatus(ctx, b.pool, b.lake, &tn, now)
+		st, err := maintain.ErasureStatus(ctx, b.Pool, b.lake, &tn, now)
 		require.NoError(t, err)
 		out := map[string]maintain.ErasedClaim{}
 		for _, c := range st {
@@ -102,7 +102,7 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 	}
 
 	// maintain decides the erase-bodies rewrite from measurements alone.
-	tabs, err := maintain.Tables(b.lake, b.tenants, []tables.Kind{tables.Silver})
+	tabs, err := maintain.Tables(b.lake, b.Tenants, []tables.Kind{tables.Silver})
 	require.NoError(t, err)
 	reps, err := maintain.Run(ctx, tabs, maintain.RunOptions{})
 	require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestErasure_Sequence_NoCiphertextByteRemains(t *testing.T) {
 	again, err := maintain.EraseBodies(ctx, tabs[0], maintain.EraseOptions{})
 	require.NoError(t, err)
 	require.EqualValues(t, -1, again.Version, "a second erase-bodies pass has nothing to rewrite")
-	rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{Tenant: &tn, StaleAfter: -1})
+	rep, err := reconcile.Run(ctx, b.Pool, b.lake, reconcile.Options{Tenant: &tn, StaleAfter: -1})
 	require.NoError(t, err)
 	require.Empty(t, rep.Findings, "reconcile accepts an erased claim's null body")
 

@@ -10,7 +10,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
-	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -22,28 +21,14 @@ import (
 func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, 1)
-	b.load(t, workload.Config{Claims: 40, Seed: 31, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
-	b.drainAll(t, b.drainer(t, 4))
-	tabs := b.tables(t, tables.Gold)
-	var gold maintain.Table
-	for _, tab := range tabs {
-		if tab.Key.Tenant == b.tenants[0] {
-			gold = tab
-		}
-	}
-	require.NotNil(t, gold.Store)
+	b := drainedSmall(t, 31)
+	gold := b.firstTenantTable(t, tables.Gold)
 	before, err := delta.Load(ctx, gold.Store)
 	require.NoError(t, err)
 	require.Greater(t, before.NumFiles(), 5, "many small gold files")
 	txn, _ := before.TxnVersion(tables.AppID)
 	rows := len(readRows(t, gold.Store))
-	recon := func() {
-		rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
-		require.NoError(t, err)
-		require.Zero(t, rep.Total(), "%+v", rep.Findings)
-	}
-	recon()
+	b.requireReconcileClean(t)
 
 	reps, err := maintain.Run(ctx, []maintain.Table{gold}, maintain.RunOptions{Policy: maintain.Policy{MinSmallFiles: 2, CheckpointInterval: 2}})
 	require.NoError(t, err)
@@ -56,7 +41,7 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 	got, _ := after.TxnVersion(tables.AppID)
 	require.Equal(t, txn, got, "maintenance never moves the lake writer's txn version")
 	require.Len(t, readRows(t, gold.Store), rows)
-	recon()
+	b.requireReconcileClean(t)
 
 	later := func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
 	reps, err = maintain.Run(ctx, []maintain.Table{gold}, maintain.RunOptions{Now: later, Policy: maintain.Policy{VacuumMinFiles: 1}})
@@ -64,7 +49,7 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 	require.Contains(t, tasks(reps[0].Plan), maintain.TaskVacuum)
 	require.NotZero(t, reps[0].Vacuumed.Deleted)
 	require.Len(t, readRows(t, gold.Store), rows)
-	recon()
+	b.requireReconcileClean(t)
 }
 
 // TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold:
@@ -76,29 +61,16 @@ func TestMaintain_Gold_OptimizeCheckpointVacuum_LineageStillEqualsTheJournal(t *
 func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, 1)
-	b.load(t, workload.Config{Claims: 40, Seed: 32, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
-	b.drainAll(t, b.drainer(t, 4))
+	b := drainedSmall(t, 32)
 	kind, err := maintain.ParseKind("workareas")
 	require.NoError(t, err)
-	var areas maintain.Table
-	for _, tab := range b.tables(t, kind) {
-		if tab.Key.Tenant == b.tenants[0] {
-			areas = tab
-		}
-	}
-	require.NotNil(t, areas.Store)
+	areas := b.firstTenantTable(t, kind)
 	before, err := delta.Load(ctx, areas.Store)
 	require.NoError(t, err)
 	require.Greater(t, before.Version(), int64(5), "many MERGE commits")
 	txn, _ := before.TxnVersion(tables.AppID)
 	rows := readRows(t, areas.Store)
-	recon := func() {
-		rep, err := reconcile.Run(ctx, b.pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
-		require.NoError(t, err)
-		require.Zero(t, rep.Total(), "%+v", rep.Findings)
-	}
-	recon()
+	b.requireReconcileClean(t)
 
 	reps, err := maintain.Run(ctx, []maintain.Table{areas}, maintain.RunOptions{Policy: maintain.Policy{MinSmallFiles: 2, CheckpointInterval: 2}})
 	require.NoError(t, err)
@@ -109,7 +81,7 @@ func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *te
 	got, _ := after.TxnVersion(tables.AppID)
 	require.Equal(t, txn, got, "maintenance never moves the lake writer's txn version")
 	require.ElementsMatch(t, rows, readRows(t, areas.Store))
-	recon()
+	b.requireReconcileClean(t)
 
 	later := func() time.Time { return time.Now().Add(31 * 24 * time.Hour) }
 	reps, err = maintain.Run(ctx, []maintain.Table{areas}, maintain.RunOptions{Now: later, Policy: maintain.Policy{VacuumMinFiles: 1}})
@@ -117,5 +89,16 @@ func TestMaintain_Workareas_OptimizeCheckpointVacuum_RowsStillEqualTheFold(t *te
 	require.Contains(t, tasks(reps[0].Plan), maintain.TaskVacuum)
 	require.NotZero(t, reps[0].Vacuumed.Deleted, "the files the MERGEs removed are vacuumed")
 	require.ElementsMatch(t, rows, readRows(t, areas.Store))
-	recon()
+	b.requireReconcileClean(t)
+}
+
+// drainedSmall drains a one-tenant workload (seed) whose claims change
+// several times in batches of four rows: many small gold files and MERGE
+// commits for maintenance to work on.
+func drainedSmall(t *testing.T, seed uint64) *bundle {
+	t.Helper()
+	b := setup(t, 1)
+	b.load(t, workload.Config{Claims: 40, Seed: seed, PromoteRatio: 0.9, RetractRatio: 0.7, FollowUpRatio: 0.8})
+	b.drainAll(t, b.drainer(t, 4))
+	return b
 }

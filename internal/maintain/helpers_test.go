@@ -13,11 +13,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/journal"
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
@@ -25,6 +23,7 @@ import (
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/maintain"
 	"github.com/omlhq/oml/internal/outbox"
+	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -32,12 +31,9 @@ import (
 func TestMain(m *testing.M) { testkit.Main(m) }
 
 type bundle struct {
-	pool    *pgxpool.Pool
-	key     *keys.Key
-	tenants []uuid.UUID
+	*testkit.Deployment
 	lake    store.Store
 	lakeDir string
-	dbURL   string
 }
 
 // setup gives a migrated, initialised database with n tenants and an
@@ -51,8 +47,7 @@ func setup(t *testing.T, n int) *bundle {
 // temporary directory).
 func setupOn(t *testing.T, n int, lake store.Store) *bundle {
 	t.Helper()
-	d := testkit.NewDeployment(t, n)
-	b := &bundle{pool: d.Pool, key: d.Key, tenants: d.Tenants, lakeDir: t.TempDir(), dbURL: d.DB.URL}
+	b := &bundle{Deployment: testkit.NewDeployment(t, n), lakeDir: t.TempDir()}
 	if b.lake = lake; lake == nil {
 		var err error
 		b.lake, err = store.NewFile(b.lakeDir)
@@ -63,71 +58,57 @@ func setupOn(t *testing.T, n int, lake store.Store) *bundle {
 
 func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
 	t.Helper()
-	if cfg.Tenants == nil {
-		cfg.Tenants = b.tenants
-	}
-	res, err := workload.Run(context.Background(), b.pool, b.key, cfg)
-	require.NoError(t, err)
-	return res
+	return b.Load(t, cfg, testkit.Mix{})
 }
 
 func (b *bundle) drainer(t *testing.T, rows int) *lakewriter.Drainer {
 	t.Helper()
-	d, err := lakewriter.New(lakewriter.Options{
-		DB: b.pool, Lake: b.lake, Signer: b.key,
-		NoLease: true, PoisonBudget: 3,
-		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond,
-		Poll: 5 * time.Millisecond, HorizonTimeout: 20 * time.Second,
-		Limits: outbox.Limits{Rows: rows},
-	})
+	o := b.DrainOptions(b.lake)
+	o.Limits = outbox.Limits{Rows: rows}
+	d, err := lakewriter.New(o)
 	require.NoError(t, err)
 	return d
 }
 
-func (b *bundle) lastSeq(t testing.TB) int64 {
-	t.Helper()
-	var s int64
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
-	return s
-}
-
 // drainAll runs DrainOnce until the lake holds the whole outbox.
-func (b *bundle) drainAll(t *testing.T, d *lakewriter.Drainer) {
-	t.Helper()
-	for i := 0; i < 50; i++ {
-		_, err := d.DrainOnce(context.Background())
-		require.NoError(t, err)
-		if d.Frontier() >= b.lastSeq(t) {
-			return
-		}
-	}
-	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", d.Frontier(), b.lastSeq(t))
-}
+func (b *bundle) drainAll(t *testing.T, d *lakewriter.Drainer) { t.Helper(); b.DrainAll(t, d) }
 
 func (b *bundle) tables(t *testing.T, kinds ...tables.Kind) []maintain.Table {
 	t.Helper()
 	if len(kinds) == 0 {
 		kinds = nil
 	}
-	tabs, err := maintain.Tables(b.lake, append([]uuid.UUID{journal.ProviderTenant}, b.tenants...), kinds)
+	tabs, err := maintain.Tables(b.lake, append([]uuid.UUID{journal.ProviderTenant}, b.Tenants...), kinds)
 	require.NoError(t, err)
 	return tabs
 }
 
-func readRows(t *testing.T, st store.Store, opts ...delta.LoadOptions) []pq.Row {
+// readRows reads every live row of the table at st (nil: no table).
+// firstTenantTable is the first tenant's table of kind.
+func (b *bundle) firstTenantTable(t *testing.T, kind tables.Kind) maintain.Table {
 	t.Helper()
-	snap, err := delta.Load(context.Background(), st, opts...)
-	if errors.Is(err, delta.ErrTableNotFound) {
-		return nil
+	var out maintain.Table
+	for _, tab := range b.tables(t, kind) {
+		if tab.Key.Tenant == b.Tenants[0] {
+			out = tab
+		}
 	}
-	require.NoError(t, err)
-	var out []pq.Row
-	require.NoError(t, snap.Scan(context.Background(), st, delta.ScanOptions{}, func(_ *delta.Add, rows []pq.Row) error {
-		out = append(out, rows...)
-		return nil
-	}))
+	require.NotNil(t, out.Store)
 	return out
+}
+
+// requireReconcileClean runs reconcile over the whole deployment and
+// requires no finding.
+func (b *bundle) requireReconcileClean(t *testing.T) {
+	t.Helper()
+	rep, err := reconcile.Run(context.Background(), b.Pool, b.lake, reconcile.Options{StaleAfter: time.Hour, TempDir: t.TempDir()})
+	require.NoError(t, err)
+	require.Zero(t, rep.Total(), "%+v", rep.Findings)
+}
+
+func readRows(t *testing.T, st store.Store) []pq.Row {
+	t.Helper()
+	return testkit.ReadTable(t, st, testkit.Read{})
 }
 
 func (b *bundle) sub(t *testing.T, path string) store.Store {
@@ -147,14 +128,14 @@ func (b *bundle) sub(t *testing.T, path string) store.Store {
 func (b *bundle) verifyLake(t *testing.T) {
 	t.Helper()
 	ctx := context.Background()
-	for _, tn := range append([]uuid.UUID{journal.ProviderTenant}, b.tenants...) {
+	for _, tn := range append([]uuid.UUID{journal.ProviderTenant}, b.Tenants...) {
 		got := map[int64]int{}
 		for _, row := range readRows(t, b.sub(t, tables.TableKey{Tenant: tn, Kind: tables.Bronze}.Path())) {
 			r := tables.DecodeBronze(row)
 			require.Equal(t, tn.String(), r.TenantID)
 			got[r.Seq]++
 		}
-		q, err := b.pool.Query(ctx, `SELECT seq FROM oml.journal WHERE tenant_id = $1 ORDER BY seq`, tn)
+		q, err := b.Pool.Query(ctx, `SELECT seq FROM oml.journal WHERE tenant_id = $1 ORDER BY seq`, tn)
 		require.NoError(t, err)
 		for q.Next() {
 			var s int64
@@ -172,7 +153,7 @@ func (b *bundle) verifyLake(t *testing.T) {
 	}
 	type fold struct{ state, digest string }
 	want := map[key]fold{}
-	q, err := b.pool.Query(ctx, `SELECT tenant_id::text, artifact_id, version, state, encode(ciphertext_digest, 'hex')
+	q, err := b.Pool.Query(ctx, `SELECT tenant_id::text, artifact_id, version, state, encode(ciphertext_digest, 'hex')
 FROM oml.claims WHERE promoted_seq IS NOT NULL`)
 	require.NoError(t, err)
 	for q.Next() {
@@ -183,7 +164,7 @@ FROM oml.claims WHERE promoted_seq IS NOT NULL`)
 	}
 	require.NoError(t, q.Err())
 	got := map[key]bool{}
-	for _, tn := range b.tenants {
+	for _, tn := range b.Tenants {
 		for _, row := range readRows(t, b.sub(t, tables.TableKey{Tenant: tn, Kind: tables.Silver}.Path())) {
 			r := tables.DecodeSilver(row)
 			k := key{r.TenantID, r.ArtifactID, r.Version}

@@ -43,8 +43,8 @@ func raceLiveDrain(t *testing.T, b *bundle, rounds int) {
 	loaded := make(chan error, 1)
 	go func() {
 		for r := 0; r < rounds; r++ {
-			_, err := workload.Run(ctx, b.pool, b.key, workload.Config{
-				Tenants: b.tenants, Claims: 12, PromoteRatio: 0.8, RetractRatio: 0.5,
+			_, err := workload.Run(ctx, b.Pool, b.Key, workload.Config{
+				Tenants: b.Tenants, Claims: 12, PromoteRatio: 0.8, RetractRatio: 0.5,
 				Seed: uint64(r + 1), Concurrency: 2,
 			})
 			if err != nil {

@@ -10,9 +10,9 @@ import (
 
 	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 // A table the lake writer left with many commits, many small files and no
@@ -22,8 +22,7 @@ import (
 func TestRun_DoesWhatIsDueThenNothing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	st := testkit.FileLake(t)
 	schema := &delta.StructType{Fields: []delta.StructField{
 		delta.Field("seq", delta.Prim(delta.TypeLong), true),
 		delta.Field("payload", delta.Prim(delta.TypeString), true),

@@ -11,6 +11,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/maintain"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -26,7 +27,7 @@ func TestVacuum_KeepsWhatTheRetentionWindowReferences_DeletesTheRest(t *testing.
 	b.load(t, workload.Config{Claims: 30, PromoteRatio: 0.8, RetractRatio: 0.3, Seed: 3, Concurrency: 1})
 	b.drainAll(t, b.drainer(t, 8))
 
-	tabs, err := maintain.Tables(b.lake, b.tenants, []tables.Kind{tables.Bronze, tables.Silver})
+	tabs, err := maintain.Tables(b.lake, b.Tenants, []tables.Kind{tables.Bronze, tables.Silver})
 	require.NoError(t, err)
 	type pinned struct {
 		version int64
@@ -48,7 +49,7 @@ func TestVacuum_KeepsWhatTheRetentionWindowReferences_DeletesTheRest(t *testing.
 		vr, _, err := maintain.VacuumTable(ctx, tab, delta.VacuumOptions{Now: time.Now().Add(3 * 24 * time.Hour)})
 		require.NoError(t, err)
 		require.Empty(t, vr.Deleted, "%s: vacuum inside the retention window deleted files", tab.Key)
-		require.Len(t, readRows(t, tab.Store, delta.AtVersion(p.version)), p.rows, "%s: a reader pinned to v%d lost rows", tab.Key, p.version)
+		require.Len(t, testkit.ReadTable(t, tab.Store, testkit.Read{At: delta.AtVersion(p.version)}), p.rows, "%s: a reader pinned to v%d lost rows", tab.Key, p.version)
 	}
 
 	// Eight days later: the pre-compaction files are outside it.

@@ -38,18 +38,7 @@ func setup(t *testing.T, tenants int) *bundle {
 
 func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
 	t.Helper()
-	if cfg.Tenants == nil {
-		cfg.Tenants = b.Tenants
-	}
-	if cfg.PromoteRatio == 0 {
-		cfg.PromoteRatio = 0.7
-	}
-	if cfg.RetractRatio == 0 {
-		cfg.RetractRatio = 0.3
-	}
-	res, err := workload.Run(context.Background(), b.Pool, b.Key, cfg)
-	require.NoError(t, err)
-	return res
+	return b.Load(t, cfg, testkit.Mix{Promote: 0.7, Retract: 0.3})
 }
 
 func (b *bundle) drainer(t *testing.T, lake store.Store, mod func(*lakewriter.Options)) *lakewriter.Drainer {

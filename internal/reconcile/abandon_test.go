@@ -34,11 +34,11 @@ func TestAbandonStory_HeldBodyGoneForGood_AcceptedGapAndDoctorGreen(t *testing.T
 	require.EqualValues(t, 2, rep.Counts[reconcile.DeadLettered])
 	require.Empty(t, rep.Accepted)
 
-	open, err := deadletter.List(ctx, b.pool, deadletter.ListOptions{})
+	open, err := deadletter.List(ctx, b.Pool, deadletter.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, open, 2)
 	ids := []int64{open[0].ID, open[1].ID}
-	ab, err := deadletter.Abandon(ctx, b.pool, b.key, ids, deadletter.AbandonOptions{By: "oncall", Reason: "no backup holds these bodies"})
+	ab, err := deadletter.Abandon(ctx, b.Pool, b.Key, ids, deadletter.AbandonOptions{By: "oncall", Reason: "no backup holds these bodies"})
 	require.NoError(t, err)
 	for _, r := range ab {
 		require.Equal(t, deadletter.OutcomeAbandoned, r.Outcome, "%+v", r)
@@ -55,7 +55,7 @@ func TestAbandonStory_HeldBodyGoneForGood_AcceptedGapAndDoctorGreen(t *testing.T
 	}
 
 	d := doctor.Run(ctx, doctor.Options{
-		DB:   func(context.Context) (*pgxpool.Pool, error) { return b.pool, nil },
+		DB:   func(context.Context) (*pgxpool.Pool, error) { return b.Pool, nil },
 		Lake: func(context.Context) (store.Store, error) { return b.lake, nil },
 		Deep: true,
 	})
@@ -67,11 +67,11 @@ func TestAbandonStory_HeldBodyGoneForGood_AcceptedGapAndDoctorGreen(t *testing.T
 	require.Equal(t, doctor.StatusOK, rc.Status, rc.Summary)
 	require.EqualValues(t, 2, rc.Data["accepted_gaps"])
 
-	rr, err := deadletter.Reenqueue(ctx, b.pool, b.key, ids[:1], deadletter.Options{By: "oncall"})
+	rr, err := deadletter.Reenqueue(ctx, b.Pool, b.Key, ids[:1], deadletter.Options{By: "oncall"})
 	require.NoError(t, err)
 	require.Equal(t, deadletter.OutcomeRefusedAbandoned, rr[0].Outcome)
 
-	v, err := chainverify.VerifyDB(ctx, b.pool, chainverify.DBOptions{Full: true, NoCheckpoint: true})
+	v, err := chainverify.VerifyDB(ctx, b.Pool, chainverify.DBOptions{Full: true, NoCheckpoint: true})
 	require.NoError(t, err)
 	require.Empty(t, v.Findings)
 }

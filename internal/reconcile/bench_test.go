@@ -32,6 +32,7 @@ import (
 	"github.com/omlhq/oml/internal/reconcile"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 )
 
 var (
@@ -153,8 +154,7 @@ func setupBench(b *testing.B, n, bodySize int) *bench {
 	require.NoError(b, err)
 	tn, _, err := tenant.Create(ctx, pool, k, "bench")
 	require.NoError(b, err)
-	lake, err := store.NewFile(b.TempDir())
-	require.NoError(b, err)
+	lake := testkit.FileLake(b)
 
 	body := []byte("real-body")
 	sum := sha256.Sum256(body)

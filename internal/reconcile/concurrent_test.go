@@ -31,17 +31,15 @@ func TestReconcile_WhileTheWorkloadAndTheLakeWriterRun(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	d, err := lakewriter.New(lakewriter.Options{
-		DB: b.pool, Lake: b.lake, Signer: b.key, NoLease: true, PoisonBudget: 2,
-		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, Poll: time.Millisecond,
-		MaxWait: time.Millisecond, HorizonTimeout: 20 * time.Second, Limits: outbox.Limits{Rows: 7},
-	})
+	o := b.drainOpts()
+	o.Poll, o.MaxWait, o.Limits = time.Millisecond, time.Millisecond, outbox.Limits{Rows: 7}
+	d, err := lakewriter.New(o)
 	require.NoError(t, err)
 	drained := make(chan error, 1)
 	go func() { drained <- d.Run(ctx) }()
 	loaded := make(chan error, 1)
 	go func() {
-		_, err := workload.Run(ctx, b.pool, b.key, workload.Config{Tenants: b.tenants, Claims: 3, PromoteRatio: 0.8, RetractRatio: 0.5,
+		_, err := workload.Run(ctx, b.Pool, b.Key, workload.Config{Tenants: b.Tenants, Claims: 3, PromoteRatio: 0.8, RetractRatio: 0.5,
 			Seed: 72, Duration: time.Hour, Concurrency: 2})
 		loaded <- err
 	}()

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lake/pq"
@@ -21,12 +22,7 @@ import (
 // its journal seq and claim.
 func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFound(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 1)
-	tn := b.tenants[0]
-	b.load(t, workload.Config{Claims: 30, Seed: 151, PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
-	require.Empty(t, b.drain(t))
-	rep := b.reconcile(t, reconcile.Options{})
-	requireClean(t, rep)
+	b, tn, rep := drainedGoldClean(t, 151)
 	goldSum := lastTenantTable(t, rep, tables.TableKey{Tenant: tn, Kind: tables.Gold})
 	require.NotZero(t, goldSum.LakeRows)
 	require.Equal(t, goldSum.FoldRows, goldSum.LakeRows)
@@ -48,12 +44,7 @@ func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFou
 	})
 
 	rep = b.reconcile(t, reconcile.Options{})
-	got := byClass(rep)
-	require.Len(t, got[reconcile.MissingInLake], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.DuplicateInLake], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.DigestMismatch], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.UnexpectedInLake], 1, "%v", rep.Findings)
-	require.Equal(t, int64(4), rep.Total(), "%v", rep.Findings)
+	got := requireOneEach(t, rep, reconcile.MissingInLake, reconcile.DuplicateInLake, reconcile.DigestMismatch, reconcile.UnexpectedInLake)
 	for cl, want := range map[reconcile.Class]tables.GoldLineageRow{
 		reconcile.MissingInLake: gone, reconcile.DuplicateInLake: copied, reconcile.DigestMismatch: changed, reconcile.UnexpectedInLake: invented,
 	} {
@@ -76,12 +67,7 @@ func TestReconcile_Gold_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFou
 // the column, and an unexpected-in-lake, each naming its workarea.
 func TestReconcile_Workareas_CleanThenPlantedMissingUnexpectedDuplicateAndWrongRowFound(t *testing.T) {
 	t.Parallel()
-	b := setup(t, 1)
-	tn := b.tenants[0]
-	b.load(t, workload.Config{Claims: 30, Seed: 152, PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
-	require.Empty(t, b.drain(t))
-	rep := b.reconcile(t, reconcile.Options{})
-	requireClean(t, rep)
+	b, tn, rep := drainedGoldClean(t, 152)
 	sum := lastTenantTable(t, rep, tables.TableKey{Tenant: tn, Kind: tables.Workareas})
 	require.GreaterOrEqual(t, sum.LakeRows, int64(4))
 	require.Equal(t, sum.FoldRows, sum.LakeRows)
@@ -102,12 +88,7 @@ func TestReconcile_Workareas_CleanThenPlantedMissingUnexpectedDuplicateAndWrongR
 	})
 
 	rep = b.reconcile(t, reconcile.Options{})
-	got := byClass(rep)
-	require.Len(t, got[reconcile.MissingInLake], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.DuplicateInLake], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.StateMismatch], 1, "%v", rep.Findings)
-	require.Len(t, got[reconcile.UnexpectedInLake], 1, "%v", rep.Findings)
-	require.Equal(t, int64(4), rep.Total(), "%v", rep.Findings)
+	got := requireOneEach(t, rep, reconcile.MissingInLake, reconcile.DuplicateInLake, reconcile.StateMismatch, reconcile.UnexpectedInLake)
 	for cl, want := range map[reconcile.Class]string{
 		reconcile.MissingInLake: gone, reconcile.DuplicateInLake: copied, reconcile.StateMismatch: changed, reconcile.UnexpectedInLake: invented.WorkareaID,
 	} {
@@ -130,4 +111,17 @@ func lastTenantTable(t *testing.T, rep *reconcile.Report, key tables.TableKey) *
 	}
 	require.Failf(t, "no table summary", "the report covers no %s", key.Path())
 	return nil
+}
+
+// drainedGoldClean drains a one-tenant workload (seed) whose claims change
+// several times, so gold has lineage and workarea rows, and requires
+// reconcile to be clean; it returns the tenant and the clean report.
+func drainedGoldClean(t *testing.T, seed uint64) (*bundle, uuid.UUID, *reconcile.Report) {
+	t.Helper()
+	b := setup(t, 1)
+	b.load(t, workload.Config{Claims: 30, Seed: seed, PromoteRatio: 0.8, RetractRatio: 0.7, FollowUpRatio: 0.8})
+	require.Empty(t, b.drain(t))
+	rep := b.reconcile(t, reconcile.Options{})
+	requireClean(t, rep)
+	return b, b.Tenants[0], rep
 }

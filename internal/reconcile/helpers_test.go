@@ -5,11 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
@@ -21,67 +18,35 @@ import (
 func TestMain(m *testing.M) { testkit.Main(m) }
 
 type bundle struct {
-	pool    *pgxpool.Pool
-	key     *keys.Key
-	tenants []uuid.UUID
-	lake    store.Store
+	*testkit.Deployment
+	lake store.Store
 }
 
 // setup gives a migrated, initialised database with n tenants and an empty
 // lake on the file store.
 func setup(t *testing.T, n int) *bundle {
 	t.Helper()
-	d := testkit.NewDeployment(t, n)
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
-	return &bundle{pool: d.Pool, key: d.Key, lake: lake, tenants: d.Tenants}
+	lake := testkit.FileLake(t)
+	return &bundle{Deployment: testkit.NewDeployment(t, n), lake: lake}
 }
 
 func (b *bundle) load(t *testing.T, cfg workload.Config) workload.Result {
 	t.Helper()
-	if cfg.Tenants == nil {
-		cfg.Tenants = b.tenants
-	}
-	if cfg.PromoteRatio == 0 {
-		cfg.PromoteRatio = 0.7
-	}
-	if cfg.RetractRatio == 0 {
-		cfg.RetractRatio = 0.3
-	}
-	res, err := workload.Run(context.Background(), b.pool, b.key, cfg)
-	require.NoError(t, err)
-	return res
+	return b.Load(t, cfg, testkit.Mix{Promote: 0.7, Retract: 0.3})
 }
 
-func (b *bundle) lastSeq(t *testing.T) int64 {
-	t.Helper()
-	var s int64
-	require.NoError(t, b.pool.QueryRow(context.Background(),
-		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
-	return s
+// drainOpts are the lake writer's options for this package's tests.
+func (b *bundle) drainOpts() lakewriter.Options {
+	o := b.DrainOptions(b.lake)
+	o.PoisonBudget, o.Limits = 2, outbox.Limits{Rows: 50}
+	return o
 }
 
 // drain runs the real lake writer until the lake holds the whole outbox and
 // returns the outbox seqs it dead-lettered.
 func (b *bundle) drain(t *testing.T) []int64 {
 	t.Helper()
-	d, err := lakewriter.New(lakewriter.Options{
-		DB: b.pool, Lake: b.lake, Signer: b.key, NoLease: true, PoisonBudget: 2,
-		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, Poll: 5 * time.Millisecond,
-		HorizonTimeout: 20 * time.Second, Limits: outbox.Limits{Rows: 50},
-	})
-	require.NoError(t, err)
-	var dead []int64
-	for i := 0; i < 50; i++ {
-		sum, err := d.DrainOnce(context.Background())
-		require.NoError(t, err)
-		dead = append(dead, sum.DeadLettered...)
-		if d.Frontier() >= b.lastSeq(t) {
-			return dead
-		}
-	}
-	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", d.Frontier(), b.lastSeq(t))
-	return nil
+	return testkit.Drain(t, b.drainOpts()).DeadLettered
 }
 
 func (b *bundle) reconcile(t *testing.T, opts reconcile.Options) *reconcile.Report {
@@ -92,14 +57,14 @@ func (b *bundle) reconcile(t *testing.T, opts reconcile.Options) *reconcile.Repo
 	if opts.TempDir == "" {
 		opts.TempDir = t.TempDir()
 	}
-	rep, err := reconcile.Run(context.Background(), b.pool, b.lake, opts)
+	rep, err := reconcile.Run(context.Background(), b.Pool, b.lake, opts)
 	require.NoError(t, err)
 	return rep
 }
 
 func (b *bundle) exec(t *testing.T, sql string, args ...any) {
 	t.Helper()
-	_, err := b.pool.Exec(context.Background(), sql, args...)
+	_, err := b.Pool.Exec(context.Background(), sql, args...)
 	require.NoError(t, err)
 }
 
@@ -122,4 +87,16 @@ func requireClean(t *testing.T, rep *reconcile.Report) {
 	}
 	require.True(t, rep.OK, "expected no findings, got %v", rep.Counts)
 	require.Empty(t, rep.Findings)
+}
+
+// requireOneEach requires the report to hold exactly one finding of each
+// class and no other, and returns them by class.
+func requireOneEach(t *testing.T, rep *reconcile.Report, classes ...reconcile.Class) map[reconcile.Class][]reconcile.Finding {
+	t.Helper()
+	got := byClass(rep)
+	for _, c := range classes {
+		require.Len(t, got[c], 1, "%v", rep.Findings)
+	}
+	require.Equal(t, int64(len(classes)), rep.Total(), "%v", rep.Findings)
+	return got
 }

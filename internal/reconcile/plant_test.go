@@ -70,13 +70,13 @@ func TestReconcile_HealthyLakeHasNoFindings_ThenEachPlantedClassIsFound(t *testi
 	require.Positive(t, rep.Stats.SortRuns, "the external sort spilled")
 	require.Len(t, rep.Tenants, 3, "the provider tenant and two customer tenants")
 
-	t0, t1 := b.tenants[0], b.tenants[1]
+	t0, t1 := b.Tenants[0], b.Tenants[1]
 
 	// The plants on tenant 0's silver table.
 	var missing, digest, state, dup claimRef
 	var held claimRef
 	var heldRow pq.Row
-	rows, err := b.pool.Query(ctx, `
+	rows, err := b.Pool.Query(ctx, `
 SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provenance,
        encode(c.plaintext_digest, 'hex'), encode(c.ciphertext_digest, 'hex'), b.ciphertext, c.submitted_seq
   FROM oml.claims c JOIN oml.claim_bodies b USING (tenant_id, artifact_id, version)
@@ -121,7 +121,7 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 
 	// An erased artifact keeps its data key.
 	var erased string
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT artifact_id FROM oml.claims WHERE tenant_id = $1 AND state = 'erased' LIMIT 1`, t0).Scan(&erased))
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT artifact_id FROM oml.claims WHERE tenant_id = $1 AND state = 'erased' LIMIT 1`, t0).Scan(&erased))
 	b.exec(t, `INSERT INTO oml.claim_keys (tenant_id, artifact_id, dek, created_at) VALUES ($1, $2, $3, now())`, t0, erased, make([]byte, 32))
 
 	// Tenant 1's bronze data files vanish from the store.
@@ -133,11 +133,11 @@ SELECT c.artifact_id, c.version, c.workarea_id, c.writer, c.principal, c.provena
 		require.NoError(t, bst.Delete(ctx, p))
 	}
 	var t1Events int64
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, t1).Scan(&t1Events))
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, t1).Scan(&t1Events))
 
 	// New work that is not drained, behind a transaction that holds an xid.
 	b.load(t, workload.Config{Tenants: []uuid.UUID{t0}, Claims: 5, Seed: 32})
-	blocker, err := b.pool.Begin(ctx)
+	blocker, err := b.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = blocker.Rollback(ctx) }()
 	var blockerPID int32
@@ -219,13 +219,13 @@ func TestReconcile_TenantHeldForAForkedChain(t *testing.T) {
 	require.Empty(t, b.drain(t))
 	requireClean(t, b.reconcile(t, reconcile.Options{}))
 
-	held := b.tenants[1]
-	heads, err := witness.Capture(ctx, b.pool, &held, time.Now())
+	held := b.Tenants[1]
+	heads, err := witness.Capture(ctx, b.Pool, &held, time.Now())
 	require.NoError(t, err)
 	h := heads[0]
 	h.Seq += 5
 	h.Hash = strings.Repeat("cd", 32)
-	require.NoError(t, h.Sign(b.key))
+	require.NoError(t, h.Sign(b.Key))
 	created, err := witness.Publish(ctx, b.lake, h)
 	require.NoError(t, err)
 	require.True(t, created)

@@ -66,7 +66,7 @@ func TestRepairStory_PoisonOfEachKind_DeadLetteredRepairedReenqueuedDrained(t *t
 	}
 
 	// The list shows them.
-	open, err := deadletter.List(ctx, b.pool, deadletter.ListOptions{})
+	open, err := deadletter.List(ctx, b.Pool, deadletter.ListOptions{})
 	require.NoError(t, err)
 	require.Len(t, open, 3)
 	var ids []int64
@@ -76,7 +76,7 @@ func TestRepairStory_PoisonOfEachKind_DeadLetteredRepairedReenqueuedDrained(t *t
 		require.NotEmpty(t, l.Error)
 		require.False(t, l.Reenqueued)
 		ids = append(ids, l.ID)
-		d, err := deadletter.Show(ctx, b.pool, l.ID)
+		d, err := deadletter.Show(ctx, b.Pool, l.ID)
 		require.NoError(t, err)
 		require.NotNil(t, d.Skipped)
 		require.Equal(t, "materialize.skipped", d.Skipped.EventType)
@@ -98,7 +98,7 @@ func TestRepairStory_PoisonOfEachKind_DeadLetteredRepairedReenqueuedDrained(t *t
 	b.exec(t, `INSERT INTO oml.claim_bodies (tenant_id, artifact_id, version, ciphertext) VALUES ($1, $2, $3, $4)`,
 		mb.Tenant, mb.ArtifactID, mb.Version, mb.Body)
 
-	results, err := deadletter.Reenqueue(ctx, b.pool, b.key, ids, deadletter.Options{By: "oncall", Reason: "restored the held bodies"})
+	results, err := deadletter.Reenqueue(ctx, b.Pool, b.Key, ids, deadletter.Options{By: "oncall", Reason: "restored the held bodies"})
 	require.NoError(t, err)
 	require.Len(t, results, 3)
 	for _, r := range results {
@@ -110,13 +110,13 @@ func TestRepairStory_PoisonOfEachKind_DeadLetteredRepairedReenqueuedDrained(t *t
 	// The re-enqueued copy of the damaged retract carries the original payload.
 	var same bool
 	bp := kinds[workload.PoisonBadPayload]
-	require.NoError(t, b.pool.QueryRow(ctx, `
+	require.NoError(t, b.Pool.QueryRow(ctx, `
 SELECT o.payload = $2::jsonb FROM oml.dead_letter d JOIN oml.outbox o ON o.seq = d.new_outbox_seq WHERE d.outbox_seq = $1`,
 		bp.OutboxSeq, string(bp.Payload)).Scan(&same))
 	require.True(t, same, "the copy carries the payload the journal implies, which is the original one")
 
 	// Twice does nothing the second time, and says so.
-	again, err := deadletter.Reenqueue(ctx, b.pool, b.key, ids, deadletter.Options{By: "oncall"})
+	again, err := deadletter.Reenqueue(ctx, b.Pool, b.Key, ids, deadletter.Options{By: "oncall"})
 	require.NoError(t, err)
 	for i, r := range again {
 		require.Equal(t, deadletter.OutcomeAlreadyReenqueued, r.Outcome)
@@ -125,7 +125,7 @@ SELECT o.payload = $2::jsonb FROM oml.dead_letter d JOIN oml.outbox o ON o.seq =
 		require.Equal(t, "oncall", r.By)
 	}
 	var copies int
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE event_type = 'deadletter.reenqueued'`).Scan(&copies))
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE event_type = 'deadletter.reenqueued'`).Scan(&copies))
 	require.Equal(t, 3, copies, "the second re-enqueue journalled nothing")
 
 	// Until the drain, the re-enqueued rows are pending, not findings.
@@ -135,18 +135,18 @@ SELECT o.payload = $2::jsonb FROM oml.dead_letter d JOIN oml.outbox o ON o.seq =
 	require.Empty(t, b.drain(t), "the repaired rows apply")
 	rep = b.reconcile(t, reconcile.Options{})
 	requireClean(t, rep)
-	open, err = deadletter.List(ctx, b.pool, deadletter.ListOptions{})
+	open, err = deadletter.List(ctx, b.Pool, deadletter.ListOptions{})
 	require.NoError(t, err)
 	require.Empty(t, open)
-	all, err := deadletter.List(ctx, b.pool, deadletter.ListOptions{All: true})
+	all, err := deadletter.List(ctx, b.Pool, deadletter.ListOptions{All: true})
 	require.NoError(t, err)
 	require.Len(t, all, 3)
 
-	vr, err := chainverify.VerifyDB(ctx, b.pool, chainverify.DBOptions{Full: true, NoCheckpoint: true})
+	vr, err := chainverify.VerifyDB(ctx, b.Pool, chainverify.DBOptions{Full: true, NoCheckpoint: true})
 	require.NoError(t, err)
 	require.Empty(t, vr.Findings, "every chain verifies")
 	var skipped, reenq int
-	require.NoError(t, b.pool.QueryRow(ctx, `
+	require.NoError(t, b.Pool.QueryRow(ctx, `
 SELECT count(*) FILTER (WHERE event_type = 'materialize.skipped'), count(*) FILTER (WHERE event_type = 'deadletter.reenqueued')
 FROM oml.journal`).Scan(&skipped, &reenq))
 	require.Equal(t, 3, skipped)
@@ -164,19 +164,19 @@ func TestRepairStory_DeadLetteredPromotionThenItsRetract(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	b := setup(t, 1)
-	tn := b.tenants[0]
+	tn := b.Tenants[0]
 	body := []byte("ciphertext of a claim whose held body will go missing")
 	sum := sha256.Sum256(body)
 	sub, err := journal.NewClaimSubmitted(journal.ClaimSubmitted{ArtifactID: "a", Version: 1, WorkareaID: "wa", Writer: "alice",
 		Principal: "p", Provenance: "human", PlaintextDigest: hex.EncodeToString(sum[:]), CiphertextDigest: hex.EncodeToString(sum[:])},
 		body, make([]byte, 32))
 	require.NoError(t, err)
-	_, err = chain.Append(ctx, b.pool, b.key, tn, sub, journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}))
+	_, err = chain.Append(ctx, b.Pool, b.Key, tn, sub, journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}))
 	require.NoError(t, err)
 	b.exec(t, `DELETE FROM oml.claim_bodies WHERE tenant_id = $1`, tn)
 	require.Len(t, b.drain(t), 1)
 
-	_, err = chain.Append(ctx, b.pool, b.key, tn, journal.MustNew(journal.ClaimDemoted{ArtifactID: "a", Version: 1, By: "carol", Reason: "wrong"}))
+	_, err = chain.Append(ctx, b.Pool, b.Key, tn, journal.MustNew(journal.ClaimDemoted{ArtifactID: "a", Version: 1, By: "carol", Reason: "wrong"}))
 	require.NoError(t, err)
 	require.Len(t, b.drain(t), 1, "the retract of a row that is not in silver is dead-lettered too")
 
@@ -185,10 +185,10 @@ func TestRepairStory_DeadLetteredPromotionThenItsRetract(t *testing.T) {
 	require.EqualValues(t, 2, rep.Total(), "%v", rep.Counts)
 
 	b.exec(t, `INSERT INTO oml.claim_bodies (tenant_id, artifact_id, version, ciphertext) VALUES ($1, 'a', 1, $2)`, tn, body)
-	ids, err := deadletter.OpenIDs(ctx, b.pool, nil)
+	ids, err := deadletter.OpenIDs(ctx, b.Pool, nil)
 	require.NoError(t, err)
 	require.Len(t, ids, 2)
-	res, err := deadletter.Reenqueue(ctx, b.pool, b.key, ids, deadletter.Options{By: "oncall"})
+	res, err := deadletter.Reenqueue(ctx, b.Pool, b.Key, ids, deadletter.Options{By: "oncall"})
 	require.NoError(t, err)
 	require.Less(t, res[0].NewOutboxSeq, res[1].NewOutboxSeq, "the promotion is re-applied before its retract")
 	require.Empty(t, b.drain(t))

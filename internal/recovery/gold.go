@@ -3,12 +3,10 @@ package recovery
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/google/uuid"
 
 	"github.com/omlhq/oml/internal/journal"
-	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
@@ -29,24 +27,14 @@ type goldRef struct {
 // at the seqs the lake applied them at, as it does for bronze and silver.
 func goldIndex(ctx context.Context, lake store.Store, tenant uuid.UUID, from int64) (map[goldRef]int64, error) {
 	out := map[goldRef]int64{}
-	key := tables.TableKey{Tenant: tenant, Kind: tables.Gold}
-	snap, st, err := loadTable(ctx, lake, key)
-	if err != nil || snap == nil {
-		return out, err
-	}
 	cols := tables.LineageColumns(tables.LineageJournalSeq, tables.LineageArtifactID, tables.LineageVersion, tables.LineageOutboxSeq)
-	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: cols.Columns()},
-		func(_ *delta.Add, rows []pq.Row) error {
-			for _, r := range rows {
-				g := cols.Decode(r)
-				if g.JournalSeq >= from {
-					out[goldRef{g.JournalSeq, g.ArtifactID, int(g.Version)}] = g.OutboxSeq
-				}
-			}
-			return nil
-		})
+	err := scanTable(ctx, lake, tables.TableKey{Tenant: tenant, Kind: tables.Gold}, cols.Columns(), func(r pq.Row) {
+		if g := cols.Decode(r); g.JournalSeq >= from {
+			out[goldRef{g.JournalSeq, g.ArtifactID, int(g.Version)}] = g.OutboxSeq
+		}
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", key.Path(), err)
+		return nil, err
 	}
 	return out, nil
 }
@@ -57,22 +45,13 @@ func goldIndex(ctx context.Context, lake store.Store, tenant uuid.UUID, from int
 // tail's gold.workareas row is applied when its change is at or below it.
 func areaIndex(ctx context.Context, lake store.Store, tenant uuid.UUID) (map[string]int64, error) {
 	out := map[string]int64{}
-	key := tables.TableKey{Tenant: tenant, Kind: tables.Workareas}
-	snap, st, err := loadTable(ctx, lake, key)
-	if err != nil || snap == nil {
-		return out, err
-	}
 	cols := tables.WorkareaColumns(tables.WorkareaID, tables.WorkareaLastJournalSeq)
-	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: cols.Columns()},
-		func(_ *delta.Add, rows []pq.Row) error {
-			for _, r := range rows {
-				g := cols.Decode(r)
-				out[g.WorkareaID] = max(out[g.WorkareaID], g.LastJournalSeq)
-			}
-			return nil
-		})
+	err := scanTable(ctx, lake, tables.TableKey{Tenant: tenant, Kind: tables.Workareas}, cols.Columns(), func(r pq.Row) {
+		g := cols.Decode(r)
+		out[g.WorkareaID] = max(out[g.WorkareaID], g.LastJournalSeq)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", key.Path(), err)
+		return nil, err
 	}
 	return out, nil
 }

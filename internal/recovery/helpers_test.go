@@ -63,49 +63,22 @@ func copyDB(t *testing.T, db *testdb.DB, pool *pgxpool.Pool) *testdb.DB {
 // drainOpts are lake writer options for a test; witness publishes every
 // batch when key is set.
 func drainOpts(pool *pgxpool.Pool, lake store.Store, key *keys.Key) lakewriter.Options {
-	o := lakewriter.Options{
-		DB: pool, Lake: lake, NoLease: true, PoisonBudget: 2,
-		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, Poll: 5 * time.Millisecond,
-		HorizonTimeout: 20 * time.Second, Limits: outbox.Limits{Rows: 40},
-		WitnessInterval: time.Nanosecond,
-	}
-	if key != nil {
-		o.Signer = key
-	}
+	o := testkit.DrainOptions(pool, lake, key)
+	o.PoisonBudget, o.Limits, o.WitnessInterval = 2, outbox.Limits{Rows: 40}, time.Nanosecond
 	return o
 }
 
-func lastSeq(t *testing.T, pool *pgxpool.Pool) int64 {
-	t.Helper()
-	var s int64
-	require.NoError(t, pool.QueryRow(context.Background(),
-		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
-	return s
-}
+func lastSeq(t *testing.T, pool *pgxpool.Pool) int64 { t.Helper(); return testkit.LastSeq(t, pool) }
 
-// drainAll drains until the lake holds the whole outbox and returns the
-// last pass's summary.
-func drainAll(t *testing.T, pool *pgxpool.Pool, lake store.Store, key *keys.Key) lakewriter.Summary {
+// drainAll drains until the lake holds the whole outbox.
+func drainAll(t *testing.T, pool *pgxpool.Pool, lake store.Store, key *keys.Key) {
 	t.Helper()
-	d, err := lakewriter.New(drainOpts(pool, lake, key))
-	require.NoError(t, err)
-	var sum lakewriter.Summary
-	for i := 0; i < 50; i++ {
-		sum, err = d.DrainOnce(context.Background())
-		require.NoError(t, err)
-		if d.Frontier() >= lastSeq(t, pool) {
-			return sum
-		}
-	}
-	t.Fatalf("the lake never caught up (frontier %d, last seq %d)", d.Frontier(), lastSeq(t, pool))
-	return sum
+	testkit.Drain(t, drainOpts(pool, lake, key))
 }
 
 func load(t *testing.T, pool *pgxpool.Pool, key *keys.Key, tenants []uuid.UUID, seed uint64) {
 	t.Helper()
-	_, err := workload.Run(context.Background(), pool, key, workload.Config{
-		Tenants: tenants, Claims: 12, Seed: seed, PromoteRatio: 0.7, RetractRatio: 0.3})
-	require.NoError(t, err)
+	testkit.Load(t, pool, key, workload.Config{Tenants: tenants, Claims: 12, Seed: seed, PromoteRatio: 0.7, RetractRatio: 0.3})
 }
 
 // newFailover: a deployment with two tenants writes and drains (with
@@ -118,8 +91,7 @@ func newFailover(t *testing.T, witnessed bool) *failover {
 	ctx := context.Background()
 	db := testdb.New(t)
 	d := testkit.NewDeploymentOn(t, db, 2)
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	var wkey *keys.Key
 	if witnessed {
 		wkey = d.Key

@@ -30,6 +30,25 @@ func loadTable(ctx context.Context, lake store.Store, key tables.TableKey) (*del
 	return snap, st, nil
 }
 
+// scanTable calls each with the cols of every live row of one of a
+// tenant's tables; a table that does not exist has no rows.
+func scanTable(ctx context.Context, lake store.Store, key tables.TableKey, cols []string, each func(pq.Row)) error {
+	snap, st, err := loadTable(ctx, lake, key)
+	if err != nil || snap == nil {
+		return err
+	}
+	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: cols}, func(_ *delta.Add, rows []pq.Row) error {
+		for _, r := range rows {
+			each(r)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("read %s: %w", key.Path(), err)
+	}
+	return nil
+}
+
 // txnVersions caches the lake writer's txn version of every table of the
 // tenants asked about.
 type txnVersions struct {
@@ -71,25 +90,16 @@ type silverRow struct {
 // silver.claims table (four small columns).
 func silverIndex(ctx context.Context, lake store.Store, tenant uuid.UUID) (map[journal.ClaimRef]silverRow, error) {
 	out := map[journal.ClaimRef]silverRow{}
-	key := tables.TableKey{Tenant: tenant, Kind: tables.Silver}
-	snap, st, err := loadTable(ctx, lake, key)
-	if err != nil || snap == nil {
-		return out, err
-	}
 	cols := tables.SilverColumns(tables.SilverArtifactID, tables.SilverVersion, tables.SilverJournalSeq, tables.SilverOutboxSeq)
-	err = snap.Scan(ctx, st, delta.ScanOptions{Columns: cols.Columns()},
-		func(_ *delta.Add, rows []pq.Row) error {
-			for _, r := range rows {
-				c := cols.Decode(r)
-				ref := journal.ClaimRef{ArtifactID: c.ArtifactID, Version: int(c.Version)}
-				if old, ok := out[ref]; !ok || c.JournalSeq > old.journalSeq {
-					out[ref] = silverRow{journalSeq: c.JournalSeq, outboxSeq: c.OutboxSeq}
-				}
-			}
-			return nil
-		})
+	err := scanTable(ctx, lake, tables.TableKey{Tenant: tenant, Kind: tables.Silver}, cols.Columns(), func(r pq.Row) {
+		c := cols.Decode(r)
+		ref := journal.ClaimRef{ArtifactID: c.ArtifactID, Version: int(c.Version)}
+		if old, ok := out[ref]; !ok || c.JournalSeq > old.journalSeq {
+			out[ref] = silverRow{journalSeq: c.JournalSeq, outboxSeq: c.OutboxSeq}
+		}
+	})
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", key.Path(), err)
+		return nil, err
 	}
 	return out, nil
 }

@@ -14,11 +14,11 @@ import (
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/recovery"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -44,8 +44,7 @@ func TestRestoreTail_PromotedStandbyLostTail_JournalEqualsOldPrimary(t *testing.
 		require.NoError(t, err)
 		tenants = append(tenants, tn.ID)
 	}
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	load(t, pool, key, tenants, 11)
 	drainAll(t, pool, lake, key)
 	standby := testdb.StartStandby(t, primary)
@@ -163,8 +162,7 @@ func TestRestoreTail_PromotedStandbyLostTailWithReenqueue_RefusedNamingEvent(t *
 	tn, _, err := tenant.Create(ctx, pool, key, "acme")
 	require.NoError(t, err)
 	tenants := []uuid.UUID{tn.ID}
-	lake, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
+	lake := testkit.FileLake(t)
 	wl, err := workload.Run(ctx, pool, key, workload.Config{Tenants: tenants, Claims: 8, Seed: 21, PromoteRatio: 0.8, Poison: 1})
 	require.NoError(t, err)
 	require.Len(t, wl.Poison, 1)

@@ -2,6 +2,7 @@ package testkit
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -15,17 +16,50 @@ import (
 // the caller may edit), with the snapshot it read them from.
 func ReadRows(t testing.TB, st store.Store) (*delta.Snapshot, []pq.Row) {
 	t.Helper()
-	ctx := context.Background()
-	snap, err := delta.Load(ctx, st)
+	snap, err := delta.Load(context.Background(), st)
 	require.NoError(t, err)
+	return snap, scan(t, st, snap, nil)
+}
+
+// Read says what ReadTable reads: which columns (none: all) of which
+// version (zero: the latest).
+type Read struct {
+	Columns []string
+	At      delta.LoadOptions
+}
+
+// ReadTable reads the live rows of the Delta table at st as ReadRows does,
+// straight from its files and independently of the engine's readers, and
+// gives nil when there is no table (a tenant's table the drain has not yet
+// created).
+func ReadTable(t testing.TB, st store.Store, r Read) []pq.Row {
+	t.Helper()
+	snap, err := delta.Load(context.Background(), st, r.At)
+	if errors.Is(err, delta.ErrTableNotFound) {
+		return nil
+	}
+	require.NoError(t, err)
+	return scan(t, st, snap, r.Columns)
+}
+
+// ReadLakeTable is ReadTable on the table at path in lake.
+func ReadLakeTable(t testing.TB, lake store.Store, path string, r Read) []pq.Row {
+	t.Helper()
+	st, err := store.Sub(lake, path)
+	require.NoError(t, err)
+	return ReadTable(t, st, r)
+}
+
+func scan(t testing.TB, st store.Store, snap *delta.Snapshot, cols []string) []pq.Row {
+	t.Helper()
 	var rows []pq.Row
-	require.NoError(t, snap.Scan(ctx, st, delta.ScanOptions{}, func(_ *delta.Add, rs []pq.Row) error {
+	require.NoError(t, snap.Scan(context.Background(), st, delta.ScanOptions{Columns: cols}, func(_ *delta.Add, rs []pq.Row) error {
 		for _, r := range rs {
 			rows = append(rows, append(pq.Row(nil), r...))
 		}
 		return nil
 	}))
-	return snap, rows
+	return rows
 }
 
 // RewriteTable replaces every live file of the Delta table at st with one
@@ -37,13 +71,7 @@ func RewriteTable(t testing.TB, st store.Store, edit func([]pq.Row) []pq.Row) *d
 	ctx := context.Background()
 	w, err := delta.OpenWriter(ctx, st, delta.Options{})
 	require.NoError(t, err)
-	var rows []pq.Row
-	require.NoError(t, w.Snapshot().Scan(ctx, st, delta.ScanOptions{}, func(_ *delta.Add, rs []pq.Row) error {
-		for _, r := range rs {
-			rows = append(rows, append(pq.Row(nil), r...))
-		}
-		return nil
-	}))
+	rows := scan(t, st, w.Snapshot(), nil)
 	c := delta.Commit{Operation: "WRITE"}
 	for _, f := range w.Snapshot().Files() {
 		p, err := delta.DecodePath(f.Path)
@@ -58,4 +86,13 @@ func RewriteTable(t testing.TB, st store.Store, edit func([]pq.Row) []pq.Row) *d
 	_, err = w.Commit(ctx, c)
 	require.NoError(t, err)
 	return add
+}
+
+// FileLake is an empty lake on the file store in a directory removed when
+// the test ends.
+func FileLake(t testing.TB) store.Store {
+	t.Helper()
+	lake, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	return lake
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
 	"github.com/omlhq/oml/internal/testdb"
+	"github.com/omlhq/oml/internal/workload"
 )
 
 // Main is a TestMain: a throwaway PostgreSQL cluster whose databases are
@@ -107,10 +108,14 @@ func deployNamed(t testing.TB, pool *pgxpool.Pool, names []string) *Deployment {
 }
 
 // LastSeq is the outbox sequence's last value (0 if none was drawn).
-func (d *Deployment) LastSeq(t testing.TB) int64 {
+func (d *Deployment) LastSeq(t testing.TB) int64 { return LastSeq(t, d.Pool) }
+
+// LastSeq is the last value of pool's outbox sequence (0 if none was
+// drawn): the seq a drain must reach to hold the whole outbox.
+func LastSeq(t testing.TB, pool *pgxpool.Pool) int64 {
 	t.Helper()
 	var s int64
-	require.NoError(t, d.Pool.QueryRow(context.Background(),
+	require.NoError(t, pool.QueryRow(context.Background(),
 		`SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('oml.outbox','seq')::regclass), 0)`).Scan(&s))
 	return s
 }
@@ -118,30 +123,86 @@ func (d *Deployment) LastSeq(t testing.TB) int64 {
 // DrainOptions are lake writer options for tests: no lease, millisecond
 // backoffs and polls, a small poison budget.
 func (d *Deployment) DrainOptions(lake store.Store) lakewriter.Options {
-	return lakewriter.Options{
-		DB: d.Pool, Lake: lake, Signer: d.Key,
+	return DrainOptions(d.Pool, lake, d.Key)
+}
+
+// DrainOptions are the deployment-less form of Deployment.DrainOptions,
+// for tests that hold only a pool (a promoted copy, a restored database);
+// a nil signer leaves Options.Signer nil, so the writer journals no
+// materialize.skipped and publishes no witness.
+func DrainOptions(pool *pgxpool.Pool, lake store.Store, signer *keys.Key) lakewriter.Options {
+	o := lakewriter.Options{
+		DB: pool, Lake: lake,
 		NoLease: true, PoisonBudget: 3,
 		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond,
 		Poll: 5 * time.Millisecond, HorizonTimeout: 20 * time.Second,
 	}
+	if signer != nil { // a nil *keys.Key in the interface would not be nil
+		o.Signer = signer
+	}
+	return o
 }
 
 // DrainAll runs DrainOnce until the lake holds the whole outbox and returns
 // what the passes did together.
 func (d *Deployment) DrainAll(t testing.TB, w *lakewriter.Drainer) lakewriter.Summary {
 	t.Helper()
+	return DrainAll(t, d.Pool, w)
+}
+
+// DrainAll runs w's DrainOnce until its frontier reaches pool's last
+// outbox seq (every pass must succeed) and returns what the passes did
+// together.
+func DrainAll(t testing.TB, pool *pgxpool.Pool, w *lakewriter.Drainer) lakewriter.Summary {
+	t.Helper()
 	var total lakewriter.Summary
-	for i := 0; i < 50; i++ {
+	for i := 0; i < 60; i++ {
 		sum, err := w.DrainOnce(context.Background())
 		require.NoError(t, err)
 		total.Batches += sum.Batches
 		total.Rows += sum.Rows
 		total.TableCommits += sum.TableCommits
 		total.DeadLettered = append(total.DeadLettered, sum.DeadLettered...)
-		if w.Frontier() >= d.LastSeq(t) {
+		if w.Frontier() >= LastSeq(t, pool) {
 			return total
 		}
 	}
-	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", w.Frontier(), d.LastSeq(t))
+	t.Fatalf("the lake never caught up with the outbox (frontier %d, last seq %d)", w.Frontier(), LastSeq(t, pool))
 	return total
+}
+
+// Drain drains the whole outbox with a fresh writer on o, as
+// `oml lake drain --once` does, and returns what the passes did together.
+func Drain(t testing.TB, o lakewriter.Options) lakewriter.Summary {
+	t.Helper()
+	w, err := lakewriter.New(o)
+	require.NoError(t, err)
+	return DrainAll(t, o.DB, w)
+}
+
+// Mix is a test package's usual share of promoted and of retracted claims.
+type Mix struct{ Promote, Retract float64 }
+
+// Load runs the workload cfg on the deployment: on all its tenants unless
+// cfg names some, with the ratios cfg leaves zero taken from mix.
+func (d *Deployment) Load(t testing.TB, cfg workload.Config, mix Mix) workload.Result {
+	t.Helper()
+	if cfg.Tenants == nil {
+		cfg.Tenants = d.Tenants
+	}
+	if cfg.PromoteRatio == 0 {
+		cfg.PromoteRatio = mix.Promote
+	}
+	if cfg.RetractRatio == 0 {
+		cfg.RetractRatio = mix.Retract
+	}
+	return Load(t, d.Pool, d.Key, cfg)
+}
+
+// Load runs the workload cfg on pool, signed with key.
+func Load(t testing.TB, pool *pgxpool.Pool, key *keys.Key, cfg workload.Config) workload.Result {
+	t.Helper()
+	res, err := workload.Run(context.Background(), pool, key, cfg)
+	require.NoError(t, err)
+	return res
 }

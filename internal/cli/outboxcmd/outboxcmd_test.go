@@ -3,7 +3,6 @@ package outboxcmd_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/outboxcmd"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
@@ -23,38 +21,21 @@ func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)
 
 func TestNewCmdPrune_Flags(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		args    string
-		wantErr string
-		older   string
-	}{
-		{args: "", older: "7d"},
-		{args: "--older-than 36h --yes", older: "36h"},
-		{args: "--older-than 0s --dry-run", older: "0s"},
-		{args: "--older-than -1d", wantErr: "--older-than"},
-		{args: "--older-than -5m", wantErr: "not a duration"},
-		{args: "--older-than 106752d", wantErr: "longer than the longest retention"},
-		{args: "--older-than 99999999999999999999d", wantErr: "longer than the longest retention"},
-		{args: "--older-than soon", wantErr: "not a duration"},
-		{args: "--batch-rows 0", wantErr: "--batch-rows"},
-		{args: "extra", wantErr: "unknown command"},
+	older := func(want string) func(*testing.T, *outboxcmd.PruneOptions) {
+		return func(t *testing.T, o *outboxcmd.PruneOptions) { require.Equal(t, want, o.OlderThan) }
 	}
-	for _, tc := range cases {
-		t.Run(tc.args, func(t *testing.T) {
-			t.Parallel()
-			io, _, _, _ := iostreams.Test()
-			got, _, err := runtest.Parse(io, tc.args, outboxcmd.NewCmdPrune)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				if !strings.Contains(tc.wantErr, "unknown") {
-					require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
-				}
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.older, got.OlderThan)
-		})
-	}
+	runtest.RunFlagCases(t, outboxcmd.NewCmdPrune, []runtest.FlagCase[outboxcmd.PruneOptions]{
+		{Args: "", Check: older("7d")},
+		{Args: "--older-than 36h --yes", Check: older("36h")},
+		{Args: "--older-than 0s --dry-run", Check: older("0s")},
+		{Args: "--older-than -1d", WantErr: "--older-than"},
+		{Args: "--older-than -5m", WantErr: "not a duration"},
+		{Args: "--older-than 106752d", WantErr: "longer than the longest retention"},
+		{Args: "--older-than 99999999999999999999d", WantErr: "longer than the longest retention"},
+		{Args: "--older-than soon", WantErr: "not a duration"},
+		{Args: "--batch-rows 0", WantErr: "--batch-rows"},
+		{Args: "extra", WantErr: "unknown command"},
+	})
 }
 
 // The command end to end, in process: off a terminal without --yes it only

@@ -1,12 +1,10 @@
 package deadlettercmd_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cli/deadlettercmd"
@@ -35,11 +33,9 @@ func TestNewCmdAbandon_Flags(t *testing.T) {
 // clean.
 func TestDeadletterCommands_AbandonEndToEnd(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e := setup(t)
-	res, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8,
+	res := e.Workload(t, "acme", workload.Config{Claims: 20, PromoteRatio: 0.8,
 		Poison: 1, Seed: 43})
-	require.NoError(t, err)
 	require.Len(t, res.Poison, 1)
 	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)

@@ -74,9 +74,8 @@ func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
-	res, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 30, PromoteRatio: 0.8,
+	res := e.Workload(t, "acme", workload.Config{Claims: 30, PromoteRatio: 0.8,
 		RetractRatio: 0.5, Poison: 3, Seed: 41})
-	require.NoError(t, err)
 	require.Len(t, res.Poison, 3)
 
 	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
@@ -146,6 +145,7 @@ func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
 
 	// Repair the bodies (the damaged payload is re-derived by reenqueue).
 	for _, p := range res.Poison {
+		var err error
 		switch p.Kind {
 		case workload.PoisonDigestMismatch:
 			_, err = e.Pool.Exec(ctx, `UPDATE oml.claim_bodies SET ciphertext = $4 WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
@@ -205,8 +205,7 @@ func TestReenqueueAll_ConfirmsOnATerminal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
-	_, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.9, Poison: 1, Seed: 42})
-	require.NoError(t, err)
+	e.Workload(t, "acme", workload.Config{Claims: 10, PromoteRatio: 0.9, Poison: 1, Seed: 42})
 	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cli/outboxcmd"
@@ -45,9 +44,8 @@ func TestOutboxPrune_EndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := clitest.New(t, "acme")
-	_, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.Tenants["acme"]}, Claims: 15, PromoteRatio: 0.8,
+	e.Workload(t, "acme", workload.Config{Claims: 15, PromoteRatio: 0.8,
 		RetractRatio: 0.3, Poison: 1, Seed: 5})
-	require.NoError(t, err)
 	code, _, stderr := e.Run(t, nil, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	// Again: the materialize.skipped event's own row came after the first
@@ -109,7 +107,7 @@ func TestOutboxPrune_EndToEnd(t *testing.T) {
 	// The database behind the lake (a lost tail): refused, exit 1.
 	var last int64
 	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT last_value FROM oml.outbox_seq_seq`).Scan(&last))
-	_, err = e.Pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last-2)
+	_, err := e.Pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last-2)
 	require.NoError(t, err)
 	code, _, stderr = e.Run(t, nil, "outbox", "prune", "--older-than", "0s", "--yes")
 	require.Equal(t, cliutil.ExitFindings, code, stderr)

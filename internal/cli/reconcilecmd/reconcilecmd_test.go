@@ -47,8 +47,7 @@ func setup(t *testing.T) *env {
 	t.Helper()
 	c := clitest.New(t, "acme")
 	e := &env{Env: c, acme: c.Tenants["acme"]}
-	_, err := workload.Run(context.Background(), e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
-	require.NoError(t, err)
+	e.Workload(t, "acme", workload.Config{Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
 	return e
 }
 

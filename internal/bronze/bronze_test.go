@@ -4,17 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/bronze"
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
-	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/testkit"
-	"github.com/omlhq/oml/internal/workload"
 )
 
 func TestMain(m *testing.M) { testkit.Main(m) }
@@ -26,18 +22,9 @@ func TestMain(m *testing.M) { testkit.Main(m) }
 func TestReadHead_ReadsOnlyTheFileHoldingTheNewestSeq(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	d := testkit.NewDeployment(t, 1)
-	tn := d.Tenants[0]
-	_, err := workload.Run(ctx, d.Pool, d.Key, workload.Config{Tenants: d.Tenants, Claims: 20, Seed: 5, PromoteRatio: 0.5})
-	require.NoError(t, err)
 	lake := store.NewMem()
-	o := d.DrainOptions(lake)
-	o.Limits = outbox.Limits{Rows: 10}
-	o.WitnessInterval = -1
-	o.HorizonTimeout = 20 * time.Second
-	w, err := lakewriter.New(o)
-	require.NoError(t, err)
-	d.DrainAll(t, w)
+	d := drainedInBatches(t, lake, 20, 5, 10)
+	tn := d.Tenants[0]
 
 	var seq int64
 	var hash []byte

@@ -14,8 +14,6 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/keys"
-	"github.com/omlhq/oml/internal/tenant"
-	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit"
 )
 
@@ -282,27 +280,23 @@ func TestFold_WholeLifeInOneBatch(t *testing.T) {
 func TestCheckFold_DetectsDrift(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	k, _ := keys.Generate()
-	_, err := tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
-	tn, _, err := tenant.Create(ctx, pool, k, "drift")
-	require.NoError(t, err)
-	_, err = chain.Append(ctx, pool, k, tn.ID, submission(t, "a", 1, "alice", "human", nil),
+	d := testkit.NewDeploymentNamed(t, "drift")
+	pool, tn := d.Pool, d.Tenants[0]
+	_, err := chain.Append(ctx, pool, d.Key, tn, submission(t, "a", 1, "alice", "human", nil),
 		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}))
 	require.NoError(t, err)
-	require.NoError(t, journal.CheckFold(ctx, pool, tn.ID))
+	require.NoError(t, journal.CheckFold(ctx, pool, tn))
 
-	_, err = pool.Exec(ctx, `UPDATE oml.claims SET state = 'held' WHERE tenant_id = $1`, tn.ID)
+	_, err = pool.Exec(ctx, `UPDATE oml.claims SET state = 'held' WHERE tenant_id = $1`, tn)
 	require.NoError(t, err)
-	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn.ID), "state is held, the journal says promoted")
-	_, err = pool.Exec(ctx, `UPDATE oml.claims SET state = 'promoted' WHERE tenant_id = $1`, tn.ID)
+	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn), "state is held, the journal says promoted")
+	_, err = pool.Exec(ctx, `UPDATE oml.claims SET state = 'promoted' WHERE tenant_id = $1`, tn)
 	require.NoError(t, err)
 
-	_, err = pool.Exec(ctx, `UPDATE oml.outbox SET payload = '{"state":"demoted"}' WHERE tenant_id = $1 AND op = 'materialize'`, tn.ID)
+	_, err = pool.Exec(ctx, `UPDATE oml.outbox SET payload = '{"state":"demoted"}' WHERE tenant_id = $1 AND op = 'materialize'`, tn)
 	require.NoError(t, err)
-	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn.ID), "payload")
-	_, err = pool.Exec(ctx, `DELETE FROM oml.outbox WHERE tenant_id = $1 AND op = 'materialize'`, tn.ID)
+	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn), "payload")
+	_, err = pool.Exec(ctx, `DELETE FROM oml.outbox WHERE tenant_id = $1 AND op = 'materialize'`, tn)
 	require.NoError(t, err)
-	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn.ID), "lacks")
+	require.ErrorContains(t, journal.CheckFold(ctx, pool, tn), "lacks")
 }

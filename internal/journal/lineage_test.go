@@ -96,37 +96,28 @@ func TestImpliedLineage_RefusesWhatNoChainImplies(t *testing.T) {
 	_, err = journal.ImpliedLineage(dem, 4, "a", 1, sub, 2, prom, 3)
 	require.NoError(t, err)
 
-	for name, call := range map[string]func() error{
-		"a promotion by the writer": func() error {
-			_, err := journal.ImpliedLineage(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "alice"}, 3, "a", 1, sub, 2, sub, 2)
-			return err
-		},
-		"a promotion whose previous change is not the submission": func() error {
-			_, err := journal.ImpliedLineage(prom, 5, "a", 1, sub, 2, dem, 4)
-			return err
-		},
-		"a retirement of a claim never promoted": func() error {
-			_, err := journal.ImpliedLineage(dem, 4, "a", 1, sub, 2, sub, 2)
-			return err
-		},
-		"a demotion of a demoted claim": func() error {
-			_, err := journal.ImpliedLineage(dem, 5, "a", 1, sub, 2, dem, 4)
-			return err
-		},
-		"a previous change after the change": func() error {
-			_, err := journal.ImpliedLineage(dem, 4, "a", 1, sub, 2, prom, 6)
-			return err
-		},
-		"another claim's submission": func() error {
-			_, err := journal.ImpliedLineage(prom, 3, "b", 1, sub, 2, sub, 2)
-			return err
-		},
-		"a simulation end of a human claim": func() error {
-			_, err := journal.ImpliedLineage(end, 4, "a", 1, sub, 2, prom, 3)
-			return err
-		},
+	// Each row is ImpliedLineage's arguments: the change and its seq, the
+	// claim, its submission and seq, its previous change and seq.
+	for name, c := range map[string]struct {
+		change   journal.Payload
+		seq      int64
+		artifact string
+		version  int
+		sub      journal.ClaimSubmitted
+		subSeq   int64
+		prev     journal.Payload
+		prevSeq  int64
+	}{
+		"a promotion by the writer":                               {journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "alice"}, 3, "a", 1, sub, 2, sub, 2},
+		"a promotion whose previous change is not the submission": {prom, 5, "a", 1, sub, 2, dem, 4},
+		"a retirement of a claim never promoted":                  {dem, 4, "a", 1, sub, 2, sub, 2},
+		"a demotion of a demoted claim":                           {dem, 5, "a", 1, sub, 2, dem, 4},
+		"a previous change after the change":                      {dem, 4, "a", 1, sub, 2, prom, 6},
+		"another claim's submission":                              {prom, 3, "b", 1, sub, 2, sub, 2},
+		"a simulation end of a human claim":                       {end, 4, "a", 1, sub, 2, prom, 3},
 	} {
-		require.Error(t, call(), name)
+		_, err := journal.ImpliedLineage(c.change, c.seq, c.artifact, c.version, c.sub, c.subSeq, c.prev, c.prevSeq)
+		require.Error(t, err, name)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
@@ -46,13 +47,22 @@ func TestInit_ConcurrentSameKeyCreatesOnceOtherKeyRefused(t *testing.T) {
 	require.ErrorIs(t, err, tenant.ErrOtherKey)
 }
 
+// initialised is a fresh database whose provider chain was started
+// (tenant.Init) under a new deployment key.
+func initialised(t *testing.T) (*pgxpool.Pool, *keys.Key) {
+	t.Helper()
+	pool := testdb.New(t).Pool(t)
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = tenant.Init(context.Background(), pool, k)
+	require.NoError(t, err)
+	return pool, k
+}
+
 func TestCreate_ConcurrentSameNameCreatesOneTenant(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	k, _ := keys.Generate()
-	_, err := tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
+	pool, k := initialised(t)
 	var created atomic.Int32
 	ids := make(chan string, 6)
 	var g errgroup.Group
@@ -86,10 +96,7 @@ func TestCreate_ConcurrentSameNameCreatesOneTenant(t *testing.T) {
 func TestResolve_ByNameOrIDAndUnknown(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	k, _ := keys.Generate()
-	_, err := tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
+	pool, k := initialised(t)
 	tn, _, err := tenant.Create(ctx, pool, k, "acme")
 	require.NoError(t, err)
 	got, err := tenant.Resolve(ctx, pool, tn.ID.String())

@@ -33,6 +33,14 @@ func head(t *testing.T, k *keys.Key, tenant uuid.UUID, seq int64, hashByte byte)
 	return h
 }
 
+// newKey is a fresh deployment key.
+func newKey(t *testing.T) *keys.Key {
+	t.Helper()
+	k, err := keys.Generate()
+	require.NoError(t, err)
+	return k
+}
+
 func trust(k *keys.Key) witness.KeyLookup {
 	return func(id string, _ uuid.UUID, _ int64) (ed25519.PublicKey, bool) {
 		if id == k.KeyID() {
@@ -47,8 +55,7 @@ func TestPublishAndNewest_OnAFileStore(t *testing.T) {
 	ctx := context.Background()
 	st, err := store.NewFile(t.TempDir())
 	require.NoError(t, err)
-	k, err := keys.Generate()
-	require.NoError(t, err)
+	k := newKey(t)
 	a, b := uuid.New(), uuid.New()
 
 	for _, h := range []*witness.Head{head(t, k, a, 5, 1), head(t, k, a, 12, 2), head(t, k, a, 9, 3), head(t, k, b, 3, 4)} {
@@ -81,13 +88,11 @@ func TestNewest_RefusesWitnessesItCannotTrust(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := store.NewMem()
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	other, err := keys.Generate()
-	require.NoError(t, err)
+	k := newKey(t)
+	other := newKey(t)
 	a, b := uuid.New(), uuid.New()
 
-	_, err = witness.Publish(ctx, st, head(t, other, a, 4, 1)) // a key nobody issued
+	_, err := witness.Publish(ctx, st, head(t, other, a, 4, 1)) // a key nobody issued
 	require.NoError(t, err)
 	forged := head(t, k, b, 7, 1)
 	forged.Seq = 8 // edited after signing
@@ -102,8 +107,7 @@ func TestNewest_RefusesWitnessesItCannotTrust(t *testing.T) {
 
 func TestHeadMessage_CoversEveryField(t *testing.T) {
 	t.Parallel()
-	k, err := keys.Generate()
-	require.NoError(t, err)
+	k := newKey(t)
 	base := head(t, k, uuid.New(), 10, 1)
 	require.NoError(t, base.Verify(k.Public()))
 	for name, edit := range map[string]func(h *witness.Head){
@@ -150,8 +154,7 @@ func TestCheckExtends_RefusesAHeadThatDoesNotExtendAnEarlierWitness(t *testing.T
 	t.Parallel()
 	ctx := context.Background()
 	st := store.NewMem()
-	k, err := keys.Generate()
-	require.NoError(t, err)
+	k := newKey(t)
 	a := uuid.New()
 	for _, h := range []*witness.Head{head(t, k, a, 5, 1), head(t, k, a, 12, 2)} {
 		_, err := witness.Publish(ctx, st, h)
@@ -167,7 +170,7 @@ func TestCheckExtends_RefusesAHeadThatDoesNotExtendAnEarlierWitness(t *testing.T
 	require.NoError(t, witness.CheckExtends(ctx, st, head(t, k, a, 20, 7), trust(k), contains, nil))
 	// Below the newest witness (the journal lost seq 12): refused.
 	delete(chain, 12)
-	err = witness.CheckExtends(ctx, st, head(t, k, a, 11, 7), trust(k), contains, nil)
+	err := witness.CheckExtends(ctx, st, head(t, k, a, 11, 7), trust(k), contains, nil)
 	require.ErrorIs(t, err, witness.ErrNotExtending)
 	require.ErrorContains(t, err, "seq 12")
 	// Past it, on another chain (a fork written over the lost tail): refused.
@@ -179,8 +182,7 @@ func TestCheckExtends_RefusesAHeadThatDoesNotExtendAnEarlierWitness(t *testing.T
 	excused := func(w *witness.Head) bool { return w.Seq == 12 }
 	require.NoError(t, witness.CheckExtends(ctx, st, head(t, k, a, 30, 7), trust(k), contains, excused))
 	// A forged witness (another key) never blocks a publish.
-	other, err := keys.Generate()
-	require.NoError(t, err)
+	other := newKey(t)
 	_, err = witness.Publish(ctx, st, head(t, other, a, 40, 3))
 	require.NoError(t, err)
 	require.NoError(t, witness.CheckExtends(ctx, st, head(t, k, a, 30, 7), trust(k), contains, excused))
@@ -190,10 +192,8 @@ func TestNewest_InvalidNewerWitnessesDoNotHideAnOlderValidOne(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	st := store.NewMem()
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	other, err := keys.Generate()
-	require.NoError(t, err)
+	k := newKey(t)
+	other := newKey(t)
 	a := uuid.New()
 	for _, h := range []*witness.Head{head(t, k, a, 5, 1), head(t, k, a, 9, 2), head(t, other, a, 12, 3)} {
 		_, err := witness.Publish(ctx, st, h)
@@ -226,10 +226,8 @@ func TestNewest_InvalidNewerWitnessesDoNotHideAnOlderValidOne(t *testing.T) {
 // and a bad signature is never remembered as good.
 func TestVerify_ARememberedSignatureVouchesOnlyForItsOwnBytes(t *testing.T) {
 	t.Parallel()
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	other, err := keys.Generate()
-	require.NoError(t, err)
+	k := newKey(t)
+	other := newKey(t)
 	h := head(t, k, uuid.New(), 7, 3)
 	for range 2 { // the second is served from memory
 		require.NoError(t, h.Verify(k.Public()))

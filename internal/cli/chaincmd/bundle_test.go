@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cliutil"
@@ -23,8 +22,7 @@ import (
 func TestChainExport_VerifyBundleWithNoDatabase(t *testing.T) {
 	t.Parallel()
 	c := clitest.New(t, "acme")
-	_, err := workload.Run(context.Background(), c.Pool, c.Key, workload.Config{Tenants: []uuid.UUID{c.Tenants["acme"]}, Claims: 10, PromoteRatio: 0.6, Seed: 9})
-	require.NoError(t, err)
+	c.Workload(t, "acme", workload.Config{Claims: 10, PromoteRatio: 0.6, Seed: 9})
 	out := filepath.Join(t.TempDir(), "acme.bundle")
 
 	code, stdout, stderr := c.Run(t, nil, "chain", "export", "--tenant", "acme", "--out", out)
@@ -92,8 +90,7 @@ func TestChainExport_VerifyBundleWithNoDatabase(t *testing.T) {
 func TestChainVerifyBronze_DrainedTableVerifiesWithNoDatabase(t *testing.T) {
 	t.Parallel()
 	c := clitest.New(t, "acme")
-	_, err := workload.Run(context.Background(), c.Pool, c.Key, workload.Config{Tenants: []uuid.UUID{c.Tenants["acme"]}, Claims: 8, PromoteRatio: 0.6, Seed: 10})
-	require.NoError(t, err)
+	c.Workload(t, "acme", workload.Config{Claims: 8, PromoteRatio: 0.6, Seed: 10})
 	code, _, stderr := c.Run(t, nil, "lake", "drain", "--once", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 

@@ -2,9 +2,6 @@ package chaincmd_test
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -18,7 +15,6 @@ import (
 	"github.com/omlhq/oml/internal/cli/chaincmd"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/iostreams"
-	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
@@ -34,39 +30,21 @@ func TestMain(m *testing.M) {
 func TestNewCmdVerify_Flags(t *testing.T) {
 	t.Parallel()
 	hash := strings.Repeat("ab", 32)
-	cases := []struct {
-		args    string
-		wantErr string
-		want    chaincmd.VerifyOptions
-	}{
-		{args: "", want: chaincmd.VerifyOptions{}},
-		{args: "--tenant acme --full --strict", want: chaincmd.VerifyOptions{Tenant: "acme", Full: true, Strict: true}},
-		{args: "--tenant acme --from 12 --from-hash " + hash, want: chaincmd.VerifyOptions{Tenant: "acme", From: 12, FromHash: hash}},
-		{args: "--from 12 --from-hash " + hash, wantErr: "--from needs --tenant"},
-		{args: "--tenant acme --from 12", want: chaincmd.VerifyOptions{Tenant: "acme", From: 12}},
-		{args: "--tenant acme --from 12 --from-hash zz", wantErr: "64 hex characters"},
-		{args: "--tenant acme --from-hash " + hash, wantErr: "--from-hash needs --from"},
-		{args: "--tenant acme --from 12 --from-hash " + hash + " --since-checkpoint", wantErr: "contradict"},
+	runtest.RunFlagCases(t, chaincmd.NewCmdVerify, []runtest.FlagCase[chaincmd.VerifyOptions]{
+		{Args: "", Want: chaincmd.VerifyOptions{}},
+		{Args: "--tenant acme --full --strict", Want: chaincmd.VerifyOptions{Tenant: "acme", Full: true, Strict: true}},
+		{Args: "--tenant acme --from 12 --from-hash " + hash, Want: chaincmd.VerifyOptions{Tenant: "acme", From: 12, FromHash: hash}},
+		{Args: "--from 12 --from-hash " + hash, WantErr: "--from needs --tenant"},
+		{Args: "--tenant acme --from 12", Want: chaincmd.VerifyOptions{Tenant: "acme", From: 12}},
+		{Args: "--tenant acme --from 12 --from-hash zz", WantErr: "64 hex characters"},
+		{Args: "--tenant acme --from-hash " + hash, WantErr: "--from-hash needs --from"},
+		{Args: "--tenant acme --from 12 --from-hash " + hash + " --since-checkpoint", WantErr: "contradict"},
 		// --full is a no-op kept for compatibility: every chain is verified in full by default.
-		{args: "--tenant acme --from 12 --from-hash " + hash + " --full", want: chaincmd.VerifyOptions{Tenant: "acme", From: 12, FromHash: hash, Full: true}},
-		{args: "--since-checkpoint", want: chaincmd.VerifyOptions{SinceCheckpoint: true}},
-		{args: "--since-checkpoint --strict", wantErr: "cannot be combined"},
-		{args: "extra", wantErr: "unknown command"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.args, func(t *testing.T) {
-			t.Parallel()
-			io, _, _, _ := iostreams.Test()
-			got, f, err := runtest.Parse(io, tc.args, chaincmd.NewCmdVerify)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Same(t, f.IO, got.IO)
-			require.Equal(t, tc.want, runtest.Flags(*got))
-		})
-	}
+		{Args: "--tenant acme --from 12 --from-hash " + hash + " --full", Want: chaincmd.VerifyOptions{Tenant: "acme", From: 12, FromHash: hash, Full: true}},
+		{Args: "--since-checkpoint", Want: chaincmd.VerifyOptions{SinceCheckpoint: true}},
+		{Args: "--since-checkpoint --strict", WantErr: "cannot be combined"},
+		{Args: "extra", WantErr: "unknown command"},
+	})
 }
 
 type env struct {
@@ -80,19 +58,7 @@ func setup(t *testing.T) *env {
 	c := clitest.New(t, "acme", "globex")
 	e := &env{Env: c, acme: c.Tenants["acme"]}
 	for _, name := range []string{"acme", "globex"} {
-		evs := make([]journal.Event, 9)
-		for i := range evs {
-			body := make([]byte, 32)
-			_, _ = rand.Read(body)
-			d := sha256.Sum256(body)
-			var err error
-			evs[i], err = journal.NewClaimSubmitted(journal.ClaimSubmitted{
-				ArtifactID: uuid.NewString(), Version: 1, WorkareaID: "wa", Writer: "w", Principal: "p",
-				Provenance: "human", PlaintextDigest: hex.EncodeToString(d[:]), CiphertextDigest: hex.EncodeToString(d[:]),
-			}, body, make([]byte, 32))
-			require.NoError(t, err)
-		}
-		_, err := chain.Append(ctx, e.Pool, e.Key, c.Tenants[name], evs...)
+		_, err := chain.Append(ctx, e.Pool, e.Key, c.Tenants[name], claimEvents(t, 9)...)
 		require.NoError(t, err)
 	}
 	return e

@@ -5,14 +5,11 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/iostreams"
-	"github.com/omlhq/oml/internal/keys"
 )
 
 // AbandonOptions are `oml deadletter abandon`'s flags and what its run
@@ -23,9 +20,9 @@ type AbandonOptions struct {
 	// Format is the validated -o value.
 	Format func() (cliutil.Format, error)
 	// Open loads the deployment key, then opens the database.
-	Open func(ctx context.Context) (*keys.Key, *pgxpool.Pool, error)
+	Open OpenForAppend
 	// Abandon is deadletter.Abandon.
-	Abandon func(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, ids []int64, o deadletter.AbandonOptions) ([]deadletter.Result, error)
+	Abandon Repair[deadletter.AbandonOptions]
 
 	IDs    []int64
 	Yes    bool
@@ -102,27 +99,24 @@ func abandonRun(ctx context.Context, opts *AbandonOptions) error {
 			failed++
 		}
 	}
-	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(opts.IO.Out, res); err != nil {
-			return err
-		}
-	} else {
-		for _, r := range res {
-			var line string
-			switch r.Outcome {
-			case deadletter.OutcomeAbandoned:
-				line = fmt.Sprintf("Abandoned dead letter %d (outbox seq %d): journal seq %d deadletter.abandoned by %s; reconcile lists it as an accepted gap.",
-					r.ID, r.OutboxSeq, r.JournalSeq, r.By)
-			case deadletter.OutcomeAlreadyAbandoned:
-				line = fmt.Sprintf("Dead letter %d was already abandoned at %s by %s (journal seq %d); nothing to do.", r.ID, timeOr(r.At), r.By, r.JournalSeq)
-			default:
-				line = fmt.Sprintf("Dead letter %d was NOT abandoned: %s", r.ID, r.Error)
-			}
-			fmt.Fprintln(opts.IO.Out, line)
-		}
+	if err := writeResults(opts.IO, format, res, abandonedLine); err != nil {
+		return err
 	}
 	if failed > 0 {
 		return cliutil.Findingsf("%d of %d dead letter(s) could not be abandoned", failed, len(res))
 	}
 	return nil
+}
+
+// abandonedLine is what abandon says about one dead letter.
+func abandonedLine(r deadletter.Result) string {
+	switch r.Outcome {
+	case deadletter.OutcomeAbandoned:
+		return fmt.Sprintf("Abandoned dead letter %d (outbox seq %d): journal seq %d deadletter.abandoned by %s; reconcile lists it as an accepted gap.",
+			r.ID, r.OutboxSeq, r.JournalSeq, r.By)
+	case deadletter.OutcomeAlreadyAbandoned:
+		return fmt.Sprintf("Dead letter %d was already abandoned at %s by %s (journal seq %d); nothing to do.", r.ID, timeOr(r.At), r.By, r.JournalSeq)
+	default:
+		return fmt.Sprintf("Dead letter %d was NOT abandoned: %s", r.ID, r.Error)
+	}
 }

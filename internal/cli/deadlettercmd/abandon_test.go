@@ -1,54 +1,29 @@
 package deadlettercmd_test
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cli/deadlettercmd"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/testkit/runtest"
 	"github.com/omlhq/oml/internal/workload"
 )
 
 func TestNewCmdAbandon_Flags(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name    string
-		args    string
-		stdin   bool
-		wantErr string
-		want    deadlettercmd.AbandonOptions
-	}{
-		{name: "ids", args: "3 5 3 --reason gone --by ops --yes", want: deadlettercmd.AbandonOptions{IDs: []int64{3, 5}, Reason: "gone", By: "ops", Yes: true}},
-		{name: "on a terminal asks", args: "3 --reason gone --by ops", stdin: true, want: deadlettercmd.AbandonOptions{IDs: []int64{3}, Reason: "gone", By: "ops"}},
-		{name: "off a terminal without yes", args: "3 --reason gone --by ops", wantErr: "pass --yes"},
-		{name: "no reason", args: "3 --yes", wantErr: "--reason is required"},
-		{name: "blank reason", args: "3 --yes --reason=", wantErr: "--reason is required"},
-		{name: "no ids", args: "--reason gone --yes", wantErr: "name the dead letters to abandon"},
-		{name: "bad id", args: "x --reason gone --yes", wantErr: "not a positive number"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			io, _, _, _ := iostreams.Test()
-			io.SetStdinTTY(tc.stdin)
-			got, f, err := runtest.Parse(io, tc.args, deadlettercmd.NewCmdAbandon)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
-				return
-			}
-			require.NoError(t, err)
-			require.Same(t, f.IO, got.IO)
-			require.Equal(t, tc.want, runtest.Flags(*got))
-		})
-	}
+	runtest.RunFlagCases(t, deadlettercmd.NewCmdAbandon, []runtest.FlagCase[deadlettercmd.AbandonOptions]{
+		{Name: "ids", Args: "3 5 3 --reason gone --by ops --yes", Want: deadlettercmd.AbandonOptions{IDs: []int64{3, 5}, Reason: "gone", By: "ops", Yes: true}},
+		{Name: "on a terminal asks", Args: "3 --reason gone --by ops", StdinTTY: true, Want: deadlettercmd.AbandonOptions{IDs: []int64{3}, Reason: "gone", By: "ops"}},
+		{Name: "off a terminal without yes", Args: "3 --reason gone --by ops", WantErr: "pass --yes"},
+		{Name: "no reason", Args: "3 --yes", WantErr: "--reason is required"},
+		{Name: "blank reason", Args: "3 --yes --reason=", WantErr: "--reason is required"},
+		{Name: "no ids", Args: "--reason gone --yes", WantErr: "name the dead letters to abandon"},
+		{Name: "bad id", Args: "x --reason gone --yes", WantErr: "not a positive number"},
+	})
 }
 
 // TestDeadletterCommands_AbandonEndToEnd: a dead letter whose held body is
@@ -58,11 +33,9 @@ func TestNewCmdAbandon_Flags(t *testing.T) {
 // clean.
 func TestDeadletterCommands_AbandonEndToEnd(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	e := setup(t)
-	res, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8,
+	res := e.Workload(t, "acme", workload.Config{Claims: 20, PromoteRatio: 0.8,
 		Poison: 1, Seed: 43})
-	require.NoError(t, err)
 	require.Len(t, res.Poison, 1)
 	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)

@@ -13,7 +13,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
+	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/deadletter"
+	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/keys"
 )
 
@@ -37,10 +40,18 @@ reconcile then lists it as an accepted gap. See docs/deadletter.md.`,
 	return cmd
 }
 
-// openForAppend is the Open of the verbs that journal a repair: it loads
-// the deployment key, then opens the database (doing names the verb in the
-// error).
-func openForAppend(f *cliutil.Factory, doing string) func(context.Context) (*keys.Key, *pgxpool.Pool, error) {
+// OpenForAppend is the Open of the verbs that journal a repair (reenqueue,
+// abandon): it loads the deployment key, then opens the database.
+type OpenForAppend func(ctx context.Context) (*keys.Key, *pgxpool.Pool, error)
+
+// Repair is the shape of the journalled repairs the verbs run
+// (deadletter.Reenqueue, deadletter.Abandon), o being each one's options:
+// one result per id.
+type Repair[O any] func(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, ids []int64, o O) ([]deadletter.Result, error)
+
+// openForAppend is OpenForAppend over the Factory (doing names the verb in
+// the error).
+func openForAppend(f *cliutil.Factory, doing string) OpenForAppend {
 	return func(ctx context.Context) (*keys.Key, *pgxpool.Pool, error) {
 		k, err := f.SigningKey(fmt.Sprintf("%s appends to the journal and needs the deployment key: pass --signing-key or set OML_SIGNING_KEY_FILE", doing))
 		if err != nil {
@@ -108,4 +119,16 @@ func repairArgs(args []string, by string) ([]int64, string, error) {
 		return nil, "", err
 	}
 	return ids, by, nil
+}
+
+// writeResults prints a repair's results: the JSON list, or on a table
+// one line per dead letter (line says what happened to it).
+func writeResults(io *iostreams.IOStreams, format cliutil.Format, res []deadletter.Result, line func(deadletter.Result) string) error {
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(io.Out, res)
+	}
+	for _, r := range res {
+		fmt.Fprintln(io.Out, line(r))
+	}
+	return nil
 }

@@ -25,40 +25,18 @@ func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)
 
 func TestNewCmdReenqueue_Flags(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		name    string
-		args    string
-		stdin   bool // stdin is a terminal
-		wantErr string
-		want    deadlettercmd.ReenqueueOptions
-	}{
-		{name: "ids", args: "3 5 3 --by ops", want: deadlettercmd.ReenqueueOptions{IDs: []int64{3, 5}, By: "ops"}},
-		{name: "reason", args: "3 --by ops --reason fixed", want: deadlettercmd.ReenqueueOptions{IDs: []int64{3}, By: "ops", Reason: "fixed"}},
-		{name: "all with yes", args: "--all --yes --tenant acme --by ops", want: deadlettercmd.ReenqueueOptions{All: true, Yes: true, Tenant: "acme", By: "ops"}},
-		{name: "all on a terminal asks", args: "--all --by ops", stdin: true, want: deadlettercmd.ReenqueueOptions{All: true, By: "ops"}},
-		{name: "all without yes off a terminal", args: "--all --by ops", wantErr: "pass --yes"},
-		{name: "nothing", args: "", wantErr: "or pass --all"},
-		{name: "ids and all", args: "3 --all --yes", wantErr: "not both"},
-		{name: "tenant without all", args: "3 --tenant acme", wantErr: "--tenant only narrows --all"},
-		{name: "bad id", args: "x", wantErr: `dead letter id "x" is not a positive number`},
-		{name: "zero id", args: "0", wantErr: "not a positive number"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			io, _, _, _ := iostreams.Test()
-			io.SetStdinTTY(tc.stdin)
-			got, f, err := runtest.Parse(io, tc.args, deadlettercmd.NewCmdReenqueue)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
-				return
-			}
-			require.NoError(t, err)
-			require.Same(t, f.IO, got.IO)
-			require.Equal(t, tc.want, runtest.Flags(*got))
-		})
-	}
+	runtest.RunFlagCases(t, deadlettercmd.NewCmdReenqueue, []runtest.FlagCase[deadlettercmd.ReenqueueOptions]{
+		{Name: "ids", Args: "3 5 3 --by ops", Want: deadlettercmd.ReenqueueOptions{IDs: []int64{3, 5}, By: "ops"}},
+		{Name: "reason", Args: "3 --by ops --reason fixed", Want: deadlettercmd.ReenqueueOptions{IDs: []int64{3}, By: "ops", Reason: "fixed"}},
+		{Name: "all with yes", Args: "--all --yes --tenant acme --by ops", Want: deadlettercmd.ReenqueueOptions{All: true, Yes: true, Tenant: "acme", By: "ops"}},
+		{Name: "all on a terminal asks", Args: "--all --by ops", StdinTTY: true, Want: deadlettercmd.ReenqueueOptions{All: true, By: "ops"}},
+		{Name: "all without yes off a terminal", Args: "--all --by ops", WantErr: "pass --yes"},
+		{Name: "nothing", Args: "", WantErr: "or pass --all"},
+		{Name: "ids and all", Args: "3 --all --yes", WantErr: "not both"},
+		{Name: "tenant without all", Args: "3 --tenant acme", WantErr: "--tenant only narrows --all"},
+		{Name: "bad id", Args: "x", WantErr: `dead letter id "x" is not a positive number`},
+		{Name: "zero id", Args: "0", WantErr: "not a positive number"},
+	})
 }
 
 func TestNewCmdReenqueue_ByDefaultsToTheOSUser(t *testing.T) {
@@ -96,9 +74,8 @@ func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
-	res, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 30, PromoteRatio: 0.8,
+	res := e.Workload(t, "acme", workload.Config{Claims: 30, PromoteRatio: 0.8,
 		RetractRatio: 0.5, Poison: 3, Seed: 41})
-	require.NoError(t, err)
 	require.Len(t, res.Poison, 3)
 
 	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
@@ -168,6 +145,7 @@ func TestDeadletterCommands_RepairEndToEnd(t *testing.T) {
 
 	// Repair the bodies (the damaged payload is re-derived by reenqueue).
 	for _, p := range res.Poison {
+		var err error
 		switch p.Kind {
 		case workload.PoisonDigestMismatch:
 			_, err = e.Pool.Exec(ctx, `UPDATE oml.claim_bodies SET ciphertext = $4 WHERE tenant_id = $1 AND artifact_id = $2 AND version = $3`,
@@ -227,8 +205,7 @@ func TestReenqueueAll_ConfirmsOnATerminal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := setup(t)
-	_, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.9, Poison: 1, Seed: 42})
-	require.NoError(t, err)
+	e.Workload(t, "acme", workload.Config{Claims: 10, PromoteRatio: 0.9, Poison: 1, Seed: 42})
 	code, _, stderr := e.run(t, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 

@@ -7,11 +7,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/cobra"
 
-	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/cliutil"
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/iostreams"
-	"github.com/omlhq/oml/internal/keys"
 )
 
 // ReenqueueOptions are `oml deadletter reenqueue`'s flags and what its run
@@ -22,7 +20,7 @@ type ReenqueueOptions struct {
 	// Format is the validated -o value.
 	Format func() (cliutil.Format, error)
 	// Open loads the deployment key, then opens the database.
-	Open func(ctx context.Context) (*keys.Key, *pgxpool.Pool, error)
+	Open OpenForAppend
 	// OpenIDs resolves tenant (a name or id, "" for every tenant) and lists
 	// its open dead letters, for --all; its errors are the command's.
 	OpenIDs func(ctx context.Context, pool *pgxpool.Pool, tenant string) ([]int64, error)
@@ -31,7 +29,7 @@ type ReenqueueOptions struct {
 	// (Reenqueue reports those); its errors are the command's.
 	StillBroken func(ctx context.Context, pool *pgxpool.Pool, id int64) (string, error)
 	// Reenqueue is deadletter.Reenqueue.
-	Reenqueue func(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, ids []int64, o deadletter.Options) ([]deadletter.Result, error)
+	Reenqueue Repair[deadletter.Options]
 
 	IDs    []int64
 	All    bool
@@ -160,31 +158,11 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 			done++
 		}
 	}
-	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(opts.IO.Out, res); err != nil {
-			return err
-		}
-	} else {
-		for _, r := range res {
-			var line string
-			switch r.Outcome {
-			case deadletter.OutcomeReenqueued:
-				line = fmt.Sprintf("Re-enqueued dead letter %d (outbox seq %d) as outbox seq %d: journal seq %d deadletter.reenqueued by %s.",
-					r.ID, r.OutboxSeq, r.NewOutboxSeq, r.JournalSeq, r.By)
-				if r.PayloadRederived {
-					line += " The payload was re-derived from the journal (the dead-lettered one disagreed with it)."
-				}
-			case deadletter.OutcomeAlreadyReenqueued:
-				line = fmt.Sprintf("Dead letter %d was already re-enqueued at %s by %s (outbox seq %d, journal seq %d); nothing to do.",
-					r.ID, timeOr(r.At), r.By, r.NewOutboxSeq, r.JournalSeq)
-			default:
-				line = fmt.Sprintf("Dead letter %d was NOT re-enqueued: %s", r.ID, r.Error)
-			}
-			fmt.Fprintln(opts.IO.Out, cliutil.Sanitize(line)) // By and Error are untrusted text
-		}
-		if done > 0 {
-			fmt.Fprintln(opts.IO.Out, "Run oml lake drain to apply the re-enqueued rows.")
-		}
+	if err := writeResults(opts.IO, format, res, reenqueuedLine); err != nil {
+		return err
+	}
+	if format != cliutil.FormatJSON && done > 0 {
+		fmt.Fprintln(opts.IO.Out, "Run oml lake drain to apply the re-enqueued rows.")
 	}
 	if failed > 0 {
 		return cliutil.Findingsf("%d of %d dead letter(s) could not be re-enqueued", failed, len(res))
@@ -193,6 +171,26 @@ func reenqueueRun(ctx context.Context, opts *ReenqueueOptions) error {
 		return cliutil.Findingsf("%d dead letter(s) not re-enqueued: their cause is not repaired", len(broken))
 	}
 	return nil
+}
+
+// reenqueuedLine is what reenqueue says about one dead letter, sanitized:
+// By and Error are untrusted text.
+func reenqueuedLine(r deadletter.Result) string {
+	var line string
+	switch r.Outcome {
+	case deadletter.OutcomeReenqueued:
+		line = fmt.Sprintf("Re-enqueued dead letter %d (outbox seq %d) as outbox seq %d: journal seq %d deadletter.reenqueued by %s.",
+			r.ID, r.OutboxSeq, r.NewOutboxSeq, r.JournalSeq, r.By)
+		if r.PayloadRederived {
+			line += " The payload was re-derived from the journal (the dead-lettered one disagreed with it)."
+		}
+	case deadletter.OutcomeAlreadyReenqueued:
+		line = fmt.Sprintf("Dead letter %d was already re-enqueued at %s by %s (outbox seq %d, journal seq %d); nothing to do.",
+			r.ID, timeOr(r.At), r.By, r.NewOutboxSeq, r.JournalSeq)
+	default:
+		line = fmt.Sprintf("Dead letter %d was NOT re-enqueued: %s", r.ID, r.Error)
+	}
+	return cliutil.Sanitize(line)
 }
 
 type brokenLetter struct {

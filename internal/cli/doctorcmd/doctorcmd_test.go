@@ -33,22 +33,18 @@ func TestMain(m *testing.M) {
 func TestNewCmd_Flags(t *testing.T) {
 	t.Parallel()
 	def := doctor.DefaultThresholds()
-	cases := []struct {
-		args    string
-		wantErr string
-		check   func(t *testing.T, o *doctorcmd.Options)
-	}{
-		{args: "", check: func(t *testing.T, o *doctorcmd.Options) {
+	runtest.RunFlagCases(t, doctorcmd.NewCmd, []runtest.FlagCase[doctorcmd.Options]{
+		{Args: "", Check: func(t *testing.T, o *doctorcmd.Options) {
 			require.Equal(t, def, o.Thresholds)
 			require.Equal(t, 10*time.Second, o.Interval)
 			require.False(t, o.Watch || o.Strict || o.Deep)
 		}},
-		{args: "--watch --interval 3s --strict --deep", check: func(t *testing.T, o *doctorcmd.Options) {
+		{Args: "--watch --interval 3s --strict --deep", Check: func(t *testing.T, o *doctorcmd.Options) {
 			require.True(t, o.Watch && o.Strict && o.Deep)
 			require.Equal(t, 3*time.Second, o.Interval)
 		}},
-		{args: "--lag-warn 5s --lag-fail 1m --backlog-warn 10 --backlog-fail 20 --small-file-size 1MiB --vacuum-warn 10GB --checkpoint-warn 5 --checkpoint-fail 9",
-			check: func(t *testing.T, o *doctorcmd.Options) {
+		{Args: "--lag-warn 5s --lag-fail 1m --backlog-warn 10 --backlog-fail 20 --small-file-size 1MiB --vacuum-warn 10GB --checkpoint-warn 5 --checkpoint-fail 9",
+			Check: func(t *testing.T, o *doctorcmd.Options) {
 				require.Equal(t, 5*time.Second, o.Thresholds.LagWarn)
 				require.Equal(t, time.Minute, o.Thresholds.LagFail)
 				require.EqualValues(t, 20, o.Thresholds.BacklogFail)
@@ -56,25 +52,12 @@ func TestNewCmd_Flags(t *testing.T) {
 				require.EqualValues(t, 10e9, o.Thresholds.VacuumWarn)
 				require.EqualValues(t, 9, o.Thresholds.CheckpointFail)
 			}},
-		{args: "--lag-warn 5m --lag-fail 1m", wantErr: "--lag-warn/--lag-fail: the fail threshold must be at least the warn threshold"},
-		{args: "--small-file-size lots", wantErr: "--small-file-size"},
-		{args: "--interval 10ms", wantErr: "--interval must be at least"},
-		{args: "--timeout 0s", wantErr: "--timeout must be positive"},
-		{args: "extra", wantErr: "unknown command"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.args, func(t *testing.T) {
-			t.Parallel()
-			io, _, _, _ := iostreams.Test()
-			got, _, err := runtest.Parse(io, tc.args, doctorcmd.NewCmd)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			tc.check(t, got)
-		})
-	}
+		{Args: "--lag-warn 5m --lag-fail 1m", WantErr: "--lag-warn/--lag-fail: the fail threshold must be at least the warn threshold"},
+		{Args: "--small-file-size lots", WantErr: "--small-file-size"},
+		{Args: "--interval 10ms", WantErr: "--interval must be at least"},
+		{Args: "--timeout 0s", WantErr: "--timeout must be positive"},
+		{Args: "extra", WantErr: "unknown command"},
+	})
 }
 
 // deployment is a migrated, initialised database with tenants, and a lake.

@@ -91,39 +91,32 @@ func checkpointRun(ctx context.Context, opts *CheckpointOptions) error {
 		}
 		out = append(out, row)
 	}
-	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(opts.IO.Out, struct {
-			Tables []checkpointRow `json:"tables"`
-		}{out}); err != nil {
-			return err
-		}
-	} else {
-		var rows [][]string
-		for _, r := range out {
-			if !r.Exists && r.Error == "" {
-				continue
-			}
-			action := "not due"
-			switch {
-			case r.Error != "":
-				action = "error: " + r.Error
-			case r.Checkpointed:
-				action = fmt.Sprintf("checkpointed at v%d", *r.NewCheckpoint)
-			case r.CommitsSinceCheckpoint == 0:
-				action = "up to date"
-			}
-			cp := "-"
-			if r.CheckpointVersion >= 0 {
-				cp = fmt.Sprint(r.CheckpointVersion)
-			}
-			rows = append(rows, []string{r.Table, fmt.Sprint(r.Version), cp, fmt.Sprintf("%d/%d", r.CommitsSinceCheckpoint, r.Interval), action})
-		}
-		if err := cliutil.Table(opts.IO, []string{"TABLE", "VERSION", "LAST CHECKPOINT", "COMMITS SINCE/INTERVAL", "ACTION"}, rows); err != nil {
-			return err
-		}
+	if err := writeTables(opts.IO, format, out, []string{"TABLE", "VERSION", "LAST CHECKPOINT", "COMMITS SINCE/INTERVAL", "ACTION"}, checkpointCells); err != nil {
+		return err
 	}
 	if failed > 0 {
 		return cliutil.Findingsf("checkpoint failed on %d table(s); see the table above", failed)
 	}
 	return nil
+}
+
+// checkpointCells is a checkpoint row's line in the table.
+func checkpointCells(r checkpointRow) []string {
+	if !r.Exists && r.Error == "" {
+		return nil
+	}
+	action := "not due"
+	switch {
+	case r.Error != "":
+		action = "error: " + r.Error
+	case r.Checkpointed:
+		action = fmt.Sprintf("checkpointed at v%d", *r.NewCheckpoint)
+	case r.CommitsSinceCheckpoint == 0:
+		action = "up to date"
+	}
+	cp := "-"
+	if r.CheckpointVersion >= 0 {
+		cp = fmt.Sprint(r.CheckpointVersion)
+	}
+	return []string{r.Table, fmt.Sprint(r.Version), cp, fmt.Sprintf("%d/%d", r.CommitsSinceCheckpoint, r.Interval), action}
 }

@@ -52,6 +52,25 @@ type maintainDeps struct {
 	Tables func(ctx context.Context, s tableSelection) ([]maintain.Table, error)
 }
 
+// writeTables prints the per-table rows of checkpoint, optimize and vacuum:
+// {"tables": out} as JSON, or a table under header with cells(r) as the
+// line of each row (nil leaves the row out, e.g. a table that does not
+// exist and did not fail).
+func writeTables[R any](io *iostreams.IOStreams, format cliutil.Format, out []R, header []string, cells func(R) []string) error {
+	if format == cliutil.FormatJSON {
+		return cliutil.WriteJSON(io.Out, struct {
+			Tables []R `json:"tables"`
+		}{out})
+	}
+	var rows [][]string
+	for _, r := range out {
+		if c := cells(r); c != nil {
+			rows = append(rows, c)
+		}
+	}
+	return cliutil.Table(io, header, rows)
+}
+
 func newMaintainDeps(f *cliutil.Factory) maintainDeps {
 	return maintainDeps{IO: f.IO, Format: f.Format, Tables: func(ctx context.Context, s tableSelection) ([]maintain.Table, error) {
 		_, ts, err := selectTables(ctx, f, s)

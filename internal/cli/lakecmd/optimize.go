@@ -117,36 +117,8 @@ func optimizeRun(ctx context.Context, opts *OptimizeOptions) error {
 			break
 		}
 	}
-	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(opts.IO.Out, struct {
-			Tables []optimizeRow `json:"tables"`
-		}{out}); err != nil {
-			return err
-		}
-	} else {
-		var rows [][]string
-		for _, r := range out {
-			if !r.Exists && r.Error == "" {
-				continue
-			}
-			erased, compacted := "-", "-"
-			if e := r.EraseBodies; e != nil && e.Version >= 0 {
-				erased = fmt.Sprintf("%d bodies in %d files (v%d)", e.BodiesNulled, e.FilesRewritten, e.Version)
-			}
-			if c := r.Optimize; c != nil && c.Version >= 0 {
-				compacted = fmt.Sprintf("%d files -> %d, %s -> %s (v%d)", c.FilesRemoved, c.FilesAdded,
-					maintain.HumanBytes(c.BytesRemoved), maintain.HumanBytes(c.BytesAdded), c.Version)
-			} else if c != nil {
-				compacted = "nothing to compact"
-			}
-			if r.Error != "" {
-				compacted = "error: " + r.Error
-			}
-			rows = append(rows, []string{r.Table, erased, compacted})
-		}
-		if err := cliutil.Table(opts.IO, []string{"TABLE", "ERASED BODIES", "COMPACTED"}, rows); err != nil {
-			return err
-		}
+	if err := writeTables(opts.IO, format, out, []string{"TABLE", "ERASED BODIES", "COMPACTED"}, optimizeCells); err != nil {
+		return err
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -155,4 +127,25 @@ func optimizeRun(ctx context.Context, opts *OptimizeOptions) error {
 		return cliutil.Findingsf("optimize failed on %d table(s); see above, and rerun (a rewrite that kept losing races to the lake writer is redone on the next run)", failed)
 	}
 	return nil
+}
+
+// optimizeCells is an optimize row's line in the table.
+func optimizeCells(r optimizeRow) []string {
+	if !r.Exists && r.Error == "" {
+		return nil
+	}
+	erased, compacted := "-", "-"
+	if e := r.EraseBodies; e != nil && e.Version >= 0 {
+		erased = fmt.Sprintf("%d bodies in %d files (v%d)", e.BodiesNulled, e.FilesRewritten, e.Version)
+	}
+	if c := r.Optimize; c != nil && c.Version >= 0 {
+		compacted = fmt.Sprintf("%d files -> %d, %s -> %s (v%d)", c.FilesRemoved, c.FilesAdded,
+			maintain.HumanBytes(c.BytesRemoved), maintain.HumanBytes(c.BytesAdded), c.Version)
+	} else if c != nil {
+		compacted = "nothing to compact"
+	}
+	if r.Error != "" {
+		compacted = "error: " + r.Error
+	}
+	return []string{r.Table, erased, compacted}
 }

@@ -142,13 +142,7 @@ func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
 		// Every table refused the retention: a usage error, said once.
 		return cliutil.FlagErrorf("%v (--force --%s)", guard, ackFlag)
 	}
-	if format == cliutil.FormatJSON {
-		if err := cliutil.WriteJSON(opts.IO.Out, struct {
-			Tables []vacuumRow `json:"tables"`
-		}{out}); err != nil {
-			return err
-		}
-	} else if opts.DryRun {
+	if format != cliutil.FormatJSON && opts.DryRun {
 		var rows [][]string
 		for _, r := range out {
 			for _, p := range r.Files {
@@ -161,21 +155,17 @@ func vacuumRun(ctx context.Context, opts *VacuumOptions) error {
 		if err := cliutil.Table(opts.IO, []string{"TABLE", "WOULD DELETE"}, rows); err != nil {
 			return err
 		}
-	} else {
-		var rows [][]string
-		for _, r := range out {
-			if !r.Exists {
-				continue
-			}
-			res := fmt.Sprintf("%d files, %s", len(r.Files), maintain.HumanBytes(r.Bytes))
-			if r.Error != "" {
-				res = "error: " + r.Error
-			}
-			rows = append(rows, []string{r.Table, maintain.HumanDuration(r.Retention), res, fmt.Sprint(r.LogDeleted)})
+	} else if err := writeTables(opts.IO, format, out, []string{"TABLE", "RETENTION", "DELETED", "LOG FILES DELETED"}, func(r vacuumRow) []string {
+		if !r.Exists {
+			return nil
 		}
-		if err := cliutil.Table(opts.IO, []string{"TABLE", "RETENTION", "DELETED", "LOG FILES DELETED"}, rows); err != nil {
-			return err
+		res := fmt.Sprintf("%d files, %s", len(r.Files), maintain.HumanBytes(r.Bytes))
+		if r.Error != "" {
+			res = "error: " + r.Error
 		}
+		return []string{r.Table, maintain.HumanDuration(r.Retention), res, fmt.Sprint(r.LogDeleted)}
+	}); err != nil {
+		return err
 	}
 	if failed > 0 {
 		return cliutil.Findingsf("vacuum failed on %d table(s); see above", failed)

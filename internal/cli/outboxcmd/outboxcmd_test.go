@@ -3,15 +3,12 @@ package outboxcmd_test
 import (
 	"context"
 	"encoding/json"
-	"strings"
 	"testing"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/cli/outboxcmd"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
@@ -23,38 +20,21 @@ func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)
 
 func TestNewCmdPrune_Flags(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		args    string
-		wantErr string
-		older   string
-	}{
-		{args: "", older: "7d"},
-		{args: "--older-than 36h --yes", older: "36h"},
-		{args: "--older-than 0s --dry-run", older: "0s"},
-		{args: "--older-than -1d", wantErr: "--older-than"},
-		{args: "--older-than -5m", wantErr: "not a duration"},
-		{args: "--older-than 106752d", wantErr: "longer than the longest retention"},
-		{args: "--older-than 99999999999999999999d", wantErr: "longer than the longest retention"},
-		{args: "--older-than soon", wantErr: "not a duration"},
-		{args: "--batch-rows 0", wantErr: "--batch-rows"},
-		{args: "extra", wantErr: "unknown command"},
+	older := func(want string) func(*testing.T, *outboxcmd.PruneOptions) {
+		return func(t *testing.T, o *outboxcmd.PruneOptions) { require.Equal(t, want, o.OlderThan) }
 	}
-	for _, tc := range cases {
-		t.Run(tc.args, func(t *testing.T) {
-			t.Parallel()
-			io, _, _, _ := iostreams.Test()
-			got, _, err := runtest.Parse(io, tc.args, outboxcmd.NewCmdPrune)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				if !strings.Contains(tc.wantErr, "unknown") {
-					require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
-				}
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.older, got.OlderThan)
-		})
-	}
+	runtest.RunFlagCases(t, outboxcmd.NewCmdPrune, []runtest.FlagCase[outboxcmd.PruneOptions]{
+		{Args: "", Check: older("7d")},
+		{Args: "--older-than 36h --yes", Check: older("36h")},
+		{Args: "--older-than 0s --dry-run", Check: older("0s")},
+		{Args: "--older-than -1d", WantErr: "--older-than"},
+		{Args: "--older-than -5m", WantErr: "not a duration"},
+		{Args: "--older-than 106752d", WantErr: "longer than the longest retention"},
+		{Args: "--older-than 99999999999999999999d", WantErr: "longer than the longest retention"},
+		{Args: "--older-than soon", WantErr: "not a duration"},
+		{Args: "--batch-rows 0", WantErr: "--batch-rows"},
+		{Args: "extra", WantErr: "unknown command"},
+	})
 }
 
 // The command end to end, in process: off a terminal without --yes it only
@@ -64,9 +44,8 @@ func TestOutboxPrune_EndToEnd(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := clitest.New(t, "acme")
-	_, err := workload.Run(ctx, e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.Tenants["acme"]}, Claims: 15, PromoteRatio: 0.8,
+	e.Workload(t, "acme", workload.Config{Claims: 15, PromoteRatio: 0.8,
 		RetractRatio: 0.3, Poison: 1, Seed: 5})
-	require.NoError(t, err)
 	code, _, stderr := e.Run(t, nil, "lake", "drain", "--once", "--poison-budget", "1", "--log-level", "error")
 	require.Equal(t, cliutil.ExitOK, code, stderr)
 	// Again: the materialize.skipped event's own row came after the first
@@ -128,7 +107,7 @@ func TestOutboxPrune_EndToEnd(t *testing.T) {
 	// The database behind the lake (a lost tail): refused, exit 1.
 	var last int64
 	require.NoError(t, e.Pool.QueryRow(ctx, `SELECT last_value FROM oml.outbox_seq_seq`).Scan(&last))
-	_, err = e.Pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last-2)
+	_, err := e.Pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last-2)
 	require.NoError(t, err)
 	code, _, stderr = e.Run(t, nil, "outbox", "prune", "--older-than", "0s", "--yes")
 	require.Equal(t, cliutil.ExitFindings, code, stderr)

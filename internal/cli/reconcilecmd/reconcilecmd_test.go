@@ -13,7 +13,6 @@ import (
 
 	"github.com/omlhq/oml/internal/cli/reconcilecmd"
 	"github.com/omlhq/oml/internal/cliutil"
-	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit/clitest"
@@ -25,35 +24,18 @@ func TestMain(m *testing.M) { testdb.Main(m, testdb.WithTemplate(schema.Migrate)
 
 func TestNewCmd_Flags(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		args    string
-		wantErr string
-		check   func(*testing.T, *reconcilecmd.Options)
-	}{
-		{args: "", check: func(t *testing.T, o *reconcilecmd.Options) { require.Equal(t, "5m0s", o.StaleAfter.String()) }},
-		{args: "--tenant acme --stale-after 1h --skip-bodies --max-findings 5", check: func(t *testing.T, o *reconcilecmd.Options) {
+	runtest.RunFlagCases(t, reconcilecmd.NewCmd, []runtest.FlagCase[reconcilecmd.Options]{
+		{Args: "", Check: func(t *testing.T, o *reconcilecmd.Options) { require.Equal(t, "5m0s", o.StaleAfter.String()) }},
+		{Args: "--tenant acme --stale-after 1h --skip-bodies --max-findings 5", Check: func(t *testing.T, o *reconcilecmd.Options) {
 			require.Equal(t, "acme", o.Tenant)
 			require.Equal(t, "1h0m0s", o.StaleAfter.String())
 			require.True(t, o.SkipBodies)
 			require.Equal(t, 5, o.MaxFindings)
 		}},
-		{args: "--max-findings -1", wantErr: "--max-findings"},
-		{args: "--stale-after soon", wantErr: "invalid argument"},
-		{args: "extra", wantErr: "unknown command"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.args, func(t *testing.T) {
-			t.Parallel()
-			io, _, _, _ := iostreams.Test()
-			got, _, err := runtest.Parse(io, tc.args, reconcilecmd.NewCmd)
-			if tc.wantErr != "" {
-				require.ErrorContains(t, err, tc.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			tc.check(t, got)
-		})
-	}
+		{Args: "--max-findings -1", WantErr: "--max-findings"},
+		{Args: "--stale-after soon", WantErr: "invalid argument"},
+		{Args: "extra", WantErr: "unknown command"},
+	})
 }
 
 type env struct {
@@ -65,8 +47,7 @@ func setup(t *testing.T) *env {
 	t.Helper()
 	c := clitest.New(t, "acme")
 	e := &env{Env: c, acme: c.Tenants["acme"]}
-	_, err := workload.Run(context.Background(), e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
-	require.NoError(t, err)
+	e.Workload(t, "acme", workload.Config{Claims: 20, PromoteRatio: 0.8, RetractRatio: 0.5, Seed: 51})
 	return e
 }
 

@@ -30,8 +30,7 @@ func setup(t *testing.T) *env {
 	t.Helper()
 	c := clitest.New(t, "acme")
 	e := &env{Env: c, acme: c.Tenants["acme"]}
-	_, err := workload.Run(context.Background(), e.Pool, e.Key, workload.Config{Tenants: []uuid.UUID{e.acme}, Claims: 10, PromoteRatio: 0.8, Poison: 1, Seed: 61})
-	require.NoError(t, err)
+	e.Workload(t, "acme", workload.Config{Claims: 10, PromoteRatio: 0.8, Poison: 1, Seed: 61})
 	return e
 }
 

@@ -113,3 +113,48 @@ func Parse[O any](io *iostreams.IOStreams, args string, newCmd func(*cliutil.Fac
 	cmd.SilenceErrors, cmd.SilenceUsage = true, true
 	return got, f, cmd.Execute()
 }
+
+// FlagCase is one row of a flag-parsing table: a command line, whether
+// stdin is a terminal, and what parsing it must give — an error naming
+// WantErr (a usage error: exit 2), or Options whose flags equal Want (the
+// dependency fields ignored, see Flags). Check, when set, replaces the Want
+// comparison for a row that pins only some fields.
+type FlagCase[O any] struct {
+	Name     string // the subtest's name; Args when empty
+	Args     string
+	StdinTTY bool
+	WantErr  string
+	Want     O
+	Check    func(t *testing.T, o *O)
+}
+
+// RunFlagCases runs each case as a parallel subtest through Parse. A case
+// that parses must hand the run function the Factory's streams (every
+// Options carries them as IO) and the flags it expects.
+func RunFlagCases[O any](t *testing.T, newCmd func(*cliutil.Factory, func(context.Context, *O) error) *cobra.Command, cases []FlagCase[O]) {
+	t.Helper()
+	for _, tc := range cases {
+		name := tc.Name
+		if name == "" {
+			name = tc.Args
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			io, _, _, _ := iostreams.Test()
+			io.SetStdinTTY(tc.StdinTTY)
+			got, f, err := Parse(io, tc.Args, newCmd)
+			if tc.WantErr != "" {
+				require.ErrorContains(t, err, tc.WantErr)
+				require.Equal(t, cliutil.ExitUsage, cliutil.ExitCodeFor(err))
+				return
+			}
+			require.NoError(t, err)
+			require.Same(t, f.IO, reflect.ValueOf(got).Elem().FieldByName("IO").Interface())
+			if tc.Check != nil {
+				tc.Check(t, got)
+				return
+			}
+			require.Equal(t, tc.Want, Flags(*got))
+		})
+	}
+}

@@ -779,6 +779,28 @@ func ProviderKeys(ctx context.Context, q Querier) (map[string]*Key, error) {
 
 // ProviderTrust is ProviderKeys with the provider chain's revocations.
 func ProviderTrust(ctx context.Context, q Querier) (map[string]*Key, map[string]Revocation, error) {
+	return providerTrust(ctx, q, nil)
+}
+
+// ProviderTrustSinceCheckpoint is ProviderTrust on the fast path of
+// VerifyDB (DBOptions.SinceCheckpoint): the provider chain is read and
+// hash-checked from its genesis, but the signatures up to its stored
+// checkpoint are skipped once the chain hashes to it
+// (Options.ProviderSigned). For oml doctor, whose chain check re-verifies
+// them within the scrub period; never for what writes.
+func ProviderTrustSinceCheckpoint(ctx context.Context, q Querier) (map[string]*Key, map[string]Revocation, error) {
+	var cp Head
+	err := q.QueryRow(ctx, `SELECT seq, hash FROM oml.chain_checkpoints WHERE tenant_id = $1`, ProviderTenant).Scan(&cp.Seq, &cp.Hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return providerTrust(ctx, q, nil)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the provider chain's checkpoint: %w", err)
+	}
+	return providerTrust(ctx, q, &cp)
+}
+
+func providerTrust(ctx context.Context, q Querier, signed *Head) (map[string]*Key, map[string]Revocation, error) {
 	src := func(yield func(*Event, error) bool) {
 		ev := &Event{}
 		var after int64
@@ -794,7 +816,7 @@ func ProviderTrust(ctx context.Context, q Querier) (map[string]*Key, map[string]
 			after = ev.Seq
 		}
 	}
-	sum, err := Verify(ctx, src, Options{})
+	sum, err := Verify(ctx, src, Options{ProviderSigned: signed})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -128,6 +128,11 @@ type Report struct {
 	// event of every clean chain up to its verified head was re-verified at
 	// or after it. Nil when no chain is clean.
 	LastFullPass *time.Time `json:"last_full_pass,omitempty"`
+	// ProviderSignaturesSkipped is how many provider-chain signatures this
+	// run did not verify: events up to its checkpoint, hash-checked and
+	// confirmed against it (Options.ProviderSigned; 0 when the provider
+	// chain was verified in full).
+	ProviderSignaturesSkipped int64 `json:"provider_signatures_skipped"`
 	// LastFullPassTenant is the chain LastFullPass is about.
 	LastFullPassTenant *uuid.UUID    `json:"last_full_pass_tenant,omitempty"`
 	Elapsed            time.Duration `json:"-"`
@@ -154,6 +159,15 @@ type dbTenant struct {
 	// was last verified from the genesis.
 	cp           *Head
 	cpVerifiedAt time.Time
+	// signed (the provider chain only): its checkpoint, when the run may
+	// skip the signatures up to it (Options.ProviderSigned).
+	signed *Head
+}
+
+// fullPass reports whether this run verified the chain's events from its
+// genesis, signatures included.
+func (t *dbTenant) fullPass() bool {
+	return t.start.IsZero() && (t.result == nil || t.result.SignaturesSkipped == 0)
 }
 
 // VerifyDB verifies the journal in pool: every chain (or one tenant's and
@@ -220,7 +234,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	var cbErr error
 	eopts := Options{
 		Workers: opts.Workers, BatchSize: opts.BatchSize, Strict: opts.Strict,
-		RootKeyID: opts.RootKeyID, Progress: opts.Progress,
+		RootKeyID: opts.RootKeyID, Progress: opts.Progress, ProviderSigned: tenants[0].signed,
 		Start: func(id uuid.UUID) (Head, bool) {
 			if t := byID[id]; t != nil && !t.start.IsZero() {
 				return t.start, true
@@ -237,7 +251,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 			rr := r
 			t.result = &rr
 			if f := t.finding(); f == nil && cbErr == nil {
-				cbErr = cw.add(ctx, t.id, t.verifiedHead(), t.start.IsZero())
+				cbErr = cw.add(ctx, t.id, t.verifiedHead(), t.fullPass())
 			}
 		},
 	}
@@ -269,7 +283,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 		if t.result == nil && f == nil {
 			// Nothing new was read for this chain: it is clean as of its
 			// start (checked against its head above); keep the checkpoint.
-			if err := cw.add(ctx, t.id, t.verifiedHead(), t.start.IsZero()); err != nil {
+			if err := cw.add(ctx, t.id, t.verifiedHead(), t.fullPass()); err != nil {
 				return Report{}, err
 			}
 		}
@@ -283,6 +297,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 		cr := ChainReport{Tenant: t.id, FromSeq: t.start.Seq, Seq: h.Seq, Hash: h.HashHex(), OK: f == nil, Scrubbed: t.scrubbed}
 		if t.result != nil {
 			cr.Events = t.result.Events
+			rep.ProviderSignaturesSkipped += t.result.SignaturesSkipped
 			if t.scrubbed {
 				rep.ScrubEvents += t.result.Events
 			}
@@ -342,9 +357,9 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 // --from start without a checkpoint).
 func (t *dbTenant) fullPassAt(runAt time.Time) *time.Time {
 	switch {
-	case t.start.IsZero():
+	case t.fullPass():
 		return &runAt
-	case t.resumed && t.cp != nil:
+	case (t.resumed || t.signed != nil) && t.cp != nil:
 		at := t.cpVerifiedAt
 		return &at
 	}
@@ -511,7 +526,13 @@ ORDER BY ids.tenant_id`
 	}
 	for _, t := range out {
 		if t.id == ProviderTenant {
-			continue // always from its genesis
+			// Always read from its genesis (it defines the keys and the
+			// tenants); on the fast path its signatures up to an intact
+			// checkpoint are skipped unless the scrub says it is due.
+			if opts.SinceCheckpoint && !opts.Strict && t.cp != nil && t.anchorBad == nil {
+				t.signed = t.cp
+			}
+			continue
 		}
 		switch {
 		case opts.From != nil && t.id == *opts.Tenant:
@@ -540,9 +561,16 @@ func planScrub(tenants []*dbTenant, opts DBOptions, runAt time.Time) (scrubbed i
 	if !opts.SinceCheckpoint || opts.ScrubEvents <= 0 {
 		return 0, tooLarge
 	}
+	due := func(t *dbTenant) bool { return t.cpVerifiedAt.Before(runAt.Add(-opts.ScrubMinAge)) }
 	var cands []*dbTenant
 	for _, t := range tenants {
-		if t.resumed && t.cpVerifiedAt.Before(runAt.Add(-opts.ScrubMinAge)) {
+		if t.signed != nil && due(t) {
+			// The provider chain is read in full every run anyway: when its
+			// last full pass is due, its signatures are verified too, outside
+			// the budget (a long provider chain is never "too large").
+			t.signed = nil
+		}
+		if t.resumed && due(t) {
 			cands = append(cands, t)
 		}
 	}
@@ -751,6 +779,28 @@ func ProviderKeys(ctx context.Context, q Querier) (map[string]*Key, error) {
 
 // ProviderTrust is ProviderKeys with the provider chain's revocations.
 func ProviderTrust(ctx context.Context, q Querier) (map[string]*Key, map[string]Revocation, error) {
+	return providerTrust(ctx, q, nil)
+}
+
+// ProviderTrustSinceCheckpoint is ProviderTrust on the fast path of
+// VerifyDB (DBOptions.SinceCheckpoint): the provider chain is read and
+// hash-checked from its genesis, but the signatures up to its stored
+// checkpoint are skipped once the chain hashes to it
+// (Options.ProviderSigned). For oml doctor, whose chain check re-verifies
+// them within the scrub period; never for what writes.
+func ProviderTrustSinceCheckpoint(ctx context.Context, q Querier) (map[string]*Key, map[string]Revocation, error) {
+	var cp Head
+	err := q.QueryRow(ctx, `SELECT seq, hash FROM oml.chain_checkpoints WHERE tenant_id = $1`, ProviderTenant).Scan(&cp.Seq, &cp.Hash)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return providerTrust(ctx, q, nil)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("read the provider chain's checkpoint: %w", err)
+	}
+	return providerTrust(ctx, q, &cp)
+}
+
+func providerTrust(ctx context.Context, q Querier, signed *Head) (map[string]*Key, map[string]Revocation, error) {
 	src := func(yield func(*Event, error) bool) {
 		ev := &Event{}
 		var after int64
@@ -766,7 +816,7 @@ func ProviderTrust(ctx context.Context, q Querier) (map[string]*Key, map[string]
 			after = ev.Seq
 		}
 	}
-	sum, err := Verify(ctx, src, Options{})
+	sum, err := Verify(ctx, src, Options{ProviderSigned: signed})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -855,7 +905,7 @@ func (w *checkpointWriter) invalidate(t *dbTenant, f *Finding) {
 	if t.result != nil && t.result.Last.Seq >= 1 && t.result.Last.Seq < f.Seq {
 		h = Head{Seq: t.result.Last.Seq, Hash: slices.Clone(t.result.Last.Hash)}
 	}
-	w.rewinds = append(w.rewinds, rewind{tenant: t.id, below: f.Seq, head: h, full: t.start.IsZero()})
+	w.rewinds = append(w.rewinds, rewind{tenant: t.id, below: f.Seq, head: h, full: t.fullPass()})
 }
 
 func (w *checkpointWriter) flush(ctx context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
@@ -49,6 +50,20 @@ type Options struct {
 	OnChain func(ChainResult)
 	// Progress, if set, is advanced as events are read and signatures checked.
 	Progress *Progress
+	// ProviderSigned, if set, is a head of the provider chain up to which
+	// an earlier run verified every event in full, signatures included (its
+	// checkpoint). The provider chain is still read and hash-checked from
+	// its genesis (it defines the keys and tenants), but the signatures of
+	// the events up to this head are held back, not verified, and dropped
+	// once the recomputed chain reaches the head with its hash: those
+	// events are then bit for bit what was verified (the envelope covers
+	// every stored field but the signature itself). If the chain breaks,
+	// ends or hashes to something else before that, every held-back
+	// signature is verified after all, so the first bad event is what a
+	// full run would report. What this cannot see is an edit of the
+	// signature bytes alone below the head: the caller's scrub re-verifies
+	// the provider chain in full within its period for that.
+	ProviderSigned *Head
 	// OnBroken, if set, is called on the goroutine ranging over the source,
 	// before the source's yield returns, when a chain's first bad event is
 	// found in order: the source may then skip the rest of that chain
@@ -188,6 +203,11 @@ type chainState struct {
 	last        Head
 	events      int64
 	linkFinding *Finding
+	// held: the signatures held back up to Options.ProviderSigned
+	// (holding: still before it); skipped: how many were dropped.
+	held    []heldSig
+	holding bool
+	skipped int64
 
 	mu       sync.Mutex
 	pending  int // batches in flight holding events of this chain
@@ -204,6 +224,13 @@ type sigJob struct {
 	key      *Key
 	off, end int // envelope bytes in batch.buf
 	sig      [ed25519.SignatureSize]byte
+}
+
+// heldSig is one signature held back (Options.ProviderSigned).
+type heldSig struct {
+	seq      int64
+	key      *Key
+	env, sig []byte
 }
 
 type batch struct {
@@ -273,6 +300,7 @@ func (e *engine) handle(ctx context.Context, ev *Event) error {
 	if f != nil {
 		f.Tenant = c.tenant
 		c.linkFinding = f
+		e.release(c) // the chain never reached ProviderSigned: verify what was held
 		if e.opts.OnBroken != nil {
 			e.opts.OnBroken(c.tenant)
 		}
@@ -400,9 +428,34 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 		// another, still valid key.
 		e.revoked[revokedID] = *newRevocation
 	}
-	e.queue(c, ev.Seq, key, env, ev.Signature)
 	c.last = Head{Seq: ev.Seq, Hash: append(c.last.Hash[:0:0], hash[:]...)}
+	if !c.holding {
+		e.queue(c, ev.Seq, key, env, ev.Signature)
+		return nil, nil
+	}
+	c.held = append(c.held, heldSig{seq: ev.Seq, key: key, env: slices.Clone(env), sig: slices.Clone(ev.Signature)})
+	if ps := e.opts.ProviderSigned; ev.Seq >= ps.Seq {
+		if ev.Seq == ps.Seq && bytes.Equal(hash[:], ps.Hash) {
+			// Confirmed: every held event is what the earlier run verified.
+			c.skipped, c.held, c.holding = int64(len(c.held)), nil, false
+		} else {
+			e.release(c)
+		}
+	}
 	return nil, nil
+}
+
+// release verifies the signatures held back for ProviderSigned after all
+// (the chain did not reach it intact) and stops holding.
+func (e *engine) release(c *chainState) {
+	if !c.holding {
+		return
+	}
+	c.holding = false
+	for _, h := range c.held {
+		e.queue(c, h.seq, h.key, h.env, h.sig)
+	}
+	c.held = nil
 }
 
 func (e *engine) checkGenesis(c *chainState, ev *Event, isProvider bool) *Finding {
@@ -477,6 +530,9 @@ func (e *engine) keyFromEvent(ev *Event) (*Key, *Finding) {
 func (e *engine) openChain(t uuid.UUID) {
 	c := &chainState{tenant: t, done: make(chan struct{})}
 	c.last = zeroHead()
+	if t == ProviderTenant && !e.providerDone && e.opts.ProviderSigned != nil && e.opts.ProviderSigned.Seq > 0 {
+		c.holding = true
+	}
 	if t != ProviderTenant && e.opts.Start != nil {
 		if h, ok := e.opts.Start(t); ok && !h.IsZero() {
 			c.from = Head{Seq: h.Seq, Hash: append([]byte(nil), h.Hash...)}
@@ -497,6 +553,7 @@ func (e *engine) closeChain(ctx context.Context) error {
 	e.cur = nil
 	isProvider := c.tenant == ProviderTenant && !e.providerDone
 	if isProvider {
+		e.release(c) // ended before ProviderSigned: verify what was held
 		e.flush()
 	}
 	c.mu.Lock()
@@ -571,7 +628,7 @@ func (e *engine) maybeFinish(c *chainState) {
 		return
 	}
 	c.finished = true
-	res := ChainResult{Tenant: c.tenant, From: c.from, Last: c.last, Events: c.events}
+	res := ChainResult{Tenant: c.tenant, From: c.from, Last: c.last, Events: c.events, SignaturesSkipped: c.skipped}
 	if f := c.firstBad(); f != nil {
 		ff := *f
 		res.Finding = &ff

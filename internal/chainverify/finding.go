@@ -120,6 +120,10 @@ type ChainResult struct {
 	Events int64
 	// Finding is the first bad event, or nil.
 	Finding *Finding
+	// SignaturesSkipped is how many of its events' signatures were not
+	// verified this run: the provider chain's events up to
+	// Options.ProviderSigned, once the chain was confirmed to hash to it.
+	SignaturesSkipped int64
 }
 
 // InvalidWitnessFindings turns the witnesses witness.Newest could not trust

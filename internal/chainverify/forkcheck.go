@@ -85,6 +85,12 @@ func IssuedKeys(ctx context.Context, q Querier) (witness.KeyLookup, error) {
 	if err != nil {
 		return nil, err
 	}
+	return KeyLookup(keys, revoked), nil
+}
+
+// KeyLookup is the witness key lookup of a verified provider chain's keys
+// and revocations (ProviderTrust, ProviderTrustSinceCheckpoint).
+func KeyLookup(keys map[string]*Key, revoked map[string]Revocation) witness.KeyLookup {
 	return func(id string, tenant uuid.UUID, seq int64) (ed25519.PublicKey, bool) {
 		k, ok := keys[id]
 		if !ok {
@@ -96,7 +102,7 @@ func IssuedKeys(ctx context.Context, q Querier) (witness.KeyLookup, error) {
 			return nil, false
 		}
 		return k.Public, true
-	}, nil
+	}
 }
 
 // Acceptance is one chain.fork_accepted event of the provider chain.
@@ -265,6 +271,12 @@ func ForkCheckWith(ctx context.Context, q Querier, st store.Store, only *uuid.UU
 	if err != nil {
 		return nil, err
 	}
+	return ForkCheckTrusting(ctx, q, st, only, read, trusted)
+}
+
+// ForkCheckTrusting is ForkCheckWith with the witness keys given (oml
+// doctor passes KeyLookup of ProviderTrustSinceCheckpoint).
+func ForkCheckTrusting(ctx context.Context, q Querier, st store.Store, only *uuid.UUID, read HeadReader, trusted witness.KeyLookup) (*ForkCheckResult, error) {
 	newest, bad, err := witness.Newest(ctx, st, only, trusted)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,22 @@ func (p TablePosition) Record() (rec tables.BatchBounds, found, known bool) {
 	return p.rec.rec, p.rec.ok, true
 }
 
+// ResolveRecord returns p with the record CheckContinuity needs, read
+// from the table's log as CheckContinuity reads it (the last commits) when
+// p does not carry it: the lake summary keeps it, since the commit that
+// set a txn version never changes.
+func ResolveRecord(ctx context.Context, lake store.Store, p TablePosition) (TablePosition, error) {
+	if p.rec != nil || p.TxnVersion <= 0 {
+		return p, nil
+	}
+	recs, err := newestRecords(ctx, lake, []TablePosition{p})
+	if err != nil {
+		return p, err
+	}
+	p.rec = &recs[0]
+	return p, nil
+}
+
 // KnownPosition is a position read earlier (Record's results), for
 // CheckContinuity: with known, it reads no log for the table.
 func KnownPosition(key tables.TableKey, txnVersion int64, rec tables.BatchBounds, found, known bool) TablePosition {

@@ -56,36 +56,22 @@ func notAbandonable(l Letter) Result {
 	return r
 }
 
-func abandonOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id int64, opts AbandonOptions) (Result, error) {
-	first, err := Get(ctx, pool, id)
-	if errors.Is(err, ErrNotFound) {
-		return Result{ID: id, Outcome: OutcomeNotFound, Error: err.Error()}, nil
-	}
-	if err != nil {
-		return Result{ID: id}, err
-	}
+// settleAbandon is abandonOne's answer for a dead letter there is nothing
+// to abandon for (nil: go on).
+func settleAbandon(l Letter) *Result {
 	switch {
-	case first.Abandoned:
-		return alreadyAbandoned(first), nil
-	case first.Reenqueued:
-		return notAbandonable(first), nil
+	case l.Abandoned:
+		r := alreadyAbandoned(l)
+		return &r
+	case l.Reenqueued:
+		r := notAbandonable(l)
+		return &r
 	}
-	return chain.InTx(ctx, pool, func(tx pgx.Tx) (Result, error) {
-		// Under the tenant's chain lock nothing else can re-enqueue or
-		// abandon it (the fold reads the dead letter after the same lock).
-		if err := chain.Lock(ctx, tx, first.TenantID); err != nil {
-			return Result{ID: id}, err
-		}
-		l, err := Get(ctx, tx, id)
-		if err != nil {
-			return Result{ID: id}, err
-		}
-		switch {
-		case l.Abandoned:
-			return alreadyAbandoned(l), nil
-		case l.Reenqueued:
-			return notAbandonable(l), nil
-		}
+	return nil
+}
+
+func abandonOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id int64, opts AbandonOptions) (Result, error) {
+	return underChainLock(ctx, pool, id, settleAbandon, func(tx pgx.Tx, l Letter) (Result, error) {
 		res := Result{ID: id, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeAbandoned, By: opts.By}
 		ev, err := journal.New(journal.DeadletterAbandoned{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: opts.Reason})
 		if err != nil {
@@ -99,5 +85,36 @@ func abandonOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id
 		at := recs[0].RecordedAt
 		res.At = &at
 		return res, nil
+	})
+}
+
+// underChainLock is one journalled repair of dead letter id: settle answers
+// for a letter the repair does not apply to (already done, refused), asked
+// first without a lock and again under the tenant's chain lock (nothing
+// else can re-enqueue or abandon it then: the fold reads the dead letter
+// after the same lock); repair journals in that transaction.
+func underChainLock(ctx context.Context, pool *pgxpool.Pool, id int64, settle func(Letter) *Result, repair func(tx pgx.Tx, l Letter) (Result, error)) (Result, error) {
+	first, err := Get(ctx, pool, id)
+	if errors.Is(err, ErrNotFound) {
+		return Result{ID: id, Outcome: OutcomeNotFound, Error: err.Error()}, nil
+	}
+	if err != nil {
+		return Result{ID: id}, err
+	}
+	if r := settle(first); r != nil {
+		return *r, nil
+	}
+	return chain.InTx(ctx, pool, func(tx pgx.Tx) (Result, error) {
+		if err := chain.Lock(ctx, tx, first.TenantID); err != nil {
+			return Result{ID: id}, err
+		}
+		l, err := Get(ctx, tx, id)
+		if err != nil {
+			return Result{ID: id}, err
+		}
+		if r := settle(l); r != nil {
+			return *r, nil
+		}
+		return repair(tx, l)
 	})
 }

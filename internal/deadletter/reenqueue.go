@@ -202,36 +202,22 @@ func refusedAbandoned(l Letter) Result {
 	return r
 }
 
+// settleReenqueue is reenqueueOne's answer for a dead letter there is
+// nothing to re-enqueue for (nil: go on).
+func settleReenqueue(l Letter) *Result {
+	switch {
+	case l.Reenqueued:
+		r := already(l)
+		return &r
+	case l.Abandoned:
+		r := refusedAbandoned(l)
+		return &r
+	}
+	return nil
+}
+
 func reenqueueOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id int64, opts Options) (Result, error) {
-	first, err := Get(ctx, pool, id)
-	if errors.Is(err, ErrNotFound) {
-		return Result{ID: id, Outcome: OutcomeNotFound, Error: err.Error()}, nil
-	}
-	if err != nil {
-		return Result{ID: id}, err
-	}
-	if first.Reenqueued {
-		return already(first), nil
-	}
-	if first.Abandoned {
-		return refusedAbandoned(first), nil
-	}
-	return chain.InTx(ctx, pool, func(tx pgx.Tx) (Result, error) {
-		// Under the tenant's chain lock nothing else can re-enqueue it (the
-		// fold reads the dead letter after the same lock).
-		if err := chain.Lock(ctx, tx, first.TenantID); err != nil {
-			return Result{ID: id}, err
-		}
-		l, err := Get(ctx, tx, id)
-		if err != nil {
-			return Result{ID: id}, err
-		}
-		if l.Reenqueued {
-			return already(l), nil
-		}
-		if l.Abandoned {
-			return refusedAbandoned(l), nil
-		}
+	return underChainLock(ctx, pool, id, settleReenqueue, func(tx pgx.Tx, l Letter) (Result, error) {
 		res := Result{ID: id, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeReenqueued, By: opts.By}
 		reason := opts.Reason
 		implied, err := ImpliedPayload(ctx, tx, l)

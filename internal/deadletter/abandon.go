@@ -56,44 +56,45 @@ func notAbandonable(l Letter) Result {
 	return r
 }
 
-// settleAbandon is abandonOne's answer for a dead letter there is nothing
-// to abandon for (nil: go on).
-func settleAbandon(l Letter) *Result {
-	switch {
-	case l.Abandoned:
-		r := alreadyAbandoned(l)
-		return &r
-	case l.Reenqueued:
-		r := notAbandonable(l)
-		return &r
-	}
-	return nil
-}
-
 func abandonOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id int64, opts AbandonOptions) (Result, error) {
-	return underChainLock(ctx, pool, id, settleAbandon, func(tx pgx.Tx, l Letter) (Result, error) {
+	return underChainLock(ctx, pool, id, repairAbandon, func(tx pgx.Tx, l Letter) (Result, error) {
 		res := Result{ID: id, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeAbandoned, By: opts.By}
-		ev, err := journal.New(journal.DeadletterAbandoned{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: opts.Reason})
-		if err != nil {
-			return res, err
-		}
-		recs, err := chain.AppendTx(ctx, tx, signer, l.TenantID, ev)
-		if err != nil {
-			return res, fmt.Errorf("journal deadletter.abandoned for dead letter %d: %w", id, err)
-		}
-		res.JournalSeq = int64(recs[0].Seq)
-		at := recs[0].RecordedAt
-		res.At = &at
-		return res, nil
+		err := journalRepair(ctx, tx, signer, l, journal.DeadletterAbandoned{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: opts.Reason}, &res)
+		return res, err
 	})
 }
 
-// underChainLock is one journalled repair of dead letter id: settle answers
-// for a letter the repair does not apply to (already done, refused), asked
-// first without a lock and again under the tenant's chain lock (nothing
-// else can re-enqueue or abandon it then: the fold reads the dead letter
-// after the same lock); repair journals in that transaction.
-func underChainLock(ctx context.Context, pool *pgxpool.Pool, id int64, settle func(Letter) *Result, repair func(tx pgx.Tx, l Letter) (Result, error)) (Result, error) {
+// repairKind is which journalled repair underChainLock makes.
+type repairKind int
+
+const (
+	repairReenqueue repairKind = iota
+	repairAbandon
+)
+
+// settled is the answer for a dead letter one of the repairs already
+// closed: the repair asked for again is its earlier outcome, the other one
+// is refused. false: the repair applies.
+func settled(l Letter, kind repairKind) (Result, bool) {
+	switch {
+	case kind == repairAbandon && l.Abandoned:
+		return alreadyAbandoned(l), true
+	case kind == repairAbandon && l.Reenqueued:
+		return notAbandonable(l), true
+	case l.Reenqueued:
+		return already(l), true
+	case l.Abandoned:
+		return refusedAbandoned(l), true
+	}
+	return Result{}, false
+}
+
+// underChainLock is one journalled repair of dead letter id: a letter it
+// does not apply to is settled, asked first without a lock and again under
+// the tenant's chain lock (nothing else can re-enqueue or abandon it then:
+// the fold reads the dead letter after the same lock); repair journals in
+// that transaction.
+func underChainLock(ctx context.Context, pool *pgxpool.Pool, id int64, kind repairKind, repair func(tx pgx.Tx, l Letter) (Result, error)) (Result, error) {
 	first, err := Get(ctx, pool, id)
 	if errors.Is(err, ErrNotFound) {
 		return Result{ID: id, Outcome: OutcomeNotFound, Error: err.Error()}, nil
@@ -101,8 +102,8 @@ func underChainLock(ctx context.Context, pool *pgxpool.Pool, id int64, settle fu
 	if err != nil {
 		return Result{ID: id}, err
 	}
-	if r := settle(first); r != nil {
-		return *r, nil
+	if r, done := settled(first, kind); done {
+		return r, nil
 	}
 	return chain.InTx(ctx, pool, func(tx pgx.Tx) (Result, error) {
 		if err := chain.Lock(ctx, tx, first.TenantID); err != nil {
@@ -112,9 +113,26 @@ func underChainLock(ctx context.Context, pool *pgxpool.Pool, id int64, settle fu
 		if err != nil {
 			return Result{ID: id}, err
 		}
-		if r := settle(l); r != nil {
-			return *r, nil
+		if r, done := settled(l, kind); done {
+			return r, nil
 		}
 		return repair(tx, l)
 	})
+}
+
+// journalRepair appends the repair's event to the dead letter's tenant
+// chain in tx and records in res where it landed.
+func journalRepair(ctx context.Context, tx pgx.Tx, signer chain.Signer, l Letter, p journal.Payload, res *Result) error {
+	ev, err := journal.New(p)
+	if err != nil {
+		return err
+	}
+	recs, err := chain.AppendTx(ctx, tx, signer, l.TenantID, ev)
+	if err != nil {
+		return fmt.Errorf("journal %s for dead letter %d: %w", ev.Type, l.ID, err)
+	}
+	res.JournalSeq = int64(recs[0].Seq)
+	at := recs[0].RecordedAt
+	res.At = &at
+	return nil
 }

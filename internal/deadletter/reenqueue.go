@@ -202,22 +202,8 @@ func refusedAbandoned(l Letter) Result {
 	return r
 }
 
-// settleReenqueue is reenqueueOne's answer for a dead letter there is
-// nothing to re-enqueue for (nil: go on).
-func settleReenqueue(l Letter) *Result {
-	switch {
-	case l.Reenqueued:
-		r := already(l)
-		return &r
-	case l.Abandoned:
-		r := refusedAbandoned(l)
-		return &r
-	}
-	return nil
-}
-
 func reenqueueOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id int64, opts Options) (Result, error) {
-	return underChainLock(ctx, pool, id, settleReenqueue, func(tx pgx.Tx, l Letter) (Result, error) {
+	return underChainLock(ctx, pool, id, repairReenqueue, func(tx pgx.Tx, l Letter) (Result, error) {
 		res := Result{ID: id, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeReenqueued, By: opts.By}
 		reason := opts.Reason
 		implied, err := ImpliedPayload(ctx, tx, l)
@@ -238,17 +224,9 @@ WHERE id = $1 AND reenqueued_at IS NULL AND payload IS DISTINCT FROM $2::jsonb`,
 				reason += PayloadRederivedNote
 			}
 		}
-		ev, err := journal.New(journal.DeadletterReenqueued{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: reason})
-		if err != nil {
+		if err := journalRepair(ctx, tx, signer, l, journal.DeadletterReenqueued{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: reason}, &res); err != nil {
 			return res, err
 		}
-		recs, err := chain.AppendTx(ctx, tx, signer, l.TenantID, ev)
-		if err != nil {
-			return res, fmt.Errorf("journal deadletter.reenqueued for dead letter %d: %w", id, err)
-		}
-		res.JournalSeq = int64(recs[0].Seq)
-		at := recs[0].RecordedAt
-		res.At = &at
 		if err := tx.QueryRow(ctx, `SELECT new_outbox_seq FROM oml.dead_letter WHERE id = $1`, id).Scan(&res.NewOutboxSeq); err != nil {
 			return res, fmt.Errorf("read the new outbox seq of dead letter %d: %w", id, err)
 		}

@@ -72,17 +72,27 @@ func completionDB(ctx context.Context, f *cliutil.Factory) (deadletter.Querier, 
 	return pool, cancel, true
 }
 
-// completeTenants lists tenant names, the provider's included.
-func completeTenants(ctx context.Context, f *cliutil.Factory) []string {
+// completionQuery is list's result, the query bounded by
+// completionTimeout; false without a database or on any error.
+func completionQuery[T any](ctx context.Context, f *cliutil.Factory, list func(context.Context, deadletter.Querier) ([]T, error)) ([]T, bool) {
 	q, cancel, ok := completionDB(ctx, f)
 	defer cancel()
 	if !ok {
-		return nil
+		return nil, false
 	}
 	ctx, stop := context.WithTimeout(context.Background(), completionTimeout)
 	defer stop()
-	ts, err := tenant.List(ctx, q)
+	rows, err := list(ctx, q)
 	if err != nil {
+		return nil, false
+	}
+	return rows, true
+}
+
+// completeTenants lists tenant names, the provider's included.
+func completeTenants(ctx context.Context, f *cliutil.Factory) []string {
+	ts, ok := completionQuery(ctx, f, func(ctx context.Context, q deadletter.Querier) ([]tenant.Tenant, error) { return tenant.List(ctx, q) })
+	if !ok {
 		return nil
 	}
 	out := make([]string, 0, len(ts)+1)
@@ -95,15 +105,10 @@ func completeTenants(ctx context.Context, f *cliutil.Factory) []string {
 // completeDeadLetters lists open dead-letter ids (not already on the
 // command line), each with its claim and error as the description.
 func completeDeadLetters(ctx context.Context, f *cliutil.Factory, given []string) []string {
-	q, cancel, ok := completionDB(ctx, f)
-	defer cancel()
+	ls, ok := completionQuery(ctx, f, func(ctx context.Context, q deadletter.Querier) ([]deadletter.Letter, error) {
+		return deadletter.List(ctx, q, deadletter.ListOptions{})
+	})
 	if !ok {
-		return nil
-	}
-	ctx, stop := context.WithTimeout(context.Background(), completionTimeout)
-	defer stop()
-	ls, err := deadletter.List(ctx, q, deadletter.ListOptions{})
-	if err != nil {
 		return nil
 	}
 	seen := map[string]bool{}

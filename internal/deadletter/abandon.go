@@ -57,6 +57,44 @@ func notAbandonable(l Letter) Result {
 }
 
 func abandonOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id int64, opts AbandonOptions) (Result, error) {
+	return underChainLock(ctx, pool, id, repairAbandon, func(tx pgx.Tx, l Letter) (Result, error) {
+		res := Result{ID: id, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeAbandoned, By: opts.By}
+		err := journalRepair(ctx, tx, signer, l, journal.DeadletterAbandoned{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: opts.Reason}, &res)
+		return res, err
+	})
+}
+
+// repairKind is which journalled repair underChainLock makes.
+type repairKind int
+
+const (
+	repairReenqueue repairKind = iota
+	repairAbandon
+)
+
+// settled is the answer for a dead letter one of the repairs already
+// closed: the repair asked for again is its earlier outcome, the other one
+// is refused. false: the repair applies.
+func settled(l Letter, kind repairKind) (Result, bool) {
+	switch {
+	case kind == repairAbandon && l.Abandoned:
+		return alreadyAbandoned(l), true
+	case kind == repairAbandon && l.Reenqueued:
+		return notAbandonable(l), true
+	case l.Reenqueued:
+		return already(l), true
+	case l.Abandoned:
+		return refusedAbandoned(l), true
+	}
+	return Result{}, false
+}
+
+// underChainLock is one journalled repair of dead letter id: a letter it
+// does not apply to is settled, asked first without a lock and again under
+// the tenant's chain lock (nothing else can re-enqueue or abandon it then:
+// the fold reads the dead letter after the same lock); repair journals in
+// that transaction.
+func underChainLock(ctx context.Context, pool *pgxpool.Pool, id int64, kind repairKind, repair func(tx pgx.Tx, l Letter) (Result, error)) (Result, error) {
 	first, err := Get(ctx, pool, id)
 	if errors.Is(err, ErrNotFound) {
 		return Result{ID: id, Outcome: OutcomeNotFound, Error: err.Error()}, nil
@@ -64,15 +102,10 @@ func abandonOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id
 	if err != nil {
 		return Result{ID: id}, err
 	}
-	switch {
-	case first.Abandoned:
-		return alreadyAbandoned(first), nil
-	case first.Reenqueued:
-		return notAbandonable(first), nil
+	if r, done := settled(first, kind); done {
+		return r, nil
 	}
 	return chain.InTx(ctx, pool, func(tx pgx.Tx) (Result, error) {
-		// Under the tenant's chain lock nothing else can re-enqueue or
-		// abandon it (the fold reads the dead letter after the same lock).
 		if err := chain.Lock(ctx, tx, first.TenantID); err != nil {
 			return Result{ID: id}, err
 		}
@@ -80,24 +113,26 @@ func abandonOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id
 		if err != nil {
 			return Result{ID: id}, err
 		}
-		switch {
-		case l.Abandoned:
-			return alreadyAbandoned(l), nil
-		case l.Reenqueued:
-			return notAbandonable(l), nil
+		if r, done := settled(l, kind); done {
+			return r, nil
 		}
-		res := Result{ID: id, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeAbandoned, By: opts.By}
-		ev, err := journal.New(journal.DeadletterAbandoned{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: opts.Reason})
-		if err != nil {
-			return res, err
-		}
-		recs, err := chain.AppendTx(ctx, tx, signer, l.TenantID, ev)
-		if err != nil {
-			return res, fmt.Errorf("journal deadletter.abandoned for dead letter %d: %w", id, err)
-		}
-		res.JournalSeq = int64(recs[0].Seq)
-		at := recs[0].RecordedAt
-		res.At = &at
-		return res, nil
+		return repair(tx, l)
 	})
+}
+
+// journalRepair appends the repair's event to the dead letter's tenant
+// chain in tx and records in res where it landed.
+func journalRepair(ctx context.Context, tx pgx.Tx, signer chain.Signer, l Letter, p journal.Payload, res *Result) error {
+	ev, err := journal.New(p)
+	if err != nil {
+		return err
+	}
+	recs, err := chain.AppendTx(ctx, tx, signer, l.TenantID, ev)
+	if err != nil {
+		return fmt.Errorf("journal %s for dead letter %d: %w", ev.Type, l.ID, err)
+	}
+	res.JournalSeq = int64(recs[0].Seq)
+	at := recs[0].RecordedAt
+	res.At = &at
+	return nil
 }

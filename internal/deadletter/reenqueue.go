@@ -203,35 +203,7 @@ func refusedAbandoned(l Letter) Result {
 }
 
 func reenqueueOne(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, id int64, opts Options) (Result, error) {
-	first, err := Get(ctx, pool, id)
-	if errors.Is(err, ErrNotFound) {
-		return Result{ID: id, Outcome: OutcomeNotFound, Error: err.Error()}, nil
-	}
-	if err != nil {
-		return Result{ID: id}, err
-	}
-	if first.Reenqueued {
-		return already(first), nil
-	}
-	if first.Abandoned {
-		return refusedAbandoned(first), nil
-	}
-	return chain.InTx(ctx, pool, func(tx pgx.Tx) (Result, error) {
-		// Under the tenant's chain lock nothing else can re-enqueue it (the
-		// fold reads the dead letter after the same lock).
-		if err := chain.Lock(ctx, tx, first.TenantID); err != nil {
-			return Result{ID: id}, err
-		}
-		l, err := Get(ctx, tx, id)
-		if err != nil {
-			return Result{ID: id}, err
-		}
-		if l.Reenqueued {
-			return already(l), nil
-		}
-		if l.Abandoned {
-			return refusedAbandoned(l), nil
-		}
+	return underChainLock(ctx, pool, id, repairReenqueue, func(tx pgx.Tx, l Letter) (Result, error) {
 		res := Result{ID: id, Tenant: l.TenantID, OutboxSeq: l.OutboxSeq, Outcome: OutcomeReenqueued, By: opts.By}
 		reason := opts.Reason
 		implied, err := ImpliedPayload(ctx, tx, l)
@@ -252,17 +224,9 @@ WHERE id = $1 AND reenqueued_at IS NULL AND payload IS DISTINCT FROM $2::jsonb`,
 				reason += PayloadRederivedNote
 			}
 		}
-		ev, err := journal.New(journal.DeadletterReenqueued{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: reason})
-		if err != nil {
+		if err := journalRepair(ctx, tx, signer, l, journal.DeadletterReenqueued{DeadLetterID: id, OutboxSeq: l.OutboxSeq, By: opts.By, Reason: reason}, &res); err != nil {
 			return res, err
 		}
-		recs, err := chain.AppendTx(ctx, tx, signer, l.TenantID, ev)
-		if err != nil {
-			return res, fmt.Errorf("journal deadletter.reenqueued for dead letter %d: %w", id, err)
-		}
-		res.JournalSeq = int64(recs[0].Seq)
-		at := recs[0].RecordedAt
-		res.At = &at
 		if err := tx.QueryRow(ctx, `SELECT new_outbox_seq FROM oml.dead_letter WHERE id = $1`, id).Scan(&res.NewOutboxSeq); err != nil {
 			return res, fmt.Errorf("read the new outbox seq of dead letter %d: %w", id, err)
 		}

@@ -22,11 +22,7 @@ func TestDeriveOutbox_EqualsTheEmittedRowsForEveryEventType(t *testing.T) {
 	ctx := context.Background()
 	b := setup(t)
 	dek := make([]byte, 32)
-	require.NoError(t, b.append(t,
-		submission(t, "a", 1, "alice", "human", dek),
-		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}),
-		submission(t, "a", 2, "alice", "human", dek),
-		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 2, By: "bob"}),
+	require.NoError(t, b.append(t, append(aPromotedTwice(t, dek),
 		journal.MustNew(journal.ClaimDemoted{ArtifactID: "a", Version: 2, By: "bob", Reason: "wrong"}),
 		submission(t, "s", 1, "sim-agent", "simulation", nil),
 		journal.MustNew(journal.ClaimPromoted{ArtifactID: "s", Version: 1, By: "bob"}),
@@ -40,7 +36,7 @@ func TestDeriveOutbox_EqualsTheEmittedRowsForEveryEventType(t *testing.T) {
 		submission(t, "d", 1, "alice", "human", nil),
 		journal.MustNew(journal.ClaimPromoted{ArtifactID: "d", Version: 1, By: "bob"}),
 		submission(t, "e", 1, "alice", "human", nil),
-		journal.MustNew(journal.ClaimPromoted{ArtifactID: "e", Version: 1, By: "bob"})))
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "e", Version: 1, By: "bob"}))...))
 	// Two dead letters: one re-enqueued (the copy), one abandoned.
 	for i, art := range []string{"d", "e"} {
 		var oseq, jseq int64

@@ -57,6 +57,19 @@ func submission(t *testing.T, artifact string, version int, writer, provenance s
 	return ev
 }
 
+// aPromotedTwice is claim a's versions 1 and 2 (alice's, under dek), each
+// submitted and promoted by bob: where the lineage and derivation
+// histories start.
+func aPromotedTwice(t *testing.T, dek []byte) []journal.Event {
+	t.Helper()
+	return []journal.Event{
+		submission(t, "a", 1, "alice", "human", dek),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}),
+		submission(t, "a", 2, "alice", "human", dek),
+		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 2, By: "bob"}),
+	}
+}
+
 func (b *bundle) claimState(t *testing.T, artifact string, version int) string {
 	t.Helper()
 	var s string

@@ -22,11 +22,7 @@ func TestLineage_OneRowPerChangeToAPromotedClaim_ImpliedByTheJournal(t *testing.
 	ctx := context.Background()
 	b := setup(t)
 	dek := make([]byte, 32)
-	require.NoError(t, b.append(t,
-		submission(t, "a", 1, "alice", "human", dek),
-		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}),
-		submission(t, "a", 2, "alice", "human", dek),
-		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 2, By: "bob"}),
+	require.NoError(t, b.append(t, append(aPromotedTwice(t, dek),
 		journal.MustNew(journal.ClaimDemoted{ArtifactID: "a", Version: 2, By: "carol", Reason: "wrong"}),
 		submission(t, "a", 3, "alice", "human", dek), // held: erased below, no lineage
 		submission(t, "s", 1, "sim-agent", "simulation", nil),
@@ -37,7 +33,7 @@ func TestLineage_OneRowPerChangeToAPromotedClaim_ImpliedByTheJournal(t *testing.
 		journal.MustNew(journal.ClaimDemoted{ArtifactID: "r", Version: 1, By: "carol"}),
 		journal.MustNew(journal.ClaimReassigned{ArtifactID: "r", Version: 1, By: "ops", ToWorkareaID: "wa-2", Reason: "moved"}),
 		submission(t, "h", 1, "alice", "human", nil),
-		journal.MustNew(journal.ClaimReassigned{ArtifactID: "h", Version: 1, By: "ops", ToWorkareaID: "wa-2"})))
+		journal.MustNew(journal.ClaimReassigned{ArtifactID: "h", Version: 1, By: "ops", ToWorkareaID: "wa-2"}))...))
 	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo", Reason: "gdpr"})))
 	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "r", By: "dpo"})))
 
@@ -128,17 +124,13 @@ func TestWorkareas_OneRowBesideEachLineageRow_SamePayload(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	dek := make([]byte, 32)
-	require.NoError(t, b.append(t,
-		submission(t, "a", 1, "alice", "human", dek),
-		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 1, By: "bob"}),
-		submission(t, "a", 2, "alice", "human", dek),
-		journal.MustNew(journal.ClaimPromoted{ArtifactID: "a", Version: 2, By: "bob"}),
+	require.NoError(t, b.append(t, append(aPromotedTwice(t, dek),
 		submission(t, "s", 1, "sim-agent", "simulation", nil),
 		journal.MustNew(journal.ClaimPromoted{ArtifactID: "s", Version: 1, By: "bob"}),
 		journal.MustNew(journal.SimulationEnded{SimulationID: "sim-1", By: "ops", Claims: []journal.ClaimRef{{ArtifactID: "s", Version: 1}}}),
 		journal.MustNew(journal.ClaimReassigned{ArtifactID: "a", Version: 1, By: "ops", ToWorkareaID: "wa-2"}),
 		submission(t, "h", 1, "alice", "human", nil),
-		journal.MustNew(journal.ClaimDemoted{ArtifactID: "h", Version: 1, By: "carol"})))
+		journal.MustNew(journal.ClaimDemoted{ArtifactID: "h", Version: 1, By: "carol"}))...))
 	require.NoError(t, b.append(t, journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo"})))
 
 	rows := emittedRows(t, b, b.tn)

@@ -14,7 +14,6 @@ import (
 	"github.com/omlhq/oml/internal/deadletter"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/reconcile"
-	"github.com/omlhq/oml/internal/workload"
 )
 
 // The insert of a copy of outbox row $1, as the application would forge it.
@@ -38,7 +37,6 @@ func (d *deployment) outboxRow(t *testing.T, tn uuid.UUID, target, op string) in
 // application cannot mark a copy as a re-enqueue either.
 func TestThreat_AppForgesASecondCopyOfAnOutboxRow_Refused(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	d := newDeployment(t)
 	d.workload(t, 1)
 	drained := d.outboxRow(t, d.a, journal.TargetBronzeEvents, journal.OpAppend)
@@ -55,8 +53,7 @@ func TestThreat_AppForgesASecondCopyOfAnOutboxRow_Refused(t *testing.T) {
 		"a copy marked as a re-enqueue")
 	requireCode(t, duplicated, as(t, d.lakewriter, d.a, copyRow, pendingBronze), "the lake writer's copy")
 	d.drain(t)
-	rec, err := reconcile.Run(ctx, d.auditor, d.lake, reconcile.Options{})
-	require.NoError(t, err)
+	rec := d.reconcile(t)
 	require.True(t, rec.OK, "every legitimate row is in the lake once: %+v", rec.Findings)
 	d.requireClean(t)
 }
@@ -84,8 +81,7 @@ func TestThreat_OwnerPlantsACopyPastTheIndex_DeadLetteredNeverAppliedTwice(t *te
 	}
 	sum := d.drain(t)
 	require.ElementsMatch(t, copies, sum.DeadLettered, "both copies dead-lettered, nothing else")
-	rec, err := reconcile.Run(ctx, d.auditor, d.lake, reconcile.Options{})
-	require.NoError(t, err)
+	rec := d.reconcile(t)
 	require.Zero(t, rec.Counts[reconcile.DuplicateInLake], "no row is in the lake twice: %+v", rec.Findings)
 	var classes []reconcile.Class
 	for _, f := range rec.Findings {
@@ -196,15 +192,10 @@ func TestThreat_ReenqueueAsOwner_TheOneCopyAllowed(t *testing.T) {
 	ctx := context.Background()
 	d := newDeployment(t)
 	d.workload(t, 1)
-	planted, err := workload.PlantPoison(ctx, d.su, 1, 7)
-	require.NoError(t, err)
-	require.Len(t, planted, 1)
-	sum := d.drain(t)
-	require.Len(t, sum.DeadLettered, 1)
-	var id, orig int64
-	require.NoError(t, d.su.QueryRow(ctx, `SELECT id, outbox_seq FROM oml.dead_letter`).Scan(&id, &orig))
+	dl := d.poisoned(t)
+	id, orig := dl.id, dl.outboxSeq
 
-	requireCode(t, duplicated, as(t, d.app, planted[0].Tenant, copyRow, orig), "the app copies the dead-lettered row")
+	requireCode(t, duplicated, as(t, d.app, dl.tenant, copyRow, orig), "the app copies the dead-lettered row")
 	res, err := deadletter.Reenqueue(ctx, d.owner, d.key, []int64{id}, deadletter.Options{By: "operator"})
 	require.NoError(t, err)
 	require.Len(t, res, 1)
@@ -212,15 +203,14 @@ func TestThreat_ReenqueueAsOwner_TheOneCopyAllowed(t *testing.T) {
 	var copyOf int64
 	require.NoError(t, d.su.QueryRow(ctx, `SELECT copy_of FROM oml.outbox WHERE seq = $1`, res[0].NewOutboxSeq).Scan(&copyOf))
 	require.Equal(t, orig, copyOf, "the copy names the dead-lettered row")
-	requireCode(t, duplicated, as(t, d.owner, planted[0].Tenant, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of)
+	requireCode(t, duplicated, as(t, d.owner, dl.tenant, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of)
 		SELECT tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of FROM oml.outbox WHERE seq = $1`, res[0].NewOutboxSeq),
 		"a second copy of the same dead letter")
-	requireCode(t, noEvent, as(t, d.owner, planted[0].Tenant, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of)
+	requireCode(t, noEvent, as(t, d.owner, dl.tenant, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, copy_of)
 		SELECT tenant_id, journal_seq, target, op, artifact_id, version, payload, seq FROM oml.outbox WHERE seq = $1`, res[0].NewOutboxSeq),
 		"a copy naming a row that is not dead-lettered")
 	d.drain(t)
-	rec, err := reconcile.Run(ctx, d.auditor, d.lake, reconcile.Options{})
-	require.NoError(t, err)
+	rec := d.reconcile(t)
 	require.Zero(t, rec.Counts[reconcile.DuplicateInLake], "%+v", rec.Findings)
 	d.requireClean(t)
 }

@@ -139,6 +139,37 @@ func (d *deployment) drain(t *testing.T) lakewriter.Summary {
 	return sum
 }
 
+// reconcile runs oml reconcile, logged in as oml_auditor.
+func (d *deployment) reconcile(t *testing.T) *reconcile.Report {
+	t.Helper()
+	rec, err := reconcile.Run(context.Background(), d.auditor, d.lake, reconcile.Options{})
+	require.NoError(t, err)
+	return rec
+}
+
+// deadLetter is the one dead letter poisoned made.
+type deadLetter struct {
+	id, outboxSeq int64
+	tenant        uuid.UUID
+}
+
+// poisoned plants one poison row (a deployment's workload ran) and drains:
+// the lake writer, under its own login, dead-letters it and journals the
+// skip; the dead letter is that row.
+func (d *deployment) poisoned(t *testing.T) deadLetter {
+	t.Helper()
+	ctx := context.Background()
+	planted, err := workload.PlantPoison(ctx, d.su, 1, 7)
+	require.NoError(t, err)
+	require.Len(t, planted, 1)
+	sum := d.drain(t)
+	require.Len(t, sum.DeadLettered, 1, "the lake writer role dead-lettered the poison row and journalled it")
+	var dl deadLetter
+	require.NoError(t, d.su.QueryRow(ctx, `SELECT id, outbox_seq, tenant_id FROM oml.dead_letter`).Scan(&dl.id, &dl.outboxSeq, &dl.tenant))
+	require.Equal(t, planted[0].Tenant, dl.tenant)
+	return dl
+}
+
 // verify runs oml chain verify --full, logged in as oml_auditor.
 func (d *deployment) verify(t *testing.T) chainverify.Report {
 	t.Helper()
@@ -426,14 +457,8 @@ func TestThreat_AppHidesADeadLetter_Refused(t *testing.T) {
 	ctx := context.Background()
 	d := newDeployment(t)
 	d.workload(t, 1)
-	planted, err := workload.PlantPoison(ctx, d.su, 1, 7)
-	require.NoError(t, err)
-	require.Len(t, planted, 1)
-	sum := d.drain(t)
-	require.Len(t, sum.DeadLettered, 1, "the lake writer role dead-lettered the poison row and journalled it")
-	var id int64
-	var tn uuid.UUID
-	require.NoError(t, d.su.QueryRow(ctx, `SELECT id, tenant_id FROM oml.dead_letter`).Scan(&id, &tn))
+	dl := d.poisoned(t)
+	id, tn := dl.id, dl.tenant
 
 	requireCode(t, denied, as(t, d.app, tn, "UPDATE oml.dead_letter SET reenqueued_at = now() WHERE id = $1", id), "app hides it")
 	requireCode(t, denied, as(t, d.app, tn, "DELETE FROM oml.dead_letter WHERE id = $1", id), "app deletes it")
@@ -519,8 +544,7 @@ func TestThreat_AuditorIsReadOnly(t *testing.T) {
 	rep := d.verify(t)
 	require.Empty(t, rep.Findings)
 	require.Positive(t, rep.Checkpoints, "the auditor stores its checkpoints")
-	rec, err := reconcile.Run(ctx, d.auditor, d.lake, reconcile.Options{})
-	require.NoError(t, err)
+	rec := d.reconcile(t)
 	require.True(t, rec.OK, "reconcile as the auditor: %+v", rec.Findings)
 	doc := doctor.Run(ctx, doctor.Options{
 		DB:   func(context.Context) (*pgxpool.Pool, error) { return d.auditor, nil },

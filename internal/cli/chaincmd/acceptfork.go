@@ -112,13 +112,8 @@ func acceptForkRun(ctx context.Context, opts *AcceptForkOptions) error {
 		if format != cliutil.FormatJSON {
 			printAccept(opts.IO, res)
 		}
-		ok, err := confirm(opts.IO, opts.Yes, fmt.Sprintf("Journal on the provider chain that tenant %s's journal wins over the lost history, as %s? [y/N] ", id, opts.By))
-		if err != nil {
+		if err := confirm(opts.IO, opts.Yes, fmt.Sprintf("Journal on the provider chain that tenant %s's journal wins over the lost history, as %s? [y/N] ", id, opts.By), "Nothing accepted."); err != nil {
 			return err
-		}
-		if !ok {
-			fmt.Fprintln(opts.IO.ErrOut, "Nothing accepted.")
-			return cliutil.ErrSilent
 		}
 		ao.DryRun, ao.Signer = false, k
 		if res, err = opts.Accept(ctx, ao); err != nil {

@@ -128,24 +128,25 @@ func openForRecovery(f *cliutil.Factory, noLake, noKey string) openRecovery {
 	}
 }
 
-// confirm asks on a terminal; without one, --yes is required.
-func confirm(io *iostreams.IOStreams, yes bool, prompt string) (bool, error) {
+// confirm asks on a terminal (without one, --yes is required): nil to go
+// on; a no says declined on stderr and is cliutil.ErrSilent.
+func confirm(io *iostreams.IOStreams, yes bool, prompt, declined string) error {
 	if yes {
-		return true, nil
+		return nil
 	}
 	if !io.IsStdinTTY() {
-		return false, cliutil.FlagErrorf("refusing to change the journal without confirmation: stdin is not a terminal; pass --yes")
+		return cliutil.FlagErrorf("refusing to change the journal without confirmation: stdin is not a terminal; pass --yes")
 	}
 	fmt.Fprint(io.ErrOut, prompt)
 	line, err := bufio.NewReader(io.In).ReadString('\n')
-	if err != nil && line == "" {
-		return false, nil
+	if err == nil || line != "" {
+		switch strings.ToLower(strings.TrimSpace(line)) {
+		case "y", "yes":
+			return nil
+		}
 	}
-	switch strings.ToLower(strings.TrimSpace(line)) {
-	case "y", "yes":
-		return true, nil
-	}
-	return false, nil
+	fmt.Fprintln(io.ErrOut, declined)
+	return cliutil.ErrSilent
 }
 
 func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
@@ -174,13 +175,8 @@ func restoreTailRun(ctx context.Context, opts *RestoreTailOptions) error {
 				return err
 			}
 		}
-		ok, err := confirm(opts.IO, opts.Yes, fmt.Sprintf("Restore the lost tail of %d chain(s) from bronze.events, as %s? [y/N] ", restorable, opts.By))
-		if err != nil {
+		if err := confirm(opts.IO, opts.Yes, fmt.Sprintf("Restore the lost tail of %d chain(s) from bronze.events, as %s? [y/N] ", restorable, opts.By), "Nothing restored."); err != nil {
 			return err
-		}
-		if !ok {
-			fmt.Fprintln(opts.IO.ErrOut, "Nothing restored.")
-			return cliutil.ErrSilent
 		}
 		ro.DryRun, ro.Signer = false, signer
 		if res, err = opts.Restore(ctx, ro); err != nil {

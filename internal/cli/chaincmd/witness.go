@@ -72,11 +72,8 @@ already witnessed at its seq (fork evidence); 2 usage or connection error.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
-				return cliutil.FlagErrorf("%v", err)
-			}
-			if opts.DurableTimeout <= 0 {
-				return cliutil.FlagErrorf("--durable-timeout must be positive")
+			if opts.durable, err = cliutil.DurableWait(opts.DurableOn, opts.DurableTimeout); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

@@ -123,12 +123,8 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if format == cliutil.FormatJSON {
-		names := make([]string, 0, len(applied))
-		for _, m := range applied {
-			names = append(names, fmt.Sprintf("%03d_%s", m.Version, m.Name))
-		}
 		doc := map[string]any{
-			"migrations_applied": names, "key_id": res.KeyID, "created": res.Created,
+			"migrations_applied": migratecmd.Names(applied), "key_id": res.KeyID, "created": res.Created,
 			"provider_seq": res.ProviderSeq, "issued_at": res.IssuedAt, "pg_monitor": monitor,
 		}
 		if monitor == schema.MonitorNeedsAdmin {

@@ -152,11 +152,8 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 			default:
 				return cliutil.FlagErrorf("--log-format must be json or text")
 			}
-			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
-				return cliutil.FlagErrorf("%v", err)
-			}
-			if opts.DurableTimeout <= 0 {
-				return cliutil.FlagErrorf("--durable-timeout must be positive")
+			if opts.durable, err = cliutil.DurableWait(opts.DurableOn, opts.DurableTimeout); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

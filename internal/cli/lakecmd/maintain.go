@@ -186,11 +186,10 @@ counts them). See docs/maintenance.md and docs/outbox.md.`,
 			if err := opts.validate(); err != nil {
 				return err
 			}
-			n, err := cliutil.ParseBytes(opts.TargetSize)
-			if err != nil || n <= 0 {
-				return cliutil.FlagErrorf("--target-size %q is not a positive size (e.g. 128MiB)", opts.TargetSize)
+			var err error
+			if opts.targetSize, err = parseTargetSize(opts.TargetSize); err != nil {
+				return err
 			}
-			opts.targetSize = n
 			if opts.VacuumFraction < 0 || opts.MinSmallFiles < 0 || opts.VacuumMinFiles < 0 || opts.CheckpointInterval < 0 {
 				return cliutil.FlagErrorf("thresholds cannot be negative")
 			}
@@ -356,3 +355,12 @@ func outcome(r maintain.Report, t maintain.Task) string {
 
 // parseRetention accepts 7d, 36h, 90m or any Go duration (cliutil.ParseRetention).
 func parseRetention(s string) (time.Duration, error) { return cliutil.ParseRetention(s) }
+
+// parseTargetSize is --target-size (maintain, optimize): a positive size.
+func parseTargetSize(s string) (int64, error) {
+	n, err := cliutil.ParseBytes(s)
+	if err != nil || n <= 0 {
+		return 0, cliutil.FlagErrorf("--target-size %q is not a positive size (e.g. 128MiB)", s)
+	}
+	return n, nil
+}

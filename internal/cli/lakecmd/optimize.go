@@ -63,14 +63,13 @@ published over a removed file. The replaced files stay until oml lake vacuum.`,
 			if err := opts.validate(); err != nil {
 				return err
 			}
-			n, err := cliutil.ParseBytes(opts.TargetSize)
-			if err != nil || n <= 0 {
-				return cliutil.FlagErrorf("--target-size %q is not a positive size (e.g. 128MiB)", opts.TargetSize)
+			var err error
+			if opts.targetSize, err = parseTargetSize(opts.TargetSize); err != nil {
+				return err
 			}
 			if opts.MinFiles < 2 {
 				return cliutil.FlagErrorf("--min-files must be at least 2 (compacting one file into one file gains nothing)")
 			}
-			opts.targetSize = n
 			if runF != nil {
 				return runF(cmd.Context(), opts)
 			}

@@ -70,8 +70,8 @@ standby that is behind (that writer waits for it: lag, not loss).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var err error
-			if opts.durable, err = replication.ParsePolicy(opts.DurableOn); err != nil {
-				return cliutil.FlagErrorf("%v", err)
+			if opts.durable, err = cliutil.DurableOn(opts.DurableOn); err != nil {
+				return err
 			}
 			if runF != nil {
 				return runF(cmd.Context(), opts)

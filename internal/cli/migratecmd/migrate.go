@@ -91,6 +91,16 @@ func Apply(ctx context.Context, f *cliutil.Factory) ([]schema.Migration, error) 
 	return applied, nil
 }
 
+// Names are the migrations as -o json lists them (migrate's "applied",
+// init's "migrations_applied"): 001_init, never null.
+func Names(ms []schema.Migration) []string {
+	names := make([]string, 0, len(ms))
+	for _, m := range ms {
+		names = append(names, fmt.Sprintf("%03d_%s", m.Version, m.Name))
+	}
+	return names
+}
+
 // readStatus is Options.ReadStatus over the Factory.
 func readStatus(ctx context.Context, f *cliutil.Factory) ([]schema.StatusEntry, error) {
 	conn, err := Connect(ctx, f)
@@ -146,11 +156,7 @@ func run(ctx context.Context, opts *Options) error {
 		return err
 	}
 	if format == cliutil.FormatJSON {
-		names := make([]string, 0, len(applied))
-		for _, m := range applied {
-			names = append(names, fmt.Sprintf("%03d_%s", m.Version, m.Name))
-		}
-		return cliutil.WriteJSON(opts.IO.Out, map[string]any{"applied": names, "version": opts.Latest()})
+		return cliutil.WriteJSON(opts.IO.Out, map[string]any{"applied": Names(applied), "version": opts.Latest()})
 	}
 	if len(applied) == 0 {
 		_, err = fmt.Fprintf(opts.IO.Out, "Schema is current (version %d); nothing to apply.\n", opts.Latest())

@@ -471,9 +471,15 @@ func bodyLost(ctx context.Context, r *run, res *Result) {
 
 func checkFork(ctx context.Context, r *run, res *Result) {
 	// The witnesses are checked against the provider chain's keys as the
-	// chain check's fast path trusts them (signatures up to its checkpoint
-	// not re-verified: the chain check's scrub does that).
-	keys, revoked, err := chainverify.ProviderTrustSinceCheckpoint(ctx, r.pool)
+	// chain check verified them in this run (signatures up to its
+	// checkpoint not re-verified unless its scrub is due), handed over as
+	// soon as its provider chain is done; only when the chain check has
+	// none to give is the provider chain read here, the same fast path.
+	keys, revoked, ok := r.trust.wait(ctx)
+	var err error
+	if !ok {
+		keys, revoked, err = chainverify.ProviderTrustSinceCheckpoint(ctx, r.pool)
+	}
 	var fc *chainverify.ForkCheckResult
 	if err == nil {
 		fc, err = chainverify.ForkCheckTrusting(ctx, r.pool, r.lake, nil, r.readLake(ctx).headReader(r.lake), chainverify.KeyLookup(keys, revoked))
@@ -547,8 +553,14 @@ func checkChain(ctx context.Context, r *run, res *Result) {
 	// moves the chain's checkpoint back below it, so later runs find it
 	// again until the chain is repaired. Witnesses are the fork check's
 	// business; not read twice.
+	// The provider chain's keys go to the fork check the moment they are
+	// final; a run that ends without them says so, so it never waits.
+	defer r.trust.set(nil, nil, false)
 	rep, err := chainverify.VerifyDB(ctx, r.pool, chainverify.DBOptions{
 		SinceCheckpoint: true, ScrubEvents: r.th.ScrubEvents, ScrubMinAge: r.th.ScrubPeriod / 2,
+		OnProviderTrust: func(keys map[string]*chainverify.Key, revoked map[string]chainverify.Revocation) {
+			r.trust.set(keys, revoked, true)
+		},
 	})
 	if errors.Is(err, chainverify.ErrNoProvider) {
 		res.fail("%v", err)

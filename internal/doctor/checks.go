@@ -24,6 +24,7 @@ import (
 	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/witness"
 )
 
 // checkDefs is every check in report order. The database check must stay
@@ -480,13 +481,25 @@ func checkFork(ctx context.Context, r *run, res *Result) {
 	if !ok {
 		keys, revoked, err = chainverify.ProviderTrustSinceCheckpoint(ctx, r.pool)
 	}
+	// Only the witnesses that changed since a run verified them, and the
+	// scrub's share, are read and verified again (witness.NewestCached).
 	var fc *chainverify.ForkCheckResult
+	var ws witness.CacheStats
 	if err == nil {
-		fc, err = chainverify.ForkCheckTrusting(ctx, r.pool, r.lake, nil, r.readLake(ctx).headReader(r.lake), chainverify.KeyLookup(keys, revoked))
+		fc, ws, err = chainverify.ForkCheckCached(ctx, r.pool, r.lake, r.lazyHeadReader(), chainverify.KeyLookup(keys, revoked),
+			witness.CacheOptions{Now: r.now, Write: true})
 	}
 	if err != nil {
 		res.fail("cannot compare the journal with the witnessed heads: %v", err)
 		return
+	}
+	res.Data["witness_summary_state"] = ws.State
+	res.Data["witnesses_from_summary"] = ws.FromCache
+	res.Data["witnesses_verified"] = ws.Verified
+	res.Data["witnesses_scrubbed"] = ws.Scrubbed
+	res.Data["oldest_witness_verified_at"] = ws.OldestVerifiedAt
+	if ws.WriteError != "" {
+		res.Data["witness_summary_write_error"] = ws.WriteError
 	}
 	forked := make([]map[string]any, 0, len(fc.Findings))
 	for _, f := range fc.Findings {

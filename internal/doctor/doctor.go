@@ -235,6 +235,9 @@ type run struct {
 	lakeReadOnce sync.Once
 	lakeRead     *lakeRead
 
+	// readOnly: the lake summary is read, never stored (ReadLakeView).
+	readOnly bool
+
 	// trust is the provider chain's keys as the chain check verified them,
 	// handed to the fork check, so a run reads the provider chain once.
 	trust providerTrust

@@ -74,7 +74,7 @@ func (r *run) readTables(ctx context.Context) *lakeRead {
 		return &lakeRead{err: err}
 	}
 	read, stats := lakesummary.Read(ctx, r.lake, keys, lakesummary.Options{
-		SmallFileSize: r.th.SmallFileSize, Vacuum: true, Now: r.now, Write: true, Off: r.opts.NoSummary,
+		SmallFileSize: r.th.SmallFileSize, Vacuum: true, Now: r.now, Write: !r.readOnly, Off: r.opts.NoSummary,
 	})
 	out := &lakeRead{tables: make([]readTable, len(keys)), heads: map[uuid.UUID]bronzeHead{}, summary: stats}
 	for i := range read {

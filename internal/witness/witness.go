@@ -16,7 +16,9 @@
 // Invariants: a published witness is immutable; Newest only returns heads
 // whose signature verifies under a key the caller trusts, and reports every
 // newer witness it passed over (an invalid witness never hides a valid
-// older one).
+// older one). NewestCached (cache.go) is Newest for reports, through a
+// summary of the witnesses verified before, kept in the lake; a witness
+// that does not verify is never kept, and nothing that writes uses it.
 package witness
 
 import (

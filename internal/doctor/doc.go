@@ -18,7 +18,7 @@
 //     writes and deletes a scratch object under _oml_probe/ (put-if-absent
 //     cannot be tested by reading), chain verification stores the new
 //     verified heads as checkpoints (that is what keeps it incremental),
-//     and the lake read stores the lake summary (_oml_summary/tables.v1,
+//     the lake read stores the lake summary (_oml_summary/tables.v1,
 //     package lakesummary: what it read of each table, with a fingerprint
 //     of the table's log, so the next run reads in full only the tables
 //     whose log changed, plus a rolling scrub), and the fork check stores

@@ -24,6 +24,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/summaryfile"
 )
 
 // Key is the summary object under the lake root (beside _oml_witness/ and
@@ -304,24 +305,19 @@ const summaryMax = 256 << 20
 var summaryMu sync.Mutex // one store at a time from this process
 
 func save(ctx context.Context, lake store.Store, entries []*entry, sizeHint int) error {
-	// One buffer: the header's hash is filled in once the body is written.
-	// Sized for the summary read (plus a little), so it is not grown and
-	// copied on the way: at 28,000 tables the object is 16 MB, and the
-	// doublings were the largest allocations of a doctor run.
-	hdr := len(header) + 2*sha256.Size + 1
-	var obj bytes.Buffer
-	obj.Grow(max(hdr+600*len(entries), sizeHint+sizeHint/8))
-	obj.WriteString(header + strings.Repeat("0", 2*sha256.Size) + "\n")
+	// Sized for the summary read (plus a little), so the buffer is not
+	// grown and copied on the way: at 28,000 tables the object is 16 MB,
+	// and the doublings were the largest allocations of a doctor run.
+	w := summaryfile.NewWriter(header, max(600*len(entries), sizeHint+sizeHint/8))
 	for _, e := range entries {
 		if e != nil {
-			e.encode(&obj)
+			e.encode(&w.Body)
 		}
 	}
-	sum := sha256.Sum256(obj.Bytes()[hdr:])
-	hex.Encode(obj.Bytes()[len(header):hdr-1], sum[:])
+	obj := w.Seal()
 	summaryMu.Lock()
 	defer summaryMu.Unlock()
-	if err := lake.Put(ctx, Key, bytes.NewReader(obj.Bytes()), int64(obj.Len())); err != nil {
+	if err := lake.Put(ctx, Key, bytes.NewReader(obj), int64(len(obj))); err != nil {
 		return fmt.Errorf("cannot store the lake summary %s: %w", Key, err)
 	}
 	return nil
@@ -333,31 +329,18 @@ func load(ctx context.Context, lake store.Store) (_ map[tables.TableKey]*entry, 
 	if err != nil {
 		return nil, 0, err
 	}
-	m, err := parse(data)
-	return m, len(data), err
-}
-
-func parse(data []byte) (map[tables.TableKey]*entry, error) {
-	if len(data) > summaryMax {
-		return nil, fmt.Errorf("%s is larger than %d bytes", Key, summaryMax)
-	}
-	first, body, ok := bytes.Cut(data, []byte("\n"))
-	want, okh := strings.CutPrefix(string(first), header)
-	sum := sha256.Sum256(body)
-	if !ok || !okh || want != hex.EncodeToString(sum[:]) {
-		return nil, fmt.Errorf("%s does not hash to its header", Key)
-	}
 	out := map[tables.TableKey]*entry{}
-	for n := 1; len(body) > 0; n++ {
-		var line []byte
-		line, body, _ = bytes.Cut(body, []byte("\n"))
-		e, err := decode(string(line))
-		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", Key, n+1, err)
+	err = summaryfile.Open(data, header, Key, summaryMax, func(_ int, line string) error {
+		e, err := decode(line)
+		if err == nil {
+			out[e.key] = e
 		}
-		out[e.key] = e
+		return err
+	})
+	if err != nil {
+		return nil, len(data), err
 	}
-	return out, nil
+	return out, len(data), nil
 }
 
 func (e *entry) encode(w io.Writer) {

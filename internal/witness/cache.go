@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/summaryfile"
 )
 
 // The verified-witness summary lets a report (oml doctor's fork check)
@@ -205,22 +205,18 @@ func saveCache(ctx context.Context, st store.Store, entries map[uuid.UUID]*cache
 		ids = append(ids, id)
 	}
 	sort.Slice(ids, func(i, j int) bool { return bytes.Compare(ids[i][:], ids[j][:]) < 0 })
-	hdr := len(cacheHeader) + 2*sha256.Size + 1
-	var obj bytes.Buffer
-	obj.Grow(hdr + 700*len(ids)) // about 610 bytes a line: grown once, not doubled
-	obj.WriteString(cacheHeader + strings.Repeat("0", 2*sha256.Size) + "\n")
+	w := summaryfile.NewWriter(cacheHeader, 640*len(ids)) // about 610 bytes a line
 	for _, id := range ids {
 		e := entries[id]
 		j, err := json.Marshal(e.head)
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(&obj, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", e.tenant, e.info.Key, e.info.Size, e.info.ModTime.UnixNano(),
+		fmt.Fprintf(&w.Body, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", e.tenant, e.info.Key, e.info.Size, e.info.ModTime.UnixNano(),
 			e.verifiedAt.UnixMilli(), hex.EncodeToString(e.pub), j)
 	}
-	sum := sha256.Sum256(obj.Bytes()[hdr:])
-	hex.Encode(obj.Bytes()[len(cacheHeader):hdr-1], sum[:])
-	if err := st.Put(ctx, CacheKey, bytes.NewReader(obj.Bytes()), int64(obj.Len())); err != nil {
+	obj := w.Seal()
+	if err := st.Put(ctx, CacheKey, bytes.NewReader(obj), int64(len(obj))); err != nil {
 		return fmt.Errorf("cannot store the witness summary %s: %w", CacheKey, err)
 	}
 	return nil
@@ -231,24 +227,16 @@ func loadCache(ctx context.Context, st store.Store) (map[uuid.UUID]*cacheEntry, 
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > cacheMax {
-		return nil, fmt.Errorf("%s is larger than %d bytes", CacheKey, cacheMax)
-	}
-	first, body, ok := bytes.Cut(data, []byte("\n"))
-	want, okh := strings.CutPrefix(string(first), cacheHeader)
-	sum := sha256.Sum256(body)
-	if !ok || !okh || want != hex.EncodeToString(sum[:]) {
-		return nil, fmt.Errorf("%s does not hash to its header", CacheKey)
-	}
 	out := map[uuid.UUID]*cacheEntry{}
-	for n := 2; len(body) > 0; n++ {
-		var line []byte
-		line, body, _ = bytes.Cut(body, []byte("\n"))
-		e, err := decodeCacheEntry(string(line))
-		if err != nil {
-			return nil, fmt.Errorf("%s line %d: %w", CacheKey, n, err)
+	err = summaryfile.Open(data, cacheHeader, CacheKey, cacheMax, func(_ int, line string) error {
+		e, err := decodeCacheEntry(line)
+		if err == nil {
+			out[e.tenant] = e
 		}
-		out[e.tenant] = e
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }

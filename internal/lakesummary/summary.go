@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -189,13 +188,8 @@ func scrubbed(keys []tables.TableKey, old map[tables.TableKey]*entry, now time.T
 	}
 	// Stable: a run's entries share its time, so within one the scrub
 	// goes on in keys order, and which tables it reads is deterministic.
-	sort.SliceStable(have, func(i, j int) bool { return have[i].fullReadAt.Before(have[j].fullReadAt) })
-	n := (len(have) + ScrubShare - 1) / ScrubShare
 	out := map[tables.TableKey]bool{}
-	for i, e := range have {
-		if i >= n && now.Sub(e.fullReadAt) <= MaxAge {
-			break
-		}
+	for _, e := range summaryfile.Due(have, func(e *entry) time.Time { return e.fullReadAt }, ScrubShare, MaxAge, now) {
 		out[e.key] = true
 	}
 	return out

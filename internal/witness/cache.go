@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -176,18 +177,10 @@ func cacheScrub(old map[uuid.UUID]*cacheEntry, now time.Time) map[uuid.UUID]bool
 	for _, e := range old {
 		have = append(have, e)
 	}
-	sort.Slice(have, func(i, j int) bool {
-		if !have[i].verifiedAt.Equal(have[j].verifiedAt) {
-			return have[i].verifiedAt.Before(have[j].verifiedAt)
-		}
-		return bytes.Compare(have[i].tenant[:], have[j].tenant[:]) < 0
-	})
-	n := (len(have) + CacheScrubShare - 1) / CacheScrubShare
+	// By tenant id first, so which ones a run picks is deterministic.
+	slices.SortFunc(have, func(a, b *cacheEntry) int { return bytes.Compare(a.tenant[:], b.tenant[:]) })
 	out := map[uuid.UUID]bool{}
-	for i, e := range have {
-		if i >= n && now.Sub(e.verifiedAt) <= CacheMaxAge {
-			break
-		}
+	for _, e := range summaryfile.Due(have, func(e *cacheEntry) time.Time { return e.verifiedAt }, CacheScrubShare, CacheMaxAge, now) {
 		out[e.tenant] = true
 	}
 	return out

@@ -75,6 +75,14 @@ type DBOptions struct {
 	Workers, BatchSize int
 	// PageSize is the rows per keyset query (default 10000).
 	PageSize int
+	// OnProviderTrust, if set, is told the provider chain's keys and
+	// revocations as this run verified them (Options.OnProvider), as soon
+	// as the provider chain is done: on the fast path that is exactly what
+	// ProviderTrustSinceCheckpoint returns (read from the genesis,
+	// signatures up to an intact checkpoint skipped), and with the scrub
+	// due or without SinceCheckpoint it is ProviderTrust's. oml doctor's
+	// fork check takes it instead of reading the provider chain again.
+	OnProviderTrust func(keys map[string]*Key, revoked map[string]Revocation)
 }
 
 // ChainReport is one chain's line in a Report.
@@ -235,6 +243,7 @@ func VerifyDB(ctx context.Context, pool *pgxpool.Pool, opts DBOptions) (Report, 
 	eopts := Options{
 		Workers: opts.Workers, BatchSize: opts.BatchSize, Strict: opts.Strict,
 		RootKeyID: opts.RootKeyID, Progress: opts.Progress, ProviderSigned: tenants[0].signed,
+		OnProvider: opts.OnProviderTrust,
 		Start: func(id uuid.UUID) (Head, bool) {
 			if t := byID[id]; t != nil && !t.start.IsZero() {
 				return t.start, true

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"maps"
 	"runtime"
 	"slices"
 	"sync"
@@ -69,6 +70,16 @@ type Options struct {
 	// found in order: the source may then skip the rest of that chain
 	// (nothing after it is checked anyway).
 	OnBroken func(tenant uuid.UUID)
+	// OnProvider, if set, is called once, on the goroutine ranging over
+	// the source, when the provider chain is done: every one of its
+	// signatures checked (or confirmed by ProviderSigned), and the keys
+	// issued at or after its first bad event dropped. keys and revoked are
+	// then final (what Summary.Keys and Summary.Revocations will hold) and
+	// the caller's own copies. A caller that needs only the provider's
+	// trust (oml doctor's fork check) takes it here instead of verifying
+	// the provider chain a second time or waiting for every other chain.
+	// Not called when the source holds no provider chain.
+	OnProvider func(keys map[string]*Key, revoked map[string]Revocation)
 }
 
 // Progress counts work done, for progress bars. Safe to read concurrently.
@@ -582,6 +593,9 @@ func (e *engine) closeChain(ctx context.Context) error {
 				delete(e.refs, s)
 			}
 		}
+	}
+	if e.opts.OnProvider != nil {
+		e.opts.OnProvider(maps.Clone(e.keys), maps.Clone(e.revoked))
 	}
 	return nil
 }

@@ -281,6 +281,25 @@ func ForkCheckTrusting(ctx context.Context, q Querier, st store.Store, only *uui
 	if err != nil {
 		return nil, err
 	}
+	return forkCheck(ctx, q, st, only, read, newest, bad)
+}
+
+// ForkCheckCached is ForkCheckTrusting over every tenant with the
+// witnesses read through the verified-witness summary
+// (witness.NewestCached): only the witnesses that changed since they were
+// verified, and the scrub's share, are read and verified again. For oml
+// doctor, a report; never for what writes (the lake writer's fork check
+// reads every witness).
+func ForkCheckCached(ctx context.Context, q Querier, st store.Store, read HeadReader, trusted witness.KeyLookup, cache witness.CacheOptions) (*ForkCheckResult, witness.CacheStats, error) {
+	newest, bad, stats, err := witness.NewestCached(ctx, st, trusted, cache)
+	if err != nil {
+		return nil, stats, err
+	}
+	res, err := forkCheck(ctx, q, st, nil, read, newest, bad)
+	return res, stats, err
+}
+
+func forkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID, read HeadReader, newest map[uuid.UUID]*witness.Head, bad []error) (*ForkCheckResult, error) {
 	heads, bronzeBad, err := bronzeHeads(ctx, q, st, only, read)
 	if err != nil {
 		return nil, err

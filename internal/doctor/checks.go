@@ -24,6 +24,7 @@ import (
 	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/schema"
 	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/witness"
 )
 
 // checkDefs is every check in report order. The database check must stay
@@ -471,16 +472,34 @@ func bodyLost(ctx context.Context, r *run, res *Result) {
 
 func checkFork(ctx context.Context, r *run, res *Result) {
 	// The witnesses are checked against the provider chain's keys as the
-	// chain check's fast path trusts them (signatures up to its checkpoint
-	// not re-verified: the chain check's scrub does that).
-	keys, revoked, err := chainverify.ProviderTrustSinceCheckpoint(ctx, r.pool)
+	// chain check verified them in this run (signatures up to its
+	// checkpoint not re-verified unless its scrub is due), handed over as
+	// soon as its provider chain is done; only when the chain check has
+	// none to give is the provider chain read here, the same fast path.
+	keys, revoked, ok := r.trust.wait(ctx)
+	var err error
+	if !ok {
+		keys, revoked, err = chainverify.ProviderTrustSinceCheckpoint(ctx, r.pool)
+	}
+	// Only the witnesses that changed since a run verified them, and the
+	// scrub's share, are read and verified again (witness.NewestCached).
 	var fc *chainverify.ForkCheckResult
+	var ws witness.CacheStats
 	if err == nil {
-		fc, err = chainverify.ForkCheckTrusting(ctx, r.pool, r.lake, nil, r.readLake(ctx).headReader(r.lake), chainverify.KeyLookup(keys, revoked))
+		fc, ws, err = chainverify.ForkCheckCached(ctx, r.pool, r.lake, r.lazyHeadReader(), chainverify.KeyLookup(keys, revoked),
+			witness.CacheOptions{Now: r.now, Write: true})
 	}
 	if err != nil {
 		res.fail("cannot compare the journal with the witnessed heads: %v", err)
 		return
+	}
+	res.Data["witness_summary_state"] = ws.State
+	res.Data["witnesses_from_summary"] = ws.FromCache
+	res.Data["witnesses_verified"] = ws.Verified
+	res.Data["witnesses_scrubbed"] = ws.Scrubbed
+	res.Data["oldest_witness_verified_at"] = ws.OldestVerifiedAt
+	if ws.WriteError != "" {
+		res.Data["witness_summary_write_error"] = ws.WriteError
 	}
 	forked := make([]map[string]any, 0, len(fc.Findings))
 	for _, f := range fc.Findings {
@@ -547,8 +566,14 @@ func checkChain(ctx context.Context, r *run, res *Result) {
 	// moves the chain's checkpoint back below it, so later runs find it
 	// again until the chain is repaired. Witnesses are the fork check's
 	// business; not read twice.
+	// The provider chain's keys go to the fork check the moment they are
+	// final; a run that ends without them says so, so it never waits.
+	defer r.trust.set(nil, nil, false)
 	rep, err := chainverify.VerifyDB(ctx, r.pool, chainverify.DBOptions{
 		SinceCheckpoint: true, ScrubEvents: r.th.ScrubEvents, ScrubMinAge: r.th.ScrubPeriod / 2,
+		OnProviderTrust: func(keys map[string]*chainverify.Key, revoked map[string]chainverify.Revocation) {
+			r.trust.set(keys, revoked, true)
+		},
 	})
 	if errors.Is(err, chainverify.ErrNoProvider) {
 		res.fail("%v", err)

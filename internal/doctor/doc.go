@@ -14,18 +14,24 @@
 //   - Every check runs under its own timeout, so one slow dependency cannot
 //     hold the report hostage; a check that outlives its timeout is a fail
 //     that says so.
-//   - Checks are read-only with three deliberate exceptions: the lake probe
+//   - Checks are read-only with four deliberate exceptions: the lake probe
 //     writes and deletes a scratch object under _oml_probe/ (put-if-absent
 //     cannot be tested by reading), chain verification stores the new
 //     verified heads as checkpoints (that is what keeps it incremental),
-//     and the lake read stores the lake summary (_oml_summary/tables.v1,
+//     the lake read stores the lake summary (_oml_summary/tables.v1,
 //     package lakesummary: what it read of each table, with a fingerprint
 //     of the table's log, so the next run reads in full only the tables
-//     whose log changed, plus a rolling scrub).
+//     whose log changed, plus a rolling scrub), and the fork check stores
+//     the witness summary (_oml_summary/witnesses.v1, witness.NewestCached:
+//     the witnesses it verified, so the next run verifies only those that
+//     changed, plus a rolling scrub).
 //     The lake-writer status takes an outbox fence, which costs one
 //     transaction id.
 //   - The lease, lag, horizon and dead-letter checks share one reading of
 //     the lake writer's state per run, so they never contradict each other.
+//   - The provider chain is verified once per run, by the chain check; the
+//     fork check trusts the keys that pass handed it (run.trust), and reads
+//     the provider chain itself only when the chain check had none to give.
 //   - The lake summary is a cache of doctor's own reads, proven against
 //     each table's log on every run: a stale, absent, unparsable or
 //     tampered summary costs full reads, never a finding (every check

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/store"
 )
 
@@ -233,6 +234,45 @@ type run struct {
 	// The lake's tables, read once for every check that reads them.
 	lakeReadOnce sync.Once
 	lakeRead     *lakeRead
+
+	// readOnly: the lake summary is read, never stored (ReadLakeView).
+	readOnly bool
+
+	// trust is the provider chain's keys as the chain check verified them,
+	// handed to the fork check, so a run reads the provider chain once.
+	trust providerTrust
+}
+
+// providerTrust hands the chain check's verified provider keys to the fork
+// check. The chain check resolves it exactly once: with the keys as soon
+// as its provider chain is done (chainverify.DBOptions.OnProviderTrust),
+// or empty-handed when it ends without them (an error, a timeout, a
+// panic, no provider chain); the fork check then verifies the provider
+// chain itself, as it did before the hand-off.
+type providerTrust struct {
+	once    sync.Once
+	done    chan struct{}
+	keys    map[string]*chainverify.Key
+	revoked map[string]chainverify.Revocation
+	ok      bool
+}
+
+func (p *providerTrust) set(keys map[string]*chainverify.Key, revoked map[string]chainverify.Revocation, ok bool) {
+	p.once.Do(func() {
+		p.keys, p.revoked, p.ok = keys, revoked, ok
+		close(p.done)
+	})
+}
+
+// wait returns the chain check's keys; ok is false when it had none to
+// give or ctx ended first.
+func (p *providerTrust) wait(ctx context.Context) (map[string]*chainverify.Key, map[string]chainverify.Revocation, bool) {
+	select {
+	case <-p.done:
+		return p.keys, p.revoked, p.ok
+	case <-ctx.Done():
+		return nil, nil, false
+	}
 }
 
 // checkDef is one check: how to run it and what it needs.
@@ -264,7 +304,7 @@ func Runbook(id string) string { return "docs/runbooks/" + id + ".md" }
 // opened at the same time. Then all other checks run concurrently, each
 // under its own timeout.
 func Run(ctx context.Context, opts Options) Report {
-	r := &run{opts: opts, now: opts.Now, th: DefaultThresholds()}
+	r := &run{opts: opts, now: opts.Now, th: DefaultThresholds(), trust: providerTrust{done: make(chan struct{})}}
 	if r.now == nil {
 		r.now = time.Now
 	}
@@ -304,6 +344,7 @@ func Run(ctx context.Context, opts Options) Report {
 	}
 
 	// Phase 2: everything else, concurrently.
+	chainRuns := false
 	for i := 1; i < len(checkDefs); i++ {
 		def := checkDefs[i]
 		switch {
@@ -320,7 +361,11 @@ func Run(ctx context.Context, opts Options) Report {
 			results[i] = skipped(def, "the lake could not be opened: "+r.lakeErr.Error())
 			continue
 		}
+		chainRuns = chainRuns || def.id == IDChain
 		wg.Go(func() { results[i] = r.runOne(ctx, def) })
+	}
+	if !chainRuns {
+		r.trust.set(nil, nil, false) // nobody else will: the fork check reads the provider chain itself
 	}
 	wg.Wait()
 

@@ -64,8 +64,8 @@ func TestEntry_EncodeDecode_RoundTrip(t *testing.T) {
 func TestLoad_RefusesAnyObjectThatIsNotWhatWasStored(t *testing.T) {
 	ctx := t.Context()
 	lake := store.NewMem()
-	require.NoError(t, save(ctx, lake, sampleEntries()))
-	got, err := load(ctx, lake)
+	require.NoError(t, save(ctx, lake, sampleEntries(), 0))
+	got, _, err := load(ctx, lake)
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 
@@ -78,7 +78,7 @@ func TestLoad_RefusesAnyObjectThatIsNotWhatWasStored(t *testing.T) {
 		"garbage":   []byte("oml lake summary v1 zz\nx"),
 	} {
 		require.NoError(t, lake.Put(ctx, Key, bytes.NewReader(bad), int64(len(bad))))
-		_, err := load(ctx, lake)
+		_, _, err := load(ctx, lake)
 		require.Error(t, err, name)
 	}
 }

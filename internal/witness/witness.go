@@ -16,7 +16,9 @@
 // Invariants: a published witness is immutable; Newest only returns heads
 // whose signature verifies under a key the caller trusts, and reports every
 // newer witness it passed over (an invalid witness never hides a valid
-// older one).
+// older one). NewestCached (cache.go) is Newest for reports, through a
+// summary of the witnesses verified before, kept in the lake; a witness
+// that does not verify is never kept, and nothing that writes uses it.
 package witness
 
 import (
@@ -209,13 +211,19 @@ func (e *InvalidError) Error() string { return fmt.Sprintf("witness %s: %s", e.K
 // one verifies, and every one that did not is returned in bad as an
 // *InvalidError. tenant limits the listing to one tenant when non-nil.
 func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyLookup) (map[uuid.UUID]*Head, []error, error) {
+	return newest(ctx, st, tenant, trusted, nil)
+}
+
+// newest is Newest, with c (NewestCached's summary; nil: none) serving the
+// tenants whose newest witness it verified before, unchanged.
+func newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyLookup, c *cacheRun) (map[uuid.UUID]*Head, []error, error) {
 	prefix := Prefix
 	if tenant != nil {
 		prefix += tenant.String() + "/"
 	}
 	type entry struct {
-		key string
-		seq int64
+		info store.ObjectInfo
+		seq  int64
 	}
 	byTenant := map[uuid.UUID][]entry{}
 	after := ""
@@ -238,9 +246,12 @@ func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyL
 			if err != nil {
 				continue
 			}
-			byTenant[id] = append(byTenant[id], entry{info.Key, seq})
+			byTenant[id] = append(byTenant[id], entry{info, seq})
 		}
 		after = infos[len(infos)-1].Key
+	}
+	if c != nil {
+		c.kept = map[uuid.UUID]bool{}
 	}
 	// Tenants are read store.Concurrency at a time (one after another,
 	// each a read and a signature check, was most of the fork check's time
@@ -253,18 +264,29 @@ func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyL
 	for id, es := range byTenant {
 		g.Go(func() error {
 			slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(b.seq, a.seq) })
+			if c != nil {
+				if h, ok := c.keep(id, es[0].info, trusted); ok {
+					mu.Lock()
+					out[id], c.fresh[id], c.kept[id] = h, c.old[id], true
+					mu.Unlock()
+					return nil
+				}
+			}
 			for _, e := range es {
-				h, reason, err := readTrusted(gctx, st, e.key, id, e.seq, trusted)
+				h, pub, reason, err := readTrusted(gctx, st, e.info.Key, id, e.seq, trusted)
 				if err != nil {
 					return err
 				}
 				mu.Lock()
 				if reason != "" {
-					bad = append(bad, &InvalidError{Key: e.key, Tenant: id, Seq: e.seq, Reason: reason})
+					bad = append(bad, &InvalidError{Key: e.info.Key, Tenant: id, Seq: e.seq, Reason: reason})
 					mu.Unlock()
 					continue
 				}
 				out[id] = h
+				if c != nil {
+					c.fresh[id] = &cacheEntry{tenant: id, info: e.info, verifiedAt: c.now, pub: pub, head: h}
+				}
 				mu.Unlock()
 				break
 			}
@@ -281,29 +303,29 @@ func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyL
 // readTrusted reads the witness at key and checks it against its own key
 // and trusted. reason is why it cannot be trusted ("" when it can); err is
 // for a store that could not be read at all.
-func readTrusted(ctx context.Context, st store.Store, key string, id uuid.UUID, seq int64, trusted KeyLookup) (*Head, string, error) {
+func readTrusted(ctx context.Context, st store.Store, key string, id uuid.UUID, seq int64, trusted KeyLookup) (*Head, ed25519.PublicKey, string, error) {
 	data, err := st.Get(ctx, key)
 	if errors.Is(err, store.ErrNotFound) {
-		return nil, "listed but gone when read", nil
+		return nil, nil, "listed but gone when read", nil
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("read witness %s from %s: %w", key, st, err)
+		return nil, nil, "", fmt.Errorf("read witness %s from %s: %w", key, st, err)
 	}
 	var h Head
 	if err := json.Unmarshal(data, &h); err != nil {
-		return nil, fmt.Sprintf("not a signed head (%v)", err), nil
+		return nil, nil, fmt.Sprintf("not a signed head (%v)", err), nil
 	}
 	if h.Tenant != id || h.Seq != seq || Key(h.Tenant, h.Seq) != key {
-		return nil, fmt.Sprintf("names tenant %s seq %d, not its own key", h.Tenant, h.Seq), nil
+		return nil, nil, fmt.Sprintf("names tenant %s seq %d, not its own key", h.Tenant, h.Seq), nil
 	}
 	pub, ok := trusted(h.KeyID, h.Tenant, h.Seq)
 	if !ok {
-		return nil, fmt.Sprintf("signed by key %q, which the verified provider chain never issued", h.KeyID), nil
+		return nil, nil, fmt.Sprintf("signed by key %q, which the verified provider chain never issued", h.KeyID), nil
 	}
 	if err := h.Verify(pub); err != nil {
-		return nil, fmt.Sprintf("the signature does not verify under key %s", h.KeyID), nil
+		return nil, nil, fmt.Sprintf("the signature does not verify under key %s", h.KeyID), nil
 	}
-	return &h, "", nil
+	return &h, pub, "", nil
 }
 
 // SameHash reports whether h witnesses hash.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/cliutil"
+	"github.com/omlhq/oml/internal/doctor"
 	"github.com/omlhq/oml/internal/iostreams"
 	"github.com/omlhq/oml/internal/journal"
 	"github.com/omlhq/oml/internal/lakewriter"
@@ -152,15 +153,14 @@ func readReport(ctx context.Context, f *cliutil.Factory, durable replication.Pol
 			}
 			rep.LakeMissing = missing.Error()
 		}
-		fc, err := chainverify.ForkCheck(ctx, pool, st, nil)
+		// One read of every table's log, through the lake summary doctor
+		// stores, for the fork check's bronze heads and the continuity check.
+		view, err := doctor.ReadLakeView(ctx, pool, st)
 		if err != nil {
 			return Report{}, cliutil.AsConfigError(err)
 		}
+		fc, c := view.Fork, view.Continuity
 		rep.WitnessesChecked = true
-		c, err := lakewriter.CheckLake(ctx, pool, st)
-		if err != nil {
-			return Report{}, cliutil.AsConfigError(err)
-		}
 		rep.Lake.Continuity = &c
 		for _, u := range fc.Untrusted {
 			rep.Warnings = append(rep.Warnings, u.Error())

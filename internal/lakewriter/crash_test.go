@@ -152,9 +152,7 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 						"the crash after one table's commit leaves the final batch partly committed")
 				}
 
-				d, err = lakewriter.New(b.opts(lake))
-				require.NoError(t, err)
-				b.drainAll(t, d)
+				b.drainInto(t, lake)
 				b.verifyLake(t, lake)
 				if p != lakewriter.MidDeadLetter {
 					require.NotZero(t, crashes, "the crash point was never reached")
@@ -229,9 +227,7 @@ func TestCrash_StoreDiesMidWrite_RestartDrainsExactlyOnce(t *testing.T) {
 					}
 				}
 				mem.CrashWhen(nil)
-				d, err := lakewriter.New(b.opts(lake))
-				require.NoError(t, err)
-				b.drainAll(t, d)
+				b.drainInto(t, lake)
 				b.verifyLake(t, lake)
 			})
 		}

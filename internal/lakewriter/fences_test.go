@@ -301,9 +301,7 @@ func TestCrash_FinalBatchPartlyCommitted_RestartFinishesIt(t *testing.T) {
 	require.GreaterOrEqual(t, len(touched), 3)
 	require.Len(t, committedThrough(t, lake, touched, last), 1, "exactly one table of the final batch committed")
 
-	d, err = lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 	require.ElementsMatch(t, touched, committedThrough(t, lake, touched, last), "every table of the final batch holds it")
 	b.verifyLake(t, lake)
 }

@@ -20,7 +20,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
-	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -304,9 +303,7 @@ WHERE tenant_id = $1 AND state = 'held' ORDER BY submitted_seq LIMIT 1`, tn).Sca
 		`jsonb_set(payload, '{state_before}', '"held"')`, `jsonb_set(payload, '{plaintext_digest}', '"00"')`)
 
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	sum := b.drainAll(t, d)
+	sum := b.drainInto(t, lake)
 	require.Equal(t, sortedInt64(append([]int64{forged}, real...)), sortedInt64(sum.DeadLettered))
 	for _, seq := range append([]int64{forged}, real...) {
 		require.Equal(t, tn, b.deadLetterChain(t, seq), "dead-lettered on the claim's tenant chain")

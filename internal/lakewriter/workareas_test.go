@@ -16,7 +16,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
-	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -233,9 +232,7 @@ func TestTrust_TamperedWorkareaRows_Poison(t *testing.T) {
 	real := b.tamper(t, tn, journal.TargetGoldWorkareas, journal.OpRetract, `jsonb_set(payload, '{state_before}', '"held"')`,
 		`jsonb_set(payload, '{workarea_id}', '"wa-forged"')`, `jsonb_set(payload, '{writer}', '"mallory"')`)
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	sum := b.drainAll(t, d)
+	sum := b.drainInto(t, lake)
 	require.Equal(t, sortedInt64(real), sortedInt64(sum.DeadLettered))
 	for _, seq := range real {
 		require.Equal(t, tn, b.deadLetterChain(t, seq), "dead-lettered on the claim's tenant chain")

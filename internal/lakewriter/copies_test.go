@@ -54,9 +54,7 @@ func TestCopies_PlantedCopyAcrossACrash_EachRowAppliedOnce(t *testing.T) {
 	// One batch for the rest, one table at a time, crashing after the first
 	// table commits.
 	hook, fired := crashAfter(lakewriter.AfterTableCommit, 1)
-	o := b.opts(lake)
-	o.Limits = lakewriterLimits(1_000_000)
-	o.Parallel = 1
+	o := b.finalBatchOpts(lake)
 	o.Crash = hook
 	d, err := lakewriter.New(o)
 	require.NoError(t, err)

@@ -217,7 +217,7 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 	var commit delta.Commit
 	if len(m.existing) > 0 {
 		snap := w.Snapshot()
-		candidates := pruneFiles(snap.Files(), m.existing)
+		candidates := filesMayHold(snap.Files(), tables.SilverArtifactID.Name(), m.existing, func(k claimKey) string { return k.artifact })
 		hits, found, err := m.locate(ctx, w, snap, key, candidates)
 		if err != nil {
 			return commit, stats, nil, err
@@ -377,6 +377,12 @@ func (m *silverMerge) insert(ctx context.Context, w *delta.Writer, key tables.Ta
 		rows = append(rows, m.inserts[k])
 	}
 	sortSilver(rows)
+	return insertFile(ctx, w, key, rows, commit, stats)
+}
+
+// insertFile writes a MERGE's new rows (sorted) as one data file the commit
+// adds.
+func insertFile(ctx context.Context, w *delta.Writer, key tables.TableKey, rows []pq.Row, commit *delta.Commit, stats *commitStats) error {
 	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
 	if err != nil {
 		return fmt.Errorf("write a data file for %s: %w", key, err)
@@ -397,7 +403,13 @@ func describeSilverCommit(commit *delta.Commit, stats commitStats) {
 		pred, _ := json.Marshal(map[string]any{"on": "target.artifact_id = source.artifact_id AND target.version = source.version"})
 		commit.OperationParameters = map[string]any{"predicate": string(pred), "queryId": tables.AppID}
 	}
-	commit.OperationMetrics = map[string]any{
+	commit.OperationMetrics = mergeMetrics(commit, stats)
+}
+
+// mergeMetrics are the operationMetrics Spark records for a MERGE (and
+// for silver's streaming append, which has the same counts).
+func mergeMetrics(commit *delta.Commit, stats commitStats) map[string]any {
+	return map[string]any{
 		"numTargetRowsInserted": fmt.Sprint(stats.rows),
 		"numTargetRowsUpdated":  fmt.Sprint(stats.merged),
 		"numTargetFilesAdded":   fmt.Sprint(len(commit.Adds)),
@@ -425,34 +437,6 @@ func sortSilver(rows []pq.Row) {
 		}
 		return vi < vj
 	})
-}
-
-// pruneFiles keeps the live files whose artifact_id stats may hold one of
-// the keys. Files without usable stats are always kept.
-func pruneFiles(files []*delta.Add, keys map[claimKey]*change) []*delta.Add {
-	type bounds struct {
-		MinValues map[string]any `json:"minValues"`
-		MaxValues map[string]any `json:"maxValues"`
-	}
-	var out []*delta.Add
-	for _, f := range files {
-		var b bounds
-		if f.Stats == "" || json.Unmarshal([]byte(f.Stats), &b) != nil {
-			out = append(out, f)
-			continue
-		}
-		lo, lok := b.MinValues[tables.SilverArtifactID.Name()].(string)
-		hi, hok := b.MaxValues[tables.SilverArtifactID.Name()].(string)
-		for k := range keys {
-			// The min is a prefix of the true min (≤ it); a max, when
-			// present, is ≥ the true max (truncated with a tie-breaker).
-			if (!lok || lo <= k.artifact) && (!hok || k.artifact <= hi) {
-				out = append(out, f)
-				break
-			}
-		}
-	}
-	return out
 }
 
 // change is the last retract of a key already in the table.

@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lakewriter"
-	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -50,17 +49,8 @@ func BenchmarkDrainGold(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				b.StopTimer()
 				resetFrontier(b, bb)
-				lake := newLake(b, "file")
-				o := bb.opts(lake)
-				o.Limits = outbox.Limits{Rows: *benchClaims * *benchTenants * 4, Bytes: 256 << 20}
-				o.Parallel = 8
-				o.NoForkCheck, o.WitnessInterval = true, -1
-				wo := o
-				wo.StopAt = warm
-				wd, err := lakewriter.New(wo)
-				require.NoError(b, err)
-				_, err = wd.DrainOnce(ctx)
-				require.NoError(b, err)
+				o := drainBenchOpts(bb, newLake(b, "file"))
+				warmUp(b, o, warm)
 				d, err := lakewriter.New(o)
 				require.NoError(b, err)
 				b.StartTimer()

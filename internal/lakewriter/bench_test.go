@@ -63,6 +63,53 @@ func warmLoad(b *testing.B, bb *bundle, promote, retract float64) int64 {
 	return bb.lastSeq(b)
 }
 
+// drainBenchOpts are the timed drains' options: room for the whole load in
+// one batch, eight tables at a time, no fork check and no witness.
+func drainBenchOpts(bb *bundle, lake store.Store) lakewriter.Options {
+	o := bb.opts(lake)
+	o.Limits = outbox.Limits{Rows: *benchClaims * *benchTenants * 4, Bytes: 256 << 20}
+	o.Parallel = 8
+	o.NoForkCheck, o.WitnessInterval = true, -1
+	return o
+}
+
+// warmUp drains, with o, the untimed warm-up round up to outbox seq warm
+// (see warmLoad), and returns the drainer that did.
+func warmUp(b *testing.B, o lakewriter.Options, warm int64) *lakewriter.Drainer {
+	b.Helper()
+	o.StopAt = warm
+	wd, err := lakewriter.New(o)
+	require.NoError(b, err)
+	_, err = wd.DrainOnce(context.Background())
+	require.NoError(b, err)
+	return wd
+}
+
+// sampleEvery calls fn every period on its own goroutine until the stop
+// function it returns is called; stop returns once fn no longer runs.
+func sampleEvery(period time.Duration, fn func()) (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fn()
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		wg.Wait()
+	}
+}
+
 func resetFrontier(b *testing.B, bb *bundle) {
 	b.Helper()
 	_, err := bb.pool.Exec(context.Background(), `UPDATE oml.lake_frontier SET frontier = 0, batch_start = NULL, batch_end = NULL`)
@@ -104,18 +151,9 @@ func BenchmarkDrain(b *testing.B) {
 					for i := 0; i < b.N; i++ {
 						b.StopTimer()
 						resetFrontier(b, bb)
-						lake := newLake(b, backend)
-						o := bb.opts(lake)
-						o.Limits = outbox.Limits{Rows: *benchClaims * *benchTenants * 4, Bytes: 256 << 20}
-						o.Parallel = 8
-						o.NoForkCheck, o.WitnessInterval = true, -1
+						o := drainBenchOpts(bb, newLake(b, backend))
 						// Untimed: the warm-up round creates every table.
-						wo := o
-						wo.StopAt = warm
-						wd, err := lakewriter.New(wo)
-						require.NoError(b, err)
-						_, err = wd.DrainOnce(context.Background())
-						require.NoError(b, err)
+						wd := warmUp(b, o, warm)
 						require.GreaterOrEqual(b, wd.Frontier(), warm)
 						d, err := lakewriter.New(o)
 						require.NoError(b, err)
@@ -256,30 +294,16 @@ FROM oml.journal WHERE tenant_id <> '00000000-0000-0000-0000-000000000000' ORDER
 			Limits: outbox.Limits{Rows: 10000, Bytes: 64 << 20}, HorizonTimeout: time.Minute})
 		require.NoError(b, err)
 		var peak atomic.Uint64
-		stop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(20 * time.Millisecond)
-			defer t.Stop()
-			var ms runtime.MemStats
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-					runtime.ReadMemStats(&ms)
-					if ms.HeapInuse > peak.Load() {
-						peak.Store(ms.HeapInuse)
-					}
-				}
+		var ms runtime.MemStats
+		stop := sampleEvery(20*time.Millisecond, func() {
+			runtime.ReadMemStats(&ms)
+			if ms.HeapInuse > peak.Load() {
+				peak.Store(ms.HeapInuse)
 			}
-		}()
+		})
 		start := time.Now()
 		sum, err := d.DrainOnce(ctx)
-		close(stop)
-		wg.Wait()
+		stop()
 		require.NoError(b, err)
 		b.ReportMetric(float64(sum.Rows)/time.Since(start).Seconds(), "rows/s")
 		b.ReportMetric(float64(peak.Load())/(1<<20), "peak_heap_MiB")
@@ -301,13 +325,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 		o.Poll = 50 * time.Millisecond
 		o.Limits = outbox.Limits{Rows: 10000, Bytes: 64 << 20}
 		if *benchLagN > 20 {
-			warm := warmLoad(b, bb, 0.7, 0.2)
-			wo := o
-			wo.StopAt = warm
-			wd, err := lakewriter.New(wo)
-			require.NoError(b, err)
-			_, err = wd.DrainOnce(context.Background())
-			require.NoError(b, err)
+			warmUp(b, o, warmLoad(b, bb, 0.7, 0.2))
 		}
 		var commits atomic.Int64
 		o.OnBatch = func(r lakewriter.BatchResult) { commits.Add(int64(r.Tables)) }
@@ -318,30 +336,16 @@ func BenchmarkFrontierLag(b *testing.B) {
 		go func() { done <- d.Run(ctx) }()
 
 		var lags []float64
-		sampleStop := make(chan struct{})
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(100 * time.Millisecond)
-			defer t.Stop()
-			for {
-				select {
-				case <-sampleStop:
-					return
-				case <-t.C:
-					var lag float64
-					_ = bb.pool.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
+		stopSampling := sampleEvery(100*time.Millisecond, func() {
+			var lag float64
+			_ = bb.pool.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
 FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
-					lags = append(lags, lag)
-				}
-			}
-		}()
+			lags = append(lags, lag)
+		})
 		res, err := workload.Run(ctx, bb.pool, bb.key, workload.Config{Tenants: bb.tenants, Claims: 5, Seed: 5,
 			PromoteRatio: 0.7, RetractRatio: 0.2, Rate: *benchRate, Duration: *benchLagFor, Concurrency: 8})
 		require.NoError(b, err)
-		close(sampleStop)
-		wg.Wait()
+		stopSampling()
 		cancel()
 		require.NoError(b, <-done)
 		sort.Float64s(lags)

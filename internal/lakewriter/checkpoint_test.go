@@ -9,7 +9,6 @@ import (
 	"golang.org/x/mod/sumdb/note"
 
 	"github.com/omlhq/oml/internal/lake/store"
-	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/witness"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -24,9 +23,7 @@ func TestDrain_WitnessPublisher_AlsoWritesC2SPCheckpoints(t *testing.T) {
 	b := setup(t, 2)
 	b.load(t, workload.Config{Claims: 10, Seed: 12})
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 
 	v, err := note.NewVerifier(witness.VerifierKey(b.key.KeyID(), b.key.Public()))
 	require.NoError(t, err)

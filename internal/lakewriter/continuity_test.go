@@ -254,9 +254,7 @@ func TestContinuity_CommitRecordAndDeployment_WrongLakeRefused(t *testing.T) {
 	dir := t.TempDir()
 	lake, err := store.NewFile(dir)
 	require.NoError(t, err)
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 
 	st, err := store.Sub(lake, tables.TableKey{Tenant: b.tenants[0], Kind: tables.Bronze}.Path())
 	require.NoError(t, err)
@@ -392,13 +390,11 @@ func TestContinuity_RowMissingBelowAnchor_CaughtByRowCount(t *testing.T) {
 	b := setup(t, 1)
 	b.load(t, workload.Config{Claims: 10, Seed: 18})
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 	last := b.lastSeq(t)
 	// The second-to-last row of the outbox: inside the newest batch, below
 	// its anchor.
-	_, err = b.pool.Exec(ctx, `DELETE FROM oml.outbox WHERE seq = (SELECT seq FROM oml.outbox WHERE seq < $1 ORDER BY seq DESC LIMIT 1)`, last)
+	_, err := b.pool.Exec(ctx, `DELETE FROM oml.outbox WHERE seq = (SELECT seq FROM oml.outbox WHERE seq < $1 ORDER BY seq DESC LIMIT 1)`, last)
 	require.NoError(t, err)
 	c, err := lakewriter.CheckLake(ctx, b.pool, lake)
 	require.NoError(t, err)
@@ -416,10 +412,8 @@ func TestContinuity_OutboxPrunedPastAnchor_StillAgrees(t *testing.T) {
 	b := setup(t, 2)
 	b.load(t, workload.Config{Claims: 10, Seed: 19})
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
-	_, err = b.pool.Exec(ctx, `DELETE FROM oml.outbox`)
+	b.drainInto(t, lake)
+	_, err := b.pool.Exec(ctx, `DELETE FROM oml.outbox`)
 	require.NoError(t, err)
 	c, err := lakewriter.CheckLake(ctx, b.pool, lake)
 	require.NoError(t, err)
@@ -428,7 +422,5 @@ func TestContinuity_OutboxPrunedPastAnchor_StillAgrees(t *testing.T) {
 
 	// New rows drain on top of the pruned outbox.
 	b.load(t, workload.Config{Claims: 3, Seed: 20})
-	d, err = lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 }

@@ -38,9 +38,7 @@ func TestCopies_PlantedCopyAcrossACrash_EachRowAppliedOnce(t *testing.T) {
 	b := setup(t, 2)
 	b.load(t, workload.Config{Claims: 8, Seed: 12, PromoteRatio: 1})
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 	var drained int64
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT max(seq) FROM oml.outbox WHERE target = 'bronze.events'`).Scan(&drained))
 
@@ -49,26 +47,22 @@ func TestCopies_PlantedCopyAcrossACrash_EachRowAppliedOnce(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT max(seq) FILTER (WHERE target = 'bronze.events'),
 		max(seq) FILTER (WHERE op = 'materialize') FROM oml.outbox`).Scan(&bronze, &mat))
 	require.Greater(t, mat, drained, "a pending materialization")
-	_, err = b.pool.Exec(ctx, `DROP INDEX oml.outbox_implied_once`)
+	_, err := b.pool.Exec(ctx, `DROP INDEX oml.outbox_implied_once`)
 	require.NoError(t, err)
 	copies := []int64{b.plantCopy(t, drained), b.plantCopy(t, bronze), b.plantCopy(t, mat)}
 
 	// One batch for the rest, one table at a time, crashing after the first
 	// table commits.
 	hook, fired := crashAfter(lakewriter.AfterTableCommit, 1)
-	o := b.opts(lake)
-	o.Limits = lakewriterLimits(1_000_000)
-	o.Parallel = 1
+	o := b.finalBatchOpts(lake)
 	o.Crash = hook
-	d, err = lakewriter.New(o)
+	d, err := lakewriter.New(o)
 	require.NoError(t, err)
 	_, err = d.DrainOnce(ctx)
 	require.True(t, fired(), "the crash point was reached")
 	require.ErrorIs(t, err, lakewriter.ErrCrashed)
 
-	d, err = lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 	b.verifyLake(t, lake) // the dead letters are exactly the copies; every row once
 	for _, c := range copies {
 		var why string

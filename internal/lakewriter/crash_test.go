@@ -38,6 +38,18 @@ func seeds(t *testing.T) []uint64 {
 	return out
 }
 
+// eachSeed runs fn as a parallel subtest "<prefix>seed=N" for each seed,
+// after logging the command that replays it (run is the -run pattern).
+func eachSeed(t *testing.T, prefix, run string, fn func(t *testing.T, seed uint64)) {
+	for _, seed := range seeds(t) {
+		t.Run(fmt.Sprintf("%sseed=%d", prefix, seed), func(t *testing.T) {
+			t.Parallel()
+			t.Logf("replay with: go test ./internal/lakewriter -run '%s' -seed %d", run, seed)
+			fn(t, seed)
+		})
+	}
+}
+
 // crashAfter returns a crash hook that fires at the k-th time point p is
 // reached (k ≥ 1), and reports whether it fired. Once it has fired the
 // process is dead: every later crash point fails too, so no other table of
@@ -81,62 +93,34 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 		lakewriter.AfterFrontierUpdate, lakewriter.MidDeadLetter,
 	}
 	for _, p := range points {
-		for _, seed := range seeds(t) {
-			t.Run(fmt.Sprintf("%s/seed=%d", p, seed), func(t *testing.T) {
-				t.Parallel()
-				t.Logf("replay with: go test ./internal/lakewriter -run 'TestCrash_AtEveryNamedPoint' -seed %d", seed)
-				rng := rand.New(rand.NewPCG(seed, 1))
-				b := setup(t, 2+rng.IntN(3))
-				b.load(t, workload.Config{Claims: 15 + rng.IntN(25), Seed: seed, Poison: 1 + rng.IntN(3),
-					RetractRatio: 0.4, FollowUpRatio: 0.5})
-				lake := store.NewMem()
-				last := b.lastSeq(t)
-				// The last rounds aim at the final batch (x, last]: nothing
-				// after it would repair what a crash there leaves behind.
-				x := b.finalBatchStart(t, 2, rng.IntN(10))
-				crashes := 0
-				for round := 0; round < 3; round++ {
-					// The first round crashes at the first occurrence, so the
-					// point is surely reached; later rounds at a random one.
-					k := 1
-					if round > 0 {
-						k = 1 + rng.IntN(6)
-					}
-					hook, fired := crashAfter(p, k)
-					o := b.opts(lake)
-					o.Limits = lakewriterLimits(5 + rng.IntN(60))
-					o.CheckpointInterval = 2 + rng.IntN(4)
-					// Few open tables: writers are evicted and reopened from
-					// their logs between and inside batches (registry.go).
-					o.MaxOpenTables = 1 + rng.IntN(3)
-					o.Crash = hook
-					o.StopAt = x
-					d, err := lakewriter.New(o)
-					require.NoError(t, err)
-					_, err = d.DrainOnce(context.Background())
-					if fired() {
-						require.ErrorIs(t, err, lakewriter.ErrCrashed)
-						crashes++
-					} else {
-						require.NoError(t, err)
-					}
+		eachSeed(t, string(p)+"/", "TestCrash_AtEveryNamedPoint", func(t *testing.T, seed uint64) {
+			rng := rand.New(rand.NewPCG(seed, 1))
+			b := setup(t, 2+rng.IntN(3))
+			b.load(t, workload.Config{Claims: 15 + rng.IntN(25), Seed: seed, Poison: 1 + rng.IntN(3),
+				RetractRatio: 0.4, FollowUpRatio: 0.5})
+			lake := store.NewMem()
+			last := b.lastSeq(t)
+			// The last rounds aim at the final batch (x, last]: nothing
+			// after it would repair what a crash there leaves behind.
+			x := b.finalBatchStart(t, 2, rng.IntN(10))
+			crashes := 0
+			for round := 0; round < 3; round++ {
+				// The first round crashes at the first occurrence, so the
+				// point is surely reached; later rounds at a random one.
+				k := 1
+				if round > 0 {
+					k = 1 + rng.IntN(6)
 				}
-				// Up to the final batch without a crash (finishing whatever
-				// the last round interrupted), then crash in the final batch,
-				// one table at a time so the crash leaves it partly committed.
+				hook, fired := crashAfter(p, k)
 				o := b.opts(lake)
+				o.Limits = lakewriterLimits(5 + rng.IntN(60))
+				o.CheckpointInterval = 2 + rng.IntN(4)
+				// Few open tables: writers are evicted and reopened from
+				// their logs between and inside batches (registry.go).
+				o.MaxOpenTables = 1 + rng.IntN(3)
+				o.Crash = hook
 				o.StopAt = x
 				d, err := lakewriter.New(o)
-				require.NoError(t, err)
-				_, err = d.DrainOnce(context.Background())
-				require.NoError(t, err)
-				require.Equal(t, x, d.Frontier())
-				hook, fired := crashAfter(p, 1)
-				o = b.opts(lake)
-				o.Limits = lakewriterLimits(1_000_000)
-				o.Parallel = 1
-				o.Crash = hook
-				d, err = lakewriter.New(o)
 				require.NoError(t, err)
 				_, err = d.DrainOnce(context.Background())
 				if fired() {
@@ -145,22 +129,36 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 				} else {
 					require.NoError(t, err)
 				}
-				if p == lakewriter.AfterTableCommit {
-					touched := b.tablesIn(t, x, last)
-					require.GreaterOrEqual(t, len(touched), 2)
-					require.Len(t, committedThrough(t, lake, touched, last), 1,
-						"the crash after one table's commit leaves the final batch partly committed")
-				}
-
-				d, err = lakewriter.New(b.opts(lake))
+			}
+			// Up to the final batch without a crash (finishing whatever
+			// the last round interrupted), then crash in the final batch,
+			// one table at a time so the crash leaves it partly committed.
+			b.drainTo(t, lake, x)
+			hook, fired := crashAfter(p, 1)
+			o := b.finalBatchOpts(lake)
+			o.Crash = hook
+			d, err := lakewriter.New(o)
+			require.NoError(t, err)
+			_, err = d.DrainOnce(context.Background())
+			if fired() {
+				require.ErrorIs(t, err, lakewriter.ErrCrashed)
+				crashes++
+			} else {
 				require.NoError(t, err)
-				b.drainAll(t, d)
-				b.verifyLake(t, lake)
-				if p != lakewriter.MidDeadLetter {
-					require.NotZero(t, crashes, "the crash point was never reached")
-				}
-			})
-		}
+			}
+			if p == lakewriter.AfterTableCommit {
+				touched := b.tablesIn(t, x, last)
+				require.GreaterOrEqual(t, len(touched), 2)
+				require.Len(t, committedThrough(t, lake, touched, last), 1,
+					"the crash after one table's commit leaves the final batch partly committed")
+			}
+
+			b.drainInto(t, lake)
+			b.verifyLake(t, lake)
+			if p != lakewriter.MidDeadLetter {
+				require.NotZero(t, crashes, "the crash point was never reached")
+			}
+		})
 	}
 }
 
@@ -229,9 +227,7 @@ func TestCrash_StoreDiesMidWrite_RestartDrainsExactlyOnce(t *testing.T) {
 					}
 				}
 				mem.CrashWhen(nil)
-				d, err := lakewriter.New(b.opts(lake))
-				require.NoError(t, err)
-				b.drainAll(t, d)
+				b.drainInto(t, lake)
 				b.verifyLake(t, lake)
 			})
 		}

@@ -259,9 +259,7 @@ func TestDurable_SingleNode_AutoProceeds_CountWaitsAndOnceEndsBounded(t *testing
 	require.Equal(t, 1, sum.Durability.Missing)
 	require.Contains(t, sum.Durability.Reason, "none is streaming")
 
-	auto, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	sum = b.drainAll(t, auto)
+	sum = b.drainInto(t, lake)
 	require.Positive(t, sum.Rows)
 	b.verifyLake(t, lake)
 

@@ -74,9 +74,7 @@ func TestFaults_CorruptCommitInOneTable_HeldOthersDrainDoctorFails(t *testing.T)
 	b := setup(t, 3)
 	b.load(t, workload.Config{Claims: 10, Seed: 81})
 	lake := testkit.FileLake(t)
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 
 	victim := tables.TableKey{Tenant: b.tenants[0], Kind: tables.Bronze}
 	key, good := newestCommit(t, lake, victim.Path())
@@ -216,9 +214,7 @@ func TestFaults_MissingSilverDataFile_TableHeldDoctorNamesIt(t *testing.T) {
 	b := setup(t, 2)
 	b.load(t, workload.Config{Claims: 10, Seed: 86, PromoteRatio: 0.9, RetractRatio: 0.01})
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 
 	victim := tables.TableKey{Tenant: b.tenants[0], Kind: tables.Silver}
 	objs, err := lake.List(ctx, victim.Path()+"/", "")

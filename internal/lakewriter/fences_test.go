@@ -59,6 +59,29 @@ func (b *bundle) finalBatchStart(t *testing.T, n, extra int) int64 {
 	return x
 }
 
+// drainTo drains lake up to outbox seq x (the rows before a final batch)
+// and checks that the frontier stands there.
+func (b *bundle) drainTo(t *testing.T, lake store.Store, x int64) {
+	t.Helper()
+	o := b.opts(lake)
+	o.StopAt = x
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	_, err = d.DrainOnce(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, x, d.Frontier())
+}
+
+// finalBatchOpts drain the rest of the outbox as one batch, one table at
+// a time, so a fault or crash at one table's commit leaves the batch's
+// other tables committed or not yet started.
+func (b *bundle) finalBatchOpts(lake store.Store) lakewriter.Options {
+	o := b.opts(lake)
+	o.Limits = lakewriterLimits(1_000_000)
+	o.Parallel = 1
+	return o
+}
+
 // tablesIn lists the tables the rows in (from, to] go to, leaving out
 // planted poison.
 func (b *bundle) tablesIn(t *testing.T, from, to int64) []tables.TableKey {
@@ -148,22 +171,14 @@ func TestDrain_AmbiguousCommitThatDidNotLand_FinalBatchStillLands(t *testing.T) 
 			x := b.finalBatchStart(t, 2, 3)
 			faulty := store.NewFaulty(store.NewMem())
 
-			o := b.opts(faulty)
-			o.StopAt = x
-			d, err := lakewriter.New(o)
-			require.NoError(t, err)
-			_, err = d.DrainOnce(ctx)
-			require.NoError(t, err)
-			require.Equal(t, x, d.Frontier())
+			b.drainTo(t, faulty, x)
 
 			// The final batch's first table commit: not applied, reported
 			// as timed out (ambiguous), tc.times attempts in a row.
 			faulty.SetRules(store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent}, Match: isDataCommit,
 				Times: tc.times, Kind: store.FaultTimeout, Delay: time.Millisecond})
-			o = b.opts(faulty)
-			o.Limits = lakewriterLimits(1_000_000)
-			o.Parallel = 1 // one table at a time: the faults all hit one commit
-			d, err = lakewriter.New(o)
+			// One table at a time: the faults all hit one commit.
+			d, err := lakewriter.New(b.finalBatchOpts(faulty))
 			require.NoError(t, err)
 			sum, err := d.DrainOnce(ctx)
 			require.NoError(t, err)
@@ -279,20 +294,12 @@ func TestCrash_FinalBatchPartlyCommitted_RestartFinishesIt(t *testing.T) {
 	last := b.lastSeq(t)
 	x := b.finalBatchStart(t, 3, 0)
 
-	o := b.opts(lake)
-	o.StopAt = x
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
-	_, err = d.DrainOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, x, d.Frontier())
+	b.drainTo(t, lake, x)
 
 	hook, fired := crashAfter(lakewriter.AfterTableCommit, 1)
-	o = b.opts(lake)
-	o.Limits = lakewriterLimits(1_000_000)
-	o.Parallel = 1
+	o := b.finalBatchOpts(lake)
 	o.Crash = hook
-	d, err = lakewriter.New(o)
+	d, err := lakewriter.New(o)
 	require.NoError(t, err)
 	_, err = d.DrainOnce(ctx)
 	require.ErrorIs(t, err, lakewriter.ErrCrashed)
@@ -301,9 +308,7 @@ func TestCrash_FinalBatchPartlyCommitted_RestartFinishesIt(t *testing.T) {
 	require.GreaterOrEqual(t, len(touched), 3)
 	require.Len(t, committedThrough(t, lake, touched, last), 1, "exactly one table of the final batch committed")
 
-	d, err = lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 	require.ElementsMatch(t, touched, committedThrough(t, lake, touched, last), "every table of the final batch holds it")
 	b.verifyLake(t, lake)
 }

@@ -97,9 +97,7 @@ func TestFrontier_DeletedCacheRow_WriterRecreatesItFromTheLake(t *testing.T) {
 			lake := store.NewMem()
 			b.load(t, workload.Config{Claims: 6, Seed: 71})
 			if name == "LakeHoldsCommits" {
-				d, err := lakewriter.New(b.opts(lake))
-				require.NoError(t, err)
-				b.drainAll(t, d)
+				b.drainInto(t, lake)
 				b.load(t, workload.Config{Claims: 6, Seed: 72})
 			}
 			_, err := b.pool.Exec(ctx, `DELETE FROM oml.lake_frontier`)
@@ -107,9 +105,7 @@ func TestFrontier_DeletedCacheRow_WriterRecreatesItFromTheLake(t *testing.T) {
 			_, err = outbox.ReadFrontier(ctx, b.pool)
 			require.ErrorIs(t, err, outbox.ErrFrontierMissing, "a reader other than the writer stops with the named error")
 
-			d, err := lakewriter.New(b.opts(lake))
-			require.NoError(t, err)
-			b.drainAll(t, d)
+			b.drainInto(t, lake)
 			f, err := outbox.ReadFrontier(ctx, b.pool)
 			require.NoError(t, err, "the writer recreated the cache row")
 			require.Equal(t, b.lastSeq(t), f.Seq, "the recreated cache says what the lake holds")

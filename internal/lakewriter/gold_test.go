@@ -20,7 +20,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
-	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -142,69 +141,65 @@ func (b *bundle) verifyGold(t *testing.T, lake store.Store) {
 func TestGold_RandomLifecycles_IndependentReadOfEveryFileMatchesTheJournal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, seed := range seeds(t) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Parallel()
-			t.Logf("replay with: go test ./internal/lakewriter -run 'TestGold_RandomLifecycles' -seed %d", seed)
-			b, res, lake := drainLifecycles(t, seed, 15)
-			require.NotZero(t, res.Stats.Demoted+res.Stats.Erased+res.Stats.Reassigned+res.Stats.SimEnded)
+	eachSeed(t, "", "TestGold_RandomLifecycles", func(t *testing.T, seed uint64) {
+		b, res, lake := drainLifecycles(t, seed, 15)
+		require.NotZero(t, res.Stats.Demoted+res.Stats.Erased+res.Stats.Reassigned+res.Stats.SimEnded)
 
-			kinds := map[string]bool{}
-			multi := 0
-			for _, tn := range b.tenants {
-				want := b.wantLineage(t, tn)
-				require.Equal(t, oracleLineage(t, b, tn), sortedKeys(want), "the fold's lineage rows are the changes to promoted claims")
-				key := tables.TableKey{Tenant: tn, Kind: tables.Gold}
-				st, err := key.Store(lake)
-				require.NoError(t, err)
-				infos, err := st.List(ctx, "", "")
-				require.NoError(t, err)
-				var files []string
-				for _, in := range infos {
-					if strings.HasSuffix(in.Key, ".parquet") && !strings.HasPrefix(in.Key, delta.LogDir) {
-						files = append(files, in.Key)
-					}
+		kinds := map[string]bool{}
+		multi := 0
+		for _, tn := range b.tenants {
+			want := b.wantLineage(t, tn)
+			require.Equal(t, oracleLineage(t, b, tn), sortedKeys(want), "the fold's lineage rows are the changes to promoted claims")
+			key := tables.TableKey{Tenant: tn, Kind: tables.Gold}
+			st, err := key.Store(lake)
+			require.NoError(t, err)
+			infos, err := st.List(ctx, "", "")
+			require.NoError(t, err)
+			var files []string
+			for _, in := range infos {
+				if strings.HasSuffix(in.Key, ".parquet") && !strings.HasPrefix(in.Key, delta.LogDir) {
+					files = append(files, in.Key)
 				}
-				snap, err := delta.Load(ctx, st)
-				require.NoError(t, err)
-				var live []string
-				for _, f := range snap.Files() {
-					p, err := delta.DecodePath(f.Path)
-					require.NoError(t, err)
-					live = append(live, p)
-				}
-				sort.Strings(files)
-				sort.Strings(live)
-				require.Equal(t, live, files, "gold.lineage is append-only: its files on storage are its live files")
-
-				got := map[lineageKey]int{}
-				perClaim := map[[2]string]int{}
-				for _, f := range files {
-					for _, r := range readParquetFile(t, st, f) {
-						g := tables.DecodeLineage(r)
-						g.RecordedAt = g.RecordedAt.UTC()
-						k := lineageKey{g.JournalSeq, g.ArtifactID, g.Version}
-						got[k]++
-						require.Equal(t, want[k], g, "file %s: row %v", f, k)
-						kinds[g.EventType] = true
-						perClaim[[2]string{g.ArtifactID, fmt.Sprint(g.Version)}]++
-					}
-				}
-				require.Equal(t, len(want), len(got))
-				for k := range want {
-					require.Equalf(t, 1, got[k], "change %v", k)
-				}
-				for _, n := range perClaim {
-					if n > 2 {
-						multi++
-					}
-				}
-				b.noBodyIn(t, lake, tn, files, st)
 			}
-			require.True(t, kinds[string(journal.TypeClaimPromoted)])
-			require.NotZero(t, multi, "no claim has more than two changes: the workload did not exercise chained lineage")
-		})
-	}
+			snap, err := delta.Load(ctx, st)
+			require.NoError(t, err)
+			var live []string
+			for _, f := range snap.Files() {
+				p, err := delta.DecodePath(f.Path)
+				require.NoError(t, err)
+				live = append(live, p)
+			}
+			sort.Strings(files)
+			sort.Strings(live)
+			require.Equal(t, live, files, "gold.lineage is append-only: its files on storage are its live files")
+
+			got := map[lineageKey]int{}
+			perClaim := map[[2]string]int{}
+			for _, f := range files {
+				for _, r := range readParquetFile(t, st, f) {
+					g := tables.DecodeLineage(r)
+					g.RecordedAt = g.RecordedAt.UTC()
+					k := lineageKey{g.JournalSeq, g.ArtifactID, g.Version}
+					got[k]++
+					require.Equal(t, want[k], g, "file %s: row %v", f, k)
+					kinds[g.EventType] = true
+					perClaim[[2]string{g.ArtifactID, fmt.Sprint(g.Version)}]++
+				}
+			}
+			require.Equal(t, len(want), len(got))
+			for k := range want {
+				require.Equalf(t, 1, got[k], "change %v", k)
+			}
+			for _, n := range perClaim {
+				if n > 2 {
+					multi++
+				}
+			}
+			b.noBodyIn(t, lake, tn, files, st)
+		}
+		require.True(t, kinds[string(journal.TypeClaimPromoted)])
+		require.NotZero(t, multi, "no claim has more than two changes: the workload did not exercise chained lineage")
+	})
 }
 
 // readParquetFile reads every row of one gold.lineage Parquet file, all
@@ -304,9 +299,7 @@ WHERE tenant_id = $1 AND state = 'held' ORDER BY submitted_seq LIMIT 1`, tn).Sca
 		`jsonb_set(payload, '{state_before}', '"held"')`, `jsonb_set(payload, '{plaintext_digest}', '"00"')`)
 
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	sum := b.drainAll(t, d)
+	sum := b.drainInto(t, lake)
 	require.Equal(t, sortedInt64(append([]int64{forged}, real...)), sortedInt64(sum.DeadLettered))
 	for _, seq := range append([]int64{forged}, real...) {
 		require.Equal(t, tn, b.deadLetterChain(t, seq), "dead-lettered on the claim's tenant chain")

@@ -129,6 +129,15 @@ func (b *bundle) drainAll(t *testing.T, d *lakewriter.Drainer) lakewriter.Summar
 	return b.DrainAll(t, d)
 }
 
+// drainInto drains the whole outbox into lake with a new drainer of the
+// bundle's options.
+func (b *bundle) drainInto(t *testing.T, lake store.Store) lakewriter.Summary {
+	t.Helper()
+	d, err := lakewriter.New(b.opts(lake))
+	require.NoError(t, err)
+	return b.drainAll(t, d)
+}
+
 type lakeRow struct {
 	tenant    string
 	seq       int64

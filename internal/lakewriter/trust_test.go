@@ -268,9 +268,7 @@ VALUES ($1, $2, decode(repeat('00', 32), 'hex'), decode(repeat('11', 32), 'hex')
 		b.plant(t, forgedRow{tenant: tn, journalSeq: farSeq, target: "bronze.events", op: "append", payload: `{"event_type":"claim.submitted"}`}),
 	}
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	sum := b.drainAll(t, d)
+	sum := b.drainInto(t, lake)
 	require.Equal(t, planted, sortedInt64(sum.DeadLettered))
 	var bronzeErr string
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT error FROM oml.dead_letter WHERE outbox_seq = $1`, planted[1]).Scan(&bronzeErr))

@@ -77,7 +77,7 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 	var commit delta.Commit
 	var stats commitStats
 	snap := w.Snapshot()
-	candidates := filesMayHold(snap.Files(), tables.WorkareaID.Name(), byArea)
+	candidates := filesMayHold(snap.Files(), tables.WorkareaID.Name(), byArea, func(wa string) string { return wa })
 	hits := map[string]bool{}
 	found := map[string]bool{}
 	if len(candidates) > 0 {
@@ -116,24 +116,14 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 	}
 	if len(rows) > 0 {
 		sortWorkareas(rows)
-		add, err := w.WriteFile(ctx, map[string]*string{}, rows)
-		if err != nil {
-			return commit, stats, nil, fmt.Errorf("write a data file for %s: %w", key, err)
+		if err := insertFile(ctx, w, key, rows, &commit, &stats); err != nil {
+			return commit, stats, nil, err
 		}
-		commit.Adds = append(commit.Adds, add)
-		stats.rows += len(rows)
-		stats.bytes += add.Size
 	}
 	commit.Operation = "MERGE"
 	pred, _ := json.Marshal(map[string]any{"on": "target.workarea_id = source.workarea_id"})
 	commit.OperationParameters = map[string]any{"predicate": string(pred), "queryId": tables.AppID}
-	commit.OperationMetrics = map[string]any{
-		"numTargetRowsInserted": fmt.Sprint(stats.rows),
-		"numTargetRowsUpdated":  fmt.Sprint(stats.merged),
-		"numTargetFilesAdded":   fmt.Sprint(len(commit.Adds)),
-		"numTargetFilesRemoved": fmt.Sprint(len(commit.Removes)),
-		"numOutputBytes":        fmt.Sprint(stats.bytes),
-	}
+	commit.OperationMetrics = mergeMetrics(&commit, stats)
 	return commit, stats, nil, nil
 }
 
@@ -160,9 +150,10 @@ func sortWorkareas(rows []pq.Row) {
 }
 
 // filesMayHold keeps the live files whose min/max stats of the string
-// column col may hold one of the keys. Files without usable stats are
-// always kept.
-func filesMayHold[V any](files []*delta.Add, col string, keys map[string]V) []*delta.Add {
+// column col may hold one of the keys (col's value of a key is value(key)).
+// Files without usable stats are always kept. Silver's MERGE (by
+// artifact_id) and gold/workareas' (by workarea_id) prune with it.
+func filesMayHold[K comparable, V any](files []*delta.Add, col string, keys map[K]V, value func(K) string) []*delta.Add {
 	type bounds struct {
 		MinValues map[string]any `json:"minValues"`
 		MaxValues map[string]any `json:"maxValues"`
@@ -179,7 +170,7 @@ func filesMayHold[V any](files []*delta.Add, col string, keys map[string]V) []*d
 		for k := range keys {
 			// The min is a prefix of the true min (≤ it); a max, when
 			// present, is ≥ the true max (truncated with a tie-breaker).
-			if (!lok || lo <= k) && (!hok || k <= hi) {
+			if v := value(k); (!lok || lo <= v) && (!hok || v <= hi) {
 				out = append(out, f)
 				break
 			}

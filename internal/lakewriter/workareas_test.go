@@ -16,7 +16,6 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
-	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
 
@@ -122,88 +121,84 @@ func (b *bundle) verifyWorkareas(t *testing.T, lake store.Store, tn uuid.UUID) {
 func TestWorkareas_RandomLifecycles_IndependentReadOfEveryFileEqualsTheFold(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	for _, seed := range seeds(t) {
-		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-			t.Parallel()
-			t.Logf("replay with: go test ./internal/lakewriter -run 'TestWorkareas_RandomLifecycles' -seed %d", seed)
-			b, res, lake := drainLifecycles(t, seed, 16)
-			require.NotZero(t, res.Stats.Demoted)
-			require.NotZero(t, res.Stats.Erased+res.Stats.Reassigned+res.Stats.SimEnded)
+	eachSeed(t, "", "TestWorkareas_RandomLifecycles", func(t *testing.T, seed uint64) {
+		b, res, lake := drainLifecycles(t, seed, 16)
+		require.NotZero(t, res.Stats.Demoted)
+		require.NotZero(t, res.Stats.Erased+res.Stats.Reassigned+res.Stats.SimEnded)
 
-			states := map[string]bool{}
-			merged := false
-			for _, tn := range b.tenants {
-				want, dead := b.wantWorkareas(t, tn)
-				require.Empty(t, dead)
-				require.NotEmpty(t, want)
-				key := tables.TableKey{Tenant: tn, Kind: tables.Workareas}
-				st, err := key.Store(lake)
+		states := map[string]bool{}
+		merged := false
+		for _, tn := range b.tenants {
+			want, dead := b.wantWorkareas(t, tn)
+			require.Empty(t, dead)
+			require.NotEmpty(t, want)
+			key := tables.TableKey{Tenant: tn, Kind: tables.Workareas}
+			st, err := key.Store(lake)
+			require.NoError(t, err)
+			snap, err := delta.Load(ctx, st)
+			require.NoError(t, err)
+			removed := map[string]bool{}
+			for v := int64(0); v <= snap.Version(); v++ {
+				raw, err := st.Get(ctx, fmt.Sprintf("%s%020d.json", delta.LogDir, v))
 				require.NoError(t, err)
-				snap, err := delta.Load(ctx, st)
-				require.NoError(t, err)
-				removed := map[string]bool{}
-				for v := int64(0); v <= snap.Version(); v++ {
-					raw, err := st.Get(ctx, fmt.Sprintf("%s%020d.json", delta.LogDir, v))
-					require.NoError(t, err)
-					for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
-						var a struct {
-							Remove *struct {
-								Path string `json:"path"`
-							} `json:"remove"`
-						}
-						require.NoError(t, json.Unmarshal([]byte(line), &a))
-						if a.Remove != nil {
-							p, err := delta.DecodePath(a.Remove.Path)
-							require.NoError(t, err)
-							removed[p] = true
-						}
+				for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+					var a struct {
+						Remove *struct {
+							Path string `json:"path"`
+						} `json:"remove"`
+					}
+					require.NoError(t, json.Unmarshal([]byte(line), &a))
+					if a.Remove != nil {
+						p, err := delta.DecodePath(a.Remove.Path)
+						require.NoError(t, err)
+						removed[p] = true
 					}
 				}
-				merged = merged || len(removed) > 0
-				live := map[string]bool{}
-				for _, f := range snap.Files() {
-					p, err := delta.DecodePath(f.Path)
-					require.NoError(t, err)
-					live[p] = true
-				}
-				infos, err := st.List(ctx, "", "")
-				require.NoError(t, err)
-				var files []string
-				for _, in := range infos {
-					if !strings.HasSuffix(in.Key, ".parquet") || strings.HasPrefix(in.Key, delta.LogDir) {
-						continue
-					}
-					files = append(files, in.Key)
-					require.Truef(t, live[in.Key] != removed[in.Key], "file %s is either live or removed by a MERGE", in.Key)
-				}
-				got := map[string]tables.GoldWorkareaRow{}
-				for _, f := range files {
-					if !live[f] {
-						continue
-					}
-					for _, r := range readParquetFileAs(t, st, f, tables.WorkareaColumns().Columns(),
-						[]int{int(tables.WorkareaFirstChangedAt), int(tables.WorkareaLastChangedAt)}) {
-						g := tables.DecodeWorkarea(r)
-						_, dup := got[g.WorkareaID]
-						require.Falsef(t, dup, "workarea %s has two rows", g.WorkareaID)
-						got[g.WorkareaID] = g
-					}
-				}
-				require.Equal(t, want, got)
-				for _, g := range got {
-					require.Equal(t, g.Claims, g.Promoted+g.Demoted+g.Reassigned+g.SimulationEnded+g.Erased)
-					for s, n := range map[string]int64{"demoted": g.Demoted, "erased": g.Erased, "reassigned": g.Reassigned, "simulation_ended": g.SimulationEnded} {
-						if n > 0 {
-							states[s] = true
-						}
-					}
-				}
-				b.noBodyIn(t, lake, tn, files, st)
 			}
-			require.True(t, merged, "no batch MERGEd into an existing workarea row")
-			require.True(t, states["demoted"] || states["erased"], "the workload left no retired claim")
-		})
-	}
+			merged = merged || len(removed) > 0
+			live := map[string]bool{}
+			for _, f := range snap.Files() {
+				p, err := delta.DecodePath(f.Path)
+				require.NoError(t, err)
+				live[p] = true
+			}
+			infos, err := st.List(ctx, "", "")
+			require.NoError(t, err)
+			var files []string
+			for _, in := range infos {
+				if !strings.HasSuffix(in.Key, ".parquet") || strings.HasPrefix(in.Key, delta.LogDir) {
+					continue
+				}
+				files = append(files, in.Key)
+				require.Truef(t, live[in.Key] != removed[in.Key], "file %s is either live or removed by a MERGE", in.Key)
+			}
+			got := map[string]tables.GoldWorkareaRow{}
+			for _, f := range files {
+				if !live[f] {
+					continue
+				}
+				for _, r := range readParquetFileAs(t, st, f, tables.WorkareaColumns().Columns(),
+					[]int{int(tables.WorkareaFirstChangedAt), int(tables.WorkareaLastChangedAt)}) {
+					g := tables.DecodeWorkarea(r)
+					_, dup := got[g.WorkareaID]
+					require.Falsef(t, dup, "workarea %s has two rows", g.WorkareaID)
+					got[g.WorkareaID] = g
+				}
+			}
+			require.Equal(t, want, got)
+			for _, g := range got {
+				require.Equal(t, g.Claims, g.Promoted+g.Demoted+g.Reassigned+g.SimulationEnded+g.Erased)
+				for s, n := range map[string]int64{"demoted": g.Demoted, "erased": g.Erased, "reassigned": g.Reassigned, "simulation_ended": g.SimulationEnded} {
+					if n > 0 {
+						states[s] = true
+					}
+				}
+			}
+			b.noBodyIn(t, lake, tn, files, st)
+		}
+		require.True(t, merged, "no batch MERGEd into an existing workarea row")
+		require.True(t, states["demoted"] || states["erased"], "the workload left no retired claim")
+	})
 }
 
 // readParquetFileAs is readParquetFile for a table with the given columns,
@@ -233,9 +228,7 @@ func TestTrust_TamperedWorkareaRows_Poison(t *testing.T) {
 	real := b.tamper(t, tn, journal.TargetGoldWorkareas, journal.OpRetract, `jsonb_set(payload, '{state_before}', '"held"')`,
 		`jsonb_set(payload, '{workarea_id}', '"wa-forged"')`, `jsonb_set(payload, '{writer}', '"mallory"')`)
 	lake := store.NewMem()
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	sum := b.drainAll(t, d)
+	sum := b.drainInto(t, lake)
 	require.Equal(t, sortedInt64(real), sortedInt64(sum.DeadLettered))
 	for _, seq := range real {
 		require.Equal(t, tn, b.deadLetterChain(t, seq), "dead-lettered on the claim's tenant chain")

@@ -51,9 +51,7 @@ func TestTwoWriters_NoLease_DeltaFenceKeepsExactlyOnce(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	d, err := lakewriter.New(b.opts(lake))
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b.drainInto(t, lake)
 	b.verifyLake(t, lake)
 }
 

@@ -162,16 +162,6 @@ func eraseOnce(ctx context.Context, w *delta.Writer) (version int64, scanned, fi
 	if stateIdx < 0 || bodyIdx < 0 {
 		return -1, 0, 0, 0, fmt.Errorf("table %s has no state/body columns: it is not oml's silver.claims", snap.Table())
 	}
-	part := map[string]bool{}
-	for _, c := range snap.PartitionColumns() {
-		part[c] = true
-	}
-	var dataIdx []int
-	for i, f := range schema.Fields {
-		if !part[f.Name] {
-			dataIdx = append(dataIdx, i)
-		}
-	}
 	var c delta.Commit
 	for _, f := range snap.Files() {
 		if !mayHoldErasedBody(f.Stats) {
@@ -215,15 +205,7 @@ func eraseOnce(ctx context.Context, w *delta.Writer) (version int64, scanned, fi
 		if n == 0 {
 			continue
 		}
-		data := make([]pq.Row, len(rows))
-		for i, r := range rows {
-			d := make(pq.Row, len(dataIdx))
-			for j, idx := range dataIdx {
-				d[j] = r[idx]
-			}
-			data[i] = d
-		}
-		add, err := w.WriteFile(ctx, f.PartitionValues, data)
+		add, err := w.WriteFile(ctx, f.PartitionValues, snap.DataRows(rows))
 		if err != nil {
 			return -1, scanned, 0, 0, err
 		}

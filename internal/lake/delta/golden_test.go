@@ -330,7 +330,6 @@ func TestGoldenAppendRoundTrip(t *testing.T) {
 			require.NoError(t, err)
 			snap := w.Snapshot()
 			fields := snap.Schema().Fields
-			dataIdx := dataColumnIndexes(snap)
 			render := func(s *Snapshot) []string {
 				var out []string
 				require.NoError(t, s.Scan(ctx, st, ScanOptions{}, func(_ *Add, rows []pq.Row) error {
@@ -351,15 +350,7 @@ func TestGoldenAppendRoundTrip(t *testing.T) {
 			before := render(snap)
 			var adds []*Add
 			require.NoError(t, snap.Scan(ctx, st, ScanOptions{}, func(f *Add, rows []pq.Row) error {
-				data := make([]pq.Row, len(rows))
-				for i, r := range rows {
-					d := make(pq.Row, len(dataIdx))
-					for j, idx := range dataIdx {
-						d[j] = r[idx]
-					}
-					data[i] = d
-				}
-				add, err := w.WriteFile(ctx, f.PartitionValues, data)
+				add, err := w.WriteFile(ctx, f.PartitionValues, snap.DataRows(rows))
 				if err != nil {
 					return err
 				}

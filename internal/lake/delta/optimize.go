@@ -79,7 +79,6 @@ func Optimize(ctx context.Context, w *Writer, opts OptimizeOptions) (OptimizeRes
 	if err != nil {
 		return res, err
 	}
-	dataIdx := dataColumnIndexes(snap)
 	var commit Commit
 	for _, b := range bins {
 		var rows []pq.Row
@@ -93,15 +92,7 @@ func Optimize(ctx context.Context, w *Writer, opts OptimizeOptions) (OptimizeRes
 		if len(sortIdx) > 0 {
 			sort.SliceStable(rows, func(i, j int) bool { return lessRow(rows[i], rows[j], sortIdx) })
 		}
-		data := make([]pq.Row, len(rows))
-		for i, r := range rows {
-			d := make(pq.Row, len(dataIdx))
-			for j, idx := range dataIdx {
-				d[j] = r[idx]
-			}
-			data[i] = d
-		}
-		add, err := w.WriteFile(ctx, b.partition, data)
+		add, err := w.WriteFile(ctx, b.partition, snap.DataRows(rows))
 		if err != nil {
 			return res, err
 		}
@@ -214,6 +205,22 @@ func planCompaction(s *Snapshot, opts OptimizeOptions) []compactionBin {
 	return bins
 }
 
+// DataRows returns scanned rows as WriteFile takes them: Scan yields every
+// schema column, partition columns included, and a data file does not store
+// the partition columns (its partition values say them). rows is not changed.
+func (s *Snapshot) DataRows(rows []pq.Row) []pq.Row {
+	idx := dataColumnIndexes(s)
+	data := make([]pq.Row, len(rows))
+	for i, r := range rows {
+		d := make(pq.Row, len(idx))
+		for j, k := range idx {
+			d[j] = r[k]
+		}
+		data[i] = d
+	}
+	return data
+}
+
 func dataColumnIndexes(s *Snapshot) []int {
 	part := map[string]bool{}
 	for _, p := range s.metadata.PartitionColumns {
@@ -268,15 +275,7 @@ func compareValues(a, b any) int {
 	case b == nil:
 		return 1
 	}
-	cmp := func(x, y int64) int {
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
-	}
+	cmp := compareOrdered[int64]
 	switch x := a.(type) {
 	case int64:
 		return cmp(x, b.(int64))
@@ -300,29 +299,28 @@ func compareValues(a, b any) int {
 		}
 		return 1
 	case float32:
-		y := b.(float32)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return compareOrdered(x, b.(float32))
 	case float64:
-		y := b.(float64)
-		switch {
-		case x < y:
-			return -1
-		case x > y:
-			return 1
-		}
-		return 0
+		return compareOrdered(x, b.(float64))
 	case pq.Date:
 		return cmp(int64(x), int64(b.(pq.Date)))
 	case time.Time:
 		return x.Compare(b.(time.Time))
 	case pq.Decimal:
 		return x.Cmp(b.(pq.Decimal))
+	}
+	return 0
+}
+
+// compareOrdered is -1, 0 or 1 as x is below, equal to or above y. It is not
+// cmp.Compare, which orders a NaN first: compareValues has always held a NaN
+// equal to everything, and the row order Optimize writes must not change.
+func compareOrdered[T int64 | float32 | float64](x, y T) int {
+	switch {
+	case x < y:
+		return -1
+	case x > y:
+		return 1
 	}
 	return 0
 }

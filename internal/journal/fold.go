@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -317,6 +318,24 @@ type folder struct {
 	// submission comes without its body and data key, and an outbox row an
 	// earlier restored event implies may not be loaded yet.
 	restore bool
+	// versions indexes st.Claims by artifact, built on first use and kept
+	// as submissions add to st.Claims (the only place a fold adds a claim),
+	// so the erased-artifact check and claim.erased look up one artifact's
+	// versions: a whole-chain Replay holds every claim of the tenant, and a
+	// scan of them all per submission made the replay quadratic.
+	versions map[string][]*Claim
+}
+
+// artifactVersions is every claim of artifact in st.Claims, in no order.
+// The slice is the index's own: a caller that reorders it copies it first.
+func (f *folder) artifactVersions(artifact string) []*Claim {
+	if f.versions == nil {
+		f.versions = make(map[string][]*Claim, len(f.st.Claims))
+		for r, c := range f.st.Claims {
+			f.versions[r.ArtifactID] = append(f.versions[r.ArtifactID], c)
+		}
+	}
+	return f.versions[artifact]
 }
 
 func (f *folder) isProvider() bool { return f.st.Tenant == ProviderTenant }
@@ -531,8 +550,8 @@ func (f *folder) applyClaimSubmitted(a Applied, ev Event, p ClaimSubmitted) erro
 	if _, exists := st.Claims[ref]; exists {
 		return reject("claim %s v%d already exists in tenant %s; submit a new version instead", p.ArtifactID, p.Version, st.Tenant)
 	}
-	for r, c := range st.Claims {
-		if r.ArtifactID == p.ArtifactID && c.State == StateErased {
+	for _, c := range f.artifactVersions(p.ArtifactID) {
+		if c.State == StateErased {
 			return reject("artifact %s was erased; its data key is destroyed and it takes no new versions", p.ArtifactID)
 		}
 	}
@@ -557,6 +576,9 @@ func (f *folder) applyClaimSubmitted(a Applied, ev Event, p ClaimSubmitted) erro
 		isNew: true,
 	}
 	st.Claims[ref] = c
+	if f.versions != nil {
+		f.versions[p.ArtifactID] = append(f.versions[p.ArtifactID], c)
+	}
 	plan.touch(c)
 	if !f.restore {
 		plan.bodies = append(plan.bodies, bodyRow{ref: ref, body: ev.Body})
@@ -627,12 +649,7 @@ func (f *folder) applyClaimReassigned(a Applied, ev Event, p ClaimReassigned) er
 func (f *folder) applyClaimErased(a Applied, ev Event, p ClaimErased) error {
 	st := f.st
 	plan := f.plan
-	var versions []*Claim
-	for r, c := range st.Claims {
-		if r.ArtifactID == p.ArtifactID {
-			versions = append(versions, c)
-		}
-	}
+	versions := slices.Clone(f.artifactVersions(p.ArtifactID))
 	if len(versions) == 0 {
 		return reject("claim.erased: tenant %s has no artifact %s", st.Tenant, p.ArtifactID)
 	}

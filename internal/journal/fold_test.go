@@ -175,6 +175,30 @@ func TestFold_ErasureDestroysTheDataKeyAndRetractsEveryPromotedVersion(t *testin
 	require.ErrorContains(t, err, "is erased")
 }
 
+// A whole-chain replay (one fold over the tenant's every claim, as
+// reconcile's gold audit and CheckFold run it) refuses a new version of an
+// erased artifact like the append path does: its per-artifact index of the
+// claims sees versions the same replay submitted and erased.
+func TestReplay_NewVersionOfAnArtifactErasedInTheSameReplay_IsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t)
+	dek := make([]byte, 32)
+	require.NoError(t, b.append(t, append(aPromotedTwice(t, dek),
+		journal.MustNew(journal.ClaimErased{ArtifactID: "a", By: "dpo"}))...))
+	evs, err := journal.ReadChain(ctx, b.pool, b.tn)
+	require.NoError(t, err)
+	claims, _, err := journal.Replay(b.tn, evs)
+	require.NoError(t, err)
+	require.Equal(t, journal.StateErased, claims[journal.ClaimRef{ArtifactID: "a", Version: 1}].State)
+	require.Equal(t, journal.StateErased, claims[journal.ClaimRef{ArtifactID: "a", Version: 2}].State)
+
+	last := evs[len(evs)-1]
+	v3 := submission(t, "a", 3, "alice", "human", dek)
+	_, _, err = journal.Replay(b.tn, append(evs, journal.ReplayEvent{Seq: last.Seq + 1, RecordedAt: last.RecordedAt, Type: v3.Type, Payload: v3.Payload}))
+	require.ErrorContains(t, err, "artifact a was erased")
+}
+
 func TestFold_SubmissionBodyMustMatchItsDigest(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

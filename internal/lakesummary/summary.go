@@ -108,14 +108,7 @@ func Read(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Op
 	default:
 		var err error
 		old, oldSize, err = load(ctx, lake)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			st.State = "absent"
-		case err != nil:
-			st.State = "invalid: " + err.Error()
-		default:
-			st.State = "ok"
-		}
+		st.State = summaryfile.State(err)
 	}
 	now := opts.now()
 	scrub := scrubbed(keys, old, now)
@@ -319,12 +312,8 @@ func save(ctx context.Context, lake store.Store, entries []*entry, sizeHint int)
 
 // load reads the summary; size is the object's (for save's buffer).
 func load(ctx context.Context, lake store.Store) (_ map[tables.TableKey]*entry, size int, err error) {
-	data, err := lake.Get(ctx, Key)
-	if err != nil {
-		return nil, 0, err
-	}
 	out := map[tables.TableKey]*entry{}
-	err = summaryfile.Open(data, header, Key, summaryMax, func(_ int, line string) error {
+	size, err = summaryfile.Load(ctx, lake, Key, header, summaryMax, func(_ int, line string) error {
 		e, err := decode(line)
 		if err == nil {
 			out[e.key] = e
@@ -332,9 +321,9 @@ func load(ctx context.Context, lake store.Store) (_ map[tables.TableKey]*entry, 
 		return err
 	})
 	if err != nil {
-		return nil, len(data), err
+		return nil, size, err
 	}
-	return out, len(data), nil
+	return out, size, nil
 }
 
 func (e *entry) encode(w io.Writer) {

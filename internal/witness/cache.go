@@ -102,14 +102,7 @@ func NewestCached(ctx context.Context, st store.Store, trusted KeyLookup, opts C
 	}
 	var stats CacheStats
 	old, err := loadCache(ctx, st)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		stats.State = "absent"
-	case err != nil:
-		stats.State = "invalid: " + err.Error()
-	default:
-		stats.State = "ok"
-	}
+	stats.State = summaryfile.State(err)
 	at := now()
 	c := &cacheRun{old: old, scrub: cacheScrub(old, at), now: at, fresh: map[uuid.UUID]*cacheEntry{}}
 	out, bad, err := newest(ctx, st, nil, trusted, c)
@@ -216,12 +209,8 @@ func saveCache(ctx context.Context, st store.Store, entries map[uuid.UUID]*cache
 }
 
 func loadCache(ctx context.Context, st store.Store) (map[uuid.UUID]*cacheEntry, error) {
-	data, err := st.Get(ctx, CacheKey)
-	if err != nil {
-		return nil, err
-	}
 	out := map[uuid.UUID]*cacheEntry{}
-	err = summaryfile.Open(data, cacheHeader, CacheKey, cacheMax, func(_ int, line string) error {
+	_, err := summaryfile.Load(ctx, st, CacheKey, cacheHeader, cacheMax, func(_ int, line string) error {
 		e, err := decodeCacheEntry(line)
 		if err == nil {
 			out[e.tenant] = e

@@ -50,6 +50,25 @@ func eachSeed(t *testing.T, prefix, run string, fn func(t *testing.T, seed uint6
 	}
 }
 
+// drainCrashingAfter runs one DrainOnce of a drainer of o that crashes at
+// the k-th reaching of p (crashAfter): true when it crashed, and then the
+// run must have ended in ErrCrashed; when p was not reached k times, the
+// run must have succeeded.
+func drainCrashingAfter(t *testing.T, o lakewriter.Options, p lakewriter.CrashPoint, k int) bool {
+	t.Helper()
+	hook, fired := crashAfter(p, k)
+	o.Crash = hook
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	_, err = d.DrainOnce(context.Background())
+	if fired() {
+		require.ErrorIs(t, err, lakewriter.ErrCrashed)
+		return true
+	}
+	require.NoError(t, err)
+	return false
+}
+
 // crashAfter returns a crash hook that fires at the k-th time point p is
 // reached (k ≥ 1), and reports whether it fired. Once it has fired the
 // process is dead: every later crash point fails too, so no other table of
@@ -111,40 +130,23 @@ func TestCrash_AtEveryNamedPoint_RestartDrainsExactlyOnce(t *testing.T) {
 				if round > 0 {
 					k = 1 + rng.IntN(6)
 				}
-				hook, fired := crashAfter(p, k)
 				o := b.opts(lake)
 				o.Limits = lakewriterLimits(5 + rng.IntN(60))
 				o.CheckpointInterval = 2 + rng.IntN(4)
 				// Few open tables: writers are evicted and reopened from
 				// their logs between and inside batches (registry.go).
 				o.MaxOpenTables = 1 + rng.IntN(3)
-				o.Crash = hook
 				o.StopAt = x
-				d, err := lakewriter.New(o)
-				require.NoError(t, err)
-				_, err = d.DrainOnce(context.Background())
-				if fired() {
-					require.ErrorIs(t, err, lakewriter.ErrCrashed)
+				if drainCrashingAfter(t, o, p, k) {
 					crashes++
-				} else {
-					require.NoError(t, err)
 				}
 			}
 			// Up to the final batch without a crash (finishing whatever
 			// the last round interrupted), then crash in the final batch,
 			// one table at a time so the crash leaves it partly committed.
 			b.drainTo(t, lake, x)
-			hook, fired := crashAfter(p, 1)
-			o := b.finalBatchOpts(lake)
-			o.Crash = hook
-			d, err := lakewriter.New(o)
-			require.NoError(t, err)
-			_, err = d.DrainOnce(context.Background())
-			if fired() {
-				require.ErrorIs(t, err, lakewriter.ErrCrashed)
+			if drainCrashingAfter(t, b.finalBatchOpts(lake), p, 1) {
 				crashes++
-			} else {
-				require.NoError(t, err)
 			}
 			if p == lakewriter.AfterTableCommit {
 				touched := b.tablesIn(t, x, last)

@@ -46,8 +46,8 @@ type Config struct {
 	Batch int
 	// Rate limits events per second across all tenants (0: unlimited).
 	Rate float64
-	// Duration, when set, keeps writing new claims until it has passed
-	// (Claims then bounds each round per tenant).
+	// Duration, when set, keeps writing new rounds until it has passed,
+	// every tenant in turn (Claims then bounds each round per tenant).
 	Duration time.Duration
 	// Progress, when set, is called after every append with running totals.
 	Progress func(Stats)
@@ -115,32 +115,53 @@ func Run(ctx context.Context, pool *pgxpool.Pool, signer chain.Signer, cfg Confi
 		wg       sync.WaitGroup
 		sem      = make(chan struct{}, cfg.Concurrency)
 	)
+	failed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr != nil
+	}
 	deadline := time.Time{}
 	if cfg.Duration > 0 {
 		deadline = started.Add(cfg.Duration)
 	}
+	writers := make([]*tenantWriter, len(cfg.Tenants))
+	// busy[i] is held while tenant i writes a round: a tenant's rounds
+	// follow one another (its chain is appended in order), even when there
+	// are fewer tenants than Concurrency.
+	busy := make([]chan struct{}, len(cfg.Tenants))
 	for i, t := range cfg.Tenants {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(i int, t uuid.UUID) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			tw := &tenantWriter{pool: pool, signer: signer, tenant: t, cfg: cfg, st: &st, lim: lim,
-				rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1+uint64(cfg.FirstRound)<<32)), prefix: artifactPrefix(cfg.Seed, i)}
-			for round := cfg.FirstRound; ; round++ {
-				if err := tw.round(ctx, round); err != nil {
+		writers[i] = &tenantWriter{pool: pool, signer: signer, tenant: t, cfg: cfg, st: &st, lim: lim,
+			rng: rand.New(rand.NewPCG(cfg.Seed, uint64(i)+1+uint64(cfg.FirstRound)<<32)), prefix: artifactPrefix(cfg.Seed, i)}
+		busy[i] = make(chan struct{}, 1)
+	}
+	// Rounds sweep every tenant in turn (round r of each tenant before round
+	// r+1 of any), Concurrency tenants at a time, so a --duration load
+	// spreads over all of them the way many tenants' traffic does; without
+	// a Duration it is one round per tenant.
+sweep:
+	for round := cfg.FirstRound; ; round++ {
+		for i := range writers {
+			if ctx.Err() != nil || failed() || (!deadline.IsZero() && time.Now().After(deadline)) {
+				break sweep
+			}
+			busy[i] <- struct{}{}
+			sem <- struct{}{}
+			wg.Add(1)
+			go func(w *tenantWriter, round int, done chan struct{}) {
+				defer wg.Done()
+				defer func() { <-sem; <-done }()
+				if err := w.round(ctx, round); err != nil {
 					mu.Lock()
 					if firstErr == nil {
 						firstErr = err
 					}
 					mu.Unlock()
-					return
 				}
-				if deadline.IsZero() || time.Now().After(deadline) || ctx.Err() != nil {
-					return
-				}
-			}
-		}(i, t)
+			}(writers[i], round, busy[i])
+		}
+		if deadline.IsZero() {
+			break
+		}
 	}
 	wg.Wait()
 	res := Result{Stats: st.snapshot(started)}

@@ -85,7 +85,9 @@ each after its retry budget; the report lists them with how to repair them.
 This writes to the database as its owner: use it on development databases.
 
 --rate caps events per second; --duration keeps writing new rounds of
---claims per tenant until it has passed. Needs --signing-key.
+--claims per tenant until it has passed, every tenant in turn (round N of
+each tenant before round N+1 of any, --concurrency tenants at a time), so
+the load spreads over all of them. Needs --signing-key.
 
 Re-running continues the workload: artifact ids carry the seed, the tenant
 and the round (art-SEED-TENANT-ROUND-N), and a run starts after the highest

@@ -12,8 +12,10 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -148,18 +150,21 @@ func (f *File) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 }
 
 // writeTemp writes r into a new temporary file next to final, fsyncs it and
-// returns its path. The temporary name is unique (O_EXCL, random suffix).
+// returns its path. The temporary name is unique (O_EXCL; a per-process
+// random part and a counter, so no random read per put). The directory is
+// created (mkdirAll) only when the open says it is missing: an existing
+// directory costs no stat.
 func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size int64) (string, error) {
 	dir := filepath.Dir(final)
-	if err := f.mkdirAll(dir); err != nil {
-		return "", err
-	}
-	var rnd [8]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return "", err
-	}
-	tmp := filepath.Join(dir, tempPrefix+filepath.Base(final)+"."+hex.EncodeToString(rnd[:])+tempSuffix)
+	base := filepath.Base(final)
+	tmp := tempName(dir, base)
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+		if merr := f.mkdirAll(dir); merr != nil {
+			return "", merr
+		}
+		fh, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -374,6 +379,25 @@ func (f *File) mkdirAll(dir string) error {
 		return err
 	}
 	return syncDir(parent)
+}
+
+// tempRun is this process's random part of temporary names, read once;
+// tempSeq numbers the temporary files it creates.
+var (
+	tempRun = sync.OnceValue(func() string {
+		var rnd [8]byte
+		if _, err := rand.Read(rnd[:]); err != nil {
+			panic(fmt.Sprintf("store: reading randomness for temporary names: %v", err))
+		}
+		return hex.EncodeToString(rnd[:])
+	})
+	tempSeq atomic.Uint64
+)
+
+// tempName is a temporary name for base in dir that no other writer uses:
+// the random part tells processes apart, the counter this process's files.
+func tempName(dir, base string) string {
+	return filepath.Join(dir, tempPrefix+base+"."+tempRun()+strconv.FormatUint(tempSeq.Add(1), 36)+tempSuffix)
 }
 
 func syncDir(dir string) error {

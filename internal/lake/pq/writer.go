@@ -157,6 +157,9 @@ type Layout struct {
 	// props is for files of more than smallFileRows rows; small for the
 	// rest: no dictionaries (see startFile).
 	props, small *parquet.WriterProperties
+	// fast writes files of one row group of at most smallFileRows rows
+	// (small.go); nil if the schema is not one it encodes.
+	fast *fastLayout
 }
 
 // smallFileRows: a file whose only row group holds at most this many rows is
@@ -221,7 +224,8 @@ func NewLayout(s *Schema, opts Options) (*Layout, error) {
 		}
 	}
 	return &Layout{schema: s, tree: tree, opts: opts,
-		props: parquet.NewWriterProperties(props...), small: parquet.NewWriterProperties(small...)}, nil
+		props: parquet.NewWriterProperties(props...), small: parquet.NewWriterProperties(small...),
+		fast: newFastLayout(tree, opts)}, nil
 }
 
 // Schema returns the schema the layout was built for.
@@ -411,6 +415,9 @@ func (w *Writer) Close() (meta FileMeta, err error) {
 			err = fmt.Errorf("pq: the Parquet writer failed: %v", r)
 		}
 	}()
+	if w.smallFits() {
+		return w.closeSmall()
+	}
 	if err := w.flushRowGroup(true); err != nil {
 		return FileMeta{}, err
 	}
@@ -654,12 +661,17 @@ func (cb *colBuf) writeTo(cw file.ColumnChunkWriter) error {
 	default:
 		err = fmt.Errorf("unexpected column writer %T", cw)
 	}
+	cb.clearValues()
+	return err
+}
+
+// clearValues empties the buffers once the row group is written.
+func (cb *colBuf) clearValues() {
 	cb.defs, cb.reps = cb.defs[:0], cb.reps[:0]
 	cb.bools, cb.i32, cb.i64, cb.f32, cb.f64 = cb.bools[:0], cb.i32[:0], cb.i64[:0], cb.f32[:0], cb.f64[:0]
 	clear(cb.ba) // drop references to the caller's strings and byte slices
 	clear(cb.flba)
 	cb.ba, cb.flba = cb.ba[:0], cb.flba[:0]
-	return err
 }
 
 func newColBuf(n *node) (*colBuf, error) {

@@ -38,8 +38,38 @@ type fastLayout struct {
 	zstd   compress.Codec
 	level  int
 
-	mu   sync.Mutex
-	free []*smallBuf // reused buffers; survive garbage collections, unlike a sync.Pool
+	mu       sync.Mutex
+	free     []*smallBuf // reused buffers; survive garbage collections, unlike a sync.Pool
+	freeCols [][]*colBuf // column buffers of closed small-path writers
+}
+
+const keptFree = 16 // buffers kept per layout: more than the writers running at once
+
+// getCols returns a closed writer's column buffers, emptied, or nil.
+func (f *fastLayout) getCols() []*colBuf {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := len(f.freeCols)
+	if n == 0 {
+		return nil
+	}
+	c := f.freeCols[n-1]
+	f.freeCols[n-1] = nil
+	f.freeCols = f.freeCols[:n-1]
+	return c
+}
+
+// putCols keeps the column buffers of a writer closed by the small path
+// (at most smallBatchSize levels each, so their capacity stays small).
+func (f *fastLayout) putCols(cols []*colBuf) {
+	for _, cb := range cols {
+		cb.st = colStats{}
+	}
+	f.mu.Lock()
+	if len(f.freeCols) < keptFree {
+		f.freeCols = append(f.freeCols, cols)
+	}
+	f.mu.Unlock()
 }
 
 type fastCol struct {
@@ -78,7 +108,7 @@ func (f *fastLayout) put(b *smallBuf) {
 		return
 	}
 	f.mu.Lock()
-	if len(f.free) < 16 {
+	if len(f.free) < keptFree {
 		f.free = append(f.free, b)
 	}
 	f.mu.Unlock()
@@ -266,7 +296,7 @@ func (w *Writer) closeSmall() (FileMeta, error) {
 			totalCompressed += c
 		}
 	}
-	meta := FileMeta{NumRows: w.rows}
+	meta := FileMeta{NumRows: w.rows, Columns: make([]ColumnStats, 0, len(w.cols))}
 	for _, cb := range w.cols {
 		meta.Columns = append(meta.Columns, cb.stats())
 		cb.clearValues()
@@ -310,6 +340,8 @@ func (w *Writer) closeSmall() (FileMeta, error) {
 	t.b = append(t.b, parquetMagic...)
 	b.out = t.b
 	w.rgRows, w.rgBytes = 0, 0
+	f.putCols(w.cols)
+	w.cols = nil
 	if _, err := w.sink.Write(b.out); err != nil {
 		return FileMeta{}, fmt.Errorf("pq: cannot write the Parquet file: %w", err)
 	}

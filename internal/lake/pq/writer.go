@@ -246,6 +246,11 @@ func NewWriter(w io.Writer, s *Schema, opts Options) (*Writer, error) {
 // group (or at Close).
 func (l *Layout) NewWriter(w io.Writer) (*Writer, error) {
 	wr := &Writer{layout: l, schema: l.schema, tree: l.tree, opts: l.opts, sink: &countingWriter{w: w}}
+	if l.fast != nil {
+		if wr.cols = l.fast.getCols(); wr.cols != nil {
+			return wr, nil
+		}
+	}
 	wr.cols = make([]*colBuf, 0, len(l.tree.leaves))
 	for _, n := range l.tree.leaves {
 		cb, err := newColBuf(n)
@@ -1101,12 +1106,20 @@ func (cb *colBuf) accumulate() {
 				hi = b
 			}
 		}
-		// string(...) copies: the bytes belong to the caller or to a pooled arena.
+		// A string column's bytes are the caller's immutable strings, which
+		// the extremes may alias (stats clones them); a binary column's are
+		// in a pooled arena and are copied.
+		str := func(b []byte) string {
+			if li.kind == KindString {
+				return unsafe.String(unsafe.SliceData(b), len(b))
+			}
+			return string(b)
+		}
 		if !st.has || string(lo) < st.minS {
-			st.minS = string(lo)
+			st.minS = str(lo)
 		}
 		if !st.has || string(hi) > st.maxS {
-			st.maxS = string(hi)
+			st.maxS = str(hi)
 		}
 		st.has = true
 	case KindDecimal:

@@ -89,6 +89,11 @@
 //     with faster settings producing the same standard formats (codecs.go).
 //   - Malformed input makes Open or Rows.Next return an error, never panic.
 //
+// A file of one row group of at most 64 rows is written by pq itself
+// (small.go: page v1, PLAIN values, RLE levels, its own Thrift compact
+// encoder in thrift.go), byte-for-byte the file arrow-go's writer makes for
+// the same rows; larger files go through arrow-go's column writers.
+//
 // The implementation sits on arrow-go's low-level parquet/file column readers
 // and writers (not pqarrow); shredding rows into definition/repetition levels
 // and assembling them back is done here (tree.go, writer.go, reader.go). See

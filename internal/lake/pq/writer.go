@@ -157,6 +157,9 @@ type Layout struct {
 	// props is for files of more than smallFileRows rows; small for the
 	// rest: no dictionaries (see startFile).
 	props, small *parquet.WriterProperties
+	// fast writes files of one row group of at most smallFileRows rows
+	// (small.go); nil if the schema is not one it encodes.
+	fast *fastLayout
 }
 
 // smallFileRows: a file whose only row group holds at most this many rows is
@@ -221,7 +224,8 @@ func NewLayout(s *Schema, opts Options) (*Layout, error) {
 		}
 	}
 	return &Layout{schema: s, tree: tree, opts: opts,
-		props: parquet.NewWriterProperties(props...), small: parquet.NewWriterProperties(small...)}, nil
+		props: parquet.NewWriterProperties(props...), small: parquet.NewWriterProperties(small...),
+		fast: newFastLayout(tree, opts)}, nil
 }
 
 // Schema returns the schema the layout was built for.
@@ -242,6 +246,11 @@ func NewWriter(w io.Writer, s *Schema, opts Options) (*Writer, error) {
 // group (or at Close).
 func (l *Layout) NewWriter(w io.Writer) (*Writer, error) {
 	wr := &Writer{layout: l, schema: l.schema, tree: l.tree, opts: l.opts, sink: &countingWriter{w: w}}
+	if l.fast != nil {
+		if wr.cols = l.fast.getCols(); wr.cols != nil {
+			return wr, nil
+		}
+	}
 	wr.cols = make([]*colBuf, 0, len(l.tree.leaves))
 	for _, n := range l.tree.leaves {
 		cb, err := newColBuf(n)
@@ -411,6 +420,9 @@ func (w *Writer) Close() (meta FileMeta, err error) {
 			err = fmt.Errorf("pq: the Parquet writer failed: %v", r)
 		}
 	}()
+	if w.smallFits() {
+		return w.closeSmall()
+	}
 	if err := w.flushRowGroup(true); err != nil {
 		return FileMeta{}, err
 	}
@@ -654,12 +666,17 @@ func (cb *colBuf) writeTo(cw file.ColumnChunkWriter) error {
 	default:
 		err = fmt.Errorf("unexpected column writer %T", cw)
 	}
+	cb.clearValues()
+	return err
+}
+
+// clearValues empties the buffers once the row group is written.
+func (cb *colBuf) clearValues() {
 	cb.defs, cb.reps = cb.defs[:0], cb.reps[:0]
 	cb.bools, cb.i32, cb.i64, cb.f32, cb.f64 = cb.bools[:0], cb.i32[:0], cb.i64[:0], cb.f32[:0], cb.f64[:0]
 	clear(cb.ba) // drop references to the caller's strings and byte slices
 	clear(cb.flba)
 	cb.ba, cb.flba = cb.ba[:0], cb.flba[:0]
-	return err
 }
 
 func newColBuf(n *node) (*colBuf, error) {
@@ -1089,12 +1106,20 @@ func (cb *colBuf) accumulate() {
 				hi = b
 			}
 		}
-		// string(...) copies: the bytes belong to the caller or to a pooled arena.
+		// A string column's bytes are the caller's immutable strings, which
+		// the extremes may alias (stats clones them); a binary column's are
+		// in a pooled arena and are copied.
+		str := func(b []byte) string {
+			if li.kind == KindString {
+				return unsafe.String(unsafe.SliceData(b), len(b))
+			}
+			return string(b)
+		}
 		if !st.has || string(lo) < st.minS {
-			st.minS = string(lo)
+			st.minS = str(lo)
 		}
 		if !st.has || string(hi) > st.maxS {
-			st.maxS = string(hi)
+			st.maxS = str(hi)
 		}
 		st.has = true
 	case KindDecimal:

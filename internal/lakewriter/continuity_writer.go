@@ -74,12 +74,20 @@ func (d *Drainer) checkContinuity(ctx context.Context, tenants []uuid.UUID, scan
 // identifier or timeline, the outbox sequence below the frontier, the
 // previous anchor gone or changed) does it run the full check.
 func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (tables.BatchBounds, error) {
+	rec, _, _, err := d.checkBatch(ctx, from, to)
+	return rec, err
+}
+
+// checkBatch is beforeBatch that also returns the identity it read and
+// whether the database moved (the full check ran, and passed): a batch
+// read ahead is committed only when nothing moved (prefetch.go).
+func (d *Drainer) checkBatch(ctx context.Context, from, to int64) (_ tables.BatchBounds, _ Identity, moved bool, _ error) {
 	d.contMu.Lock()
 	prev, verified := d.lastAnchor, d.verified
 	d.contMu.Unlock()
 	rec, id, now, err := readBatchRecord(ctx, d.db, from, to, prev)
 	if err != nil {
-		return rec, err
+		return rec, id, false, err
 	}
 	d.contMu.Lock()
 	if c := d.cutRows; c != nil && c.Start == from && c.End == to {
@@ -97,7 +105,7 @@ func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (tables.Batch
 			// a lost row takes its event with it.
 			v, err := checkAnchor(ctx, d.db, prev)
 			if err != nil {
-				return rec, err
+				return rec, id, false, err
 			}
 			same = v == anchorAgrees && id.SystemIdentifier == verified.SystemIdentifier && id.Timeline == verified.Timeline &&
 				id.LastSeq >= d.frontier.Load() && id.LastSeq >= to
@@ -107,10 +115,10 @@ func (d *Drainer) beforeBatch(ctx context.Context, from, to int64) (tables.Batch
 		d.log.Warn("the database moved under the lake writer (system identifier, timeline or recorded rows changed); checking continuity before the batch",
 			"timeline", id.Timeline, "verified_timeline", verified.Timeline, "outbox_seq", id.LastSeq, "frontier", d.frontier.Load())
 		if err := d.checkContinuity(ctx, nil, nil); err != nil {
-			return rec, err
+			return rec, id, true, err
 		}
 	}
-	return rec, nil
+	return rec, id, !same, nil
 }
 
 // setCutRows remembers how many outbox rows the cut of (from, to] found,

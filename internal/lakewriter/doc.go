@@ -78,6 +78,9 @@
 //     promoted sequence (WAL-logged 32 ahead) is already above the lake.
 //     The lake root's _oml_deployment.json (put-if-absent, by the writer
 //     only) names the deployment, so a wrong --lake is refused too.
+//     The next batch is read while one commits (prefetch.go); its rows are
+//     committed only when the read's own snapshot saw the identity and
+//     anchors this check then sees, nothing moved, else read again.
 //  7. Never ahead of a failover (durable.go, Options.Durable). A batch is cut
 //     only from the part of the stable prefix whose commit records the
 //     streaming standbys required by --durable-on have flushed

@@ -211,6 +211,12 @@ type Drainer struct {
 	current    *tables.BatchBounds
 	cutRows    *tables.BatchBounds // Start, End and Rows of the batch last cut
 
+	// Read-ahead (prefetch.go): the next batch read while this one
+	// commits; pipeEpoch counts the changes that void a read ahead.
+	pipe       *pipeline
+	pipeEpoch  atomic.Uint64
+	onPrefetch func(from, to int64, err error) // tests
+
 	durableMu        sync.Mutex
 	lastVerdict      *replication.Verdict
 	durableWaitSince time.Time // the loop: when the current wait for standbys began
@@ -447,12 +453,19 @@ var errPoisonRetry = errors.New("poison rows inside their retry budget")
 // processBatch applies (from, to] to every table it touches, then advances
 // the frontier cache.
 func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult, error) {
-	rec, err := d.beforeBatch(ctx, from, to)
+	rec, id, moved, err := d.checkBatch(ctx, from, to)
 	if err != nil {
 		return BatchResult{Start: from, End: to}, err
 	}
+	// The rows read ahead, if they may be committed (prefetch.go), and
+	// the next batch read while this one commits.
+	ahead, recut := d.takeAhead(ctx, from, to, rec, id, moved)
+	if recut {
+		return BatchResult{Start: from, End: to}, errRecut
+	}
+	d.readAhead(to, rec.Anchor)
 	d.setRecord(rec)
-	res, err := d.applyRange(ctx, from, to, nil)
+	res, err := d.applyRange(ctx, from, to, nil, ahead)
 	if err != nil {
 		return res, err
 	}
@@ -478,7 +491,10 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 // applyRange applies the rows of (from, to] — every table's, or only
 // scope's (a catch-up) — to the lake, handling poison rows, and leaves the
 // frontier alone. Rows of tenants held for a forked chain are not applied.
-func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.TableKey) (BatchResult, error) {
+//
+// ahead, when set, is the batch's rows read ahead (prefetch.go), used in
+// place of the first read.
+func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.TableKey, ahead []*item) (BatchResult, error) {
 	started := time.Now()
 	res := BatchResult{Start: from, End: to}
 	if scope != nil {
@@ -490,9 +506,13 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.
 		d.setRecord(rec)
 	}
 	for round := 0; ; round++ {
-		items, err := loadBatch(ctx, d.db, d.chk, from, to, scope)
-		if err != nil {
-			return res, err
+		items := ahead
+		ahead = nil
+		if items == nil {
+			var err error
+			if items, err = loadBatch(ctx, d.db, d.chk, from, to, scope); err != nil {
+				return res, err
+			}
 		}
 		items, res.Held = d.dropHeld(items)
 		res.Rows = len(items)
@@ -518,6 +538,7 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.
 			break
 		}
 		dead, err := d.handlePoison(ctx, poison)
+		d.stateChanged() // dead letters change the next batch's row check
 		res.DeadLettered = append(res.DeadLettered, dead...)
 		if err != nil {
 			return res, err // errPoisonRetry: some rows are still inside their budget

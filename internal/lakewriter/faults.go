@@ -115,6 +115,7 @@ func (d *Drainer) holdTable(ctx context.Context, key tables.TableKey, err error)
 		d.heldTables[key] = h
 	}
 	d.heldMu.Unlock()
+	d.stateChanged() // prefetch.go
 	if was {
 		return
 	}
@@ -133,6 +134,7 @@ func (d *Drainer) releaseTable(ctx context.Context, key tables.TableKey) {
 	_, was := d.heldTables[key]
 	delete(d.heldTables, key)
 	d.heldMu.Unlock()
+	d.stateChanged() // prefetch.go
 	if err := d.opts.Lake.Delete(ctx, holdKey(key)); err != nil {
 		d.log.Warn("could not remove the table hold's record from the lake", "table", key.String(), "error", err)
 	}

@@ -61,6 +61,7 @@ func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 		}
 	}
 	d.held = held
+	d.stateChanged() // a batch read ahead was read under the old holds (prefetch.go)
 	return nil
 }
 
@@ -177,7 +178,7 @@ func (d *Drainer) catchUp(ctx context.Context, tenants []uuid.UUID, scan *tableS
 	for _, c := range rebuild {
 		d.log.Info("catching a table up to the frontier", "table", c.key.String(), "from", c.from, "to", c.to)
 		scope := c.key
-		if _, err := d.applyRange(ctx, c.from, c.to, &scope); err != nil {
+		if _, err := d.applyRange(ctx, c.from, c.to, &scope, nil); err != nil {
 			if classify(err) == faultTable {
 				d.holdTable(ctx, c.key, err)
 				continue
@@ -336,6 +337,7 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []tables.TableKey)
 				}
 				d.held[h.Tenant] = chainverify.Finding{Tenant: h.Tenant, Seq: h.Seq, Reason: chainverify.ReasonFork, Detail: err.Error()}
 				d.heldMu.Unlock()
+				d.stateChanged()
 				return
 			}
 			if err != nil {

@@ -108,6 +108,8 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		target = d.opts.StopAt
 	}
 	sum.Target = target
+	stopAhead := d.startPipeline(ctx) // the next batch is read while one commits (prefetch.go)
+	defer stopAhead()
 	for d.frontier.Load() < target {
 		if err := ctx.Err(); err != nil {
 			return sum, err
@@ -116,7 +118,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		var n int
 		err := d.retry(ctx, "cut", func(ctx context.Context) error {
 			var err error
-			end, n, err = outbox.Cut(ctx, d.db, d.frontier.Load(), target, d.opts.Limits)
+			end, n, err = d.cut(ctx, target)
 			return err
 		})
 		if err != nil {
@@ -125,6 +127,9 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		rows := int64(n)
 		d.setCutRows(d.frontier.Load(), end, &rows)
 		res, err := d.runBatch(ctx, d.frontier.Load(), end)
+		if errors.Is(err, errRecut) {
+			continue // nothing of it was written: cut it again
+		}
 		if err != nil {
 			return sum, err
 		}
@@ -191,6 +196,8 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 	if err := d.retry(ctx, "recover", d.recover); err != nil {
 		return err
 	}
+	stopAhead := d.startPipeline(ctx) // the next batch is read while one commits (prefetch.go)
+	defer stopAhead()
 	var (
 		fence        outbox.Fence
 		haveFence    bool
@@ -266,7 +273,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 		d.reportLag(ctx, blocked)
 
 		if stable > d.frontier.Load() {
-			end, n, err := outbox.Cut(ctx, d.db, d.frontier.Load(), stable, d.opts.Limits)
+			end, n, err := d.cut(ctx, stable)
 			if err != nil {
 				if werr := d.outage(ctx, "cut", err, 0); werr != nil {
 					return leaseErr(ctx, werr)
@@ -296,7 +303,9 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 			if due {
 				rows := int64(n)
 				d.setCutRows(d.frontier.Load(), end, &rows)
-				if _, err := d.runBatch(ctx, d.frontier.Load(), end); err != nil {
+				if _, err := d.runBatch(ctx, d.frontier.Load(), end); errors.Is(err, errRecut) {
+					continue // nothing of it was written: cut it again
+				} else if err != nil {
 					return leaseErr(ctx, err)
 				}
 				if d.frontier.Load() >= stable {
@@ -334,6 +343,10 @@ func (d *Drainer) runBatch(ctx context.Context, from, end int64) (BatchResult, e
 			return r, nil
 		}
 		res = r
+		if errors.Is(err, errRecut) {
+			return res, err // nothing of it was written (prefetch.go)
+		}
+		d.stateChanged() // a retry: what was read ahead during the attempt is read again
 		if errors.Is(err, ErrCrashed) || errors.Is(err, ErrNoSigner) || isContinuity(err) || ctx.Err() != nil {
 			res.DeadLettered = dead
 			return res, interrupted(ctx, err)

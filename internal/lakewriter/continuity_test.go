@@ -54,6 +54,25 @@ func newFailoverOn(t *testing.T, tenants int, lake store.Store) *failover {
 	return f
 }
 
+// virtualIP is a pool on the failover's primary whose connections go to
+// whatever socket directory host holds when they are made, like a virtual
+// IP: a test moves it to the promoted standby (host.Store, then vip.Reset).
+func (f *failover) virtualIP(t *testing.T) (vip *pgxpool.Pool, host *atomic.Value) {
+	t.Helper()
+	host = &atomic.Value{}
+	host.Store(f.primary.SocketDir())
+	cfg, err := pgxpool.ParseConfig(f.primary.URL("oml"))
+	require.NoError(t, err)
+	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+		cc.Host, cc.Fallbacks = host.Load().(string), nil
+		return nil
+	}
+	vip, err = pgxpool.NewWithConfig(context.Background(), cfg)
+	require.NoError(t, err)
+	t.Cleanup(vip.Close)
+	return vip, host
+}
+
 // drain drains everything the database has, with a fresh writer.
 func (f *failover) drain(t *testing.T) {
 	t.Helper()
@@ -331,18 +350,7 @@ func TestContinuity_FailoverUnderRunningWriter_NextBatchRefused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFailover(t, 2)
-	var host atomic.Value
-	host.Store(f.primary.SocketDir())
-	cfg, err := pgxpool.ParseConfig(f.primary.URL("oml"))
-	require.NoError(t, err)
-	// The writer's "database" is wherever host points, like a virtual IP.
-	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
-		cc.Host, cc.Fallbacks = host.Load().(string), nil
-		return nil
-	}
-	vip, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(vip.Close)
+	vip, host := f.virtualIP(t)
 	o := f.opts(f.lake)
 	o.DB = vip
 	d, err := lakewriter.New(o)

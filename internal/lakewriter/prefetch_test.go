@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/lakewriter"
@@ -30,17 +28,7 @@ func TestPrefetch_PromotedStandbyBetweenReadAheadAndCommit_LostRowsReadAgainNeve
 	t.Parallel()
 	ctx := context.Background()
 	f := newFailover(t, 1)
-	var host atomic.Value
-	host.Store(f.primary.SocketDir())
-	cfg, err := pgxpool.ParseConfig(f.primary.URL("oml"))
-	require.NoError(t, err)
-	cfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
-		cc.Host, cc.Fallbacks = host.Load().(string), nil
-		return nil
-	}
-	vip, err := pgxpool.NewWithConfig(ctx, cfg)
-	require.NoError(t, err)
-	t.Cleanup(vip.Close)
+	vip, host := f.virtualIP(t)
 
 	// The shared history, then a tail only the primary holds.
 	f.load(t, workload.Config{Claims: 10, Seed: 21})

@@ -563,77 +563,29 @@ func (cb *colBuf) encStats(buf []byte) (encStats, []byte) {
 		}
 		put([]byte{b2u(lo)}, []byte{b2u(hi)})
 	case parquet.Types.Int32:
-		if len(cb.i32) == 0 {
-			break
+		if lo, hi, ok := intExtremes(cb.i32); ok {
+			binary.LittleEndian.PutUint32(a[:], uint32(lo))
+			binary.LittleEndian.PutUint32(z[:], uint32(hi))
+			put(a[:4], z[:4])
 		}
-		lo, hi := cb.i32[0], cb.i32[0]
-		for _, v := range cb.i32 {
-			lo, hi = min(lo, v), max(hi, v)
-		}
-		binary.LittleEndian.PutUint32(a[:], uint32(lo))
-		binary.LittleEndian.PutUint32(z[:], uint32(hi))
-		put(a[:4], z[:4])
 	case parquet.Types.Int64:
-		if len(cb.i64) == 0 {
-			break
+		if lo, hi, ok := intExtremes(cb.i64); ok {
+			binary.LittleEndian.PutUint64(a[:], uint64(lo))
+			binary.LittleEndian.PutUint64(z[:], uint64(hi))
+			put(a[:], z[:])
 		}
-		lo, hi := cb.i64[0], cb.i64[0]
-		for _, v := range cb.i64 {
-			lo, hi = min(lo, v), max(hi, v)
-		}
-		binary.LittleEndian.PutUint64(a[:], uint64(lo))
-		binary.LittleEndian.PutUint64(z[:], uint64(hi))
-		put(a[:], z[:])
 	case parquet.Types.Float:
-		lo, hi := float32(math.Inf(1)), float32(math.Inf(-1))
-		for _, v := range cb.f32 {
-			if v != v {
-				continue
-			}
-			if v < lo {
-				lo = v
-			}
-			if hi < v {
-				hi = v
-			}
+		if lo, hi, ok := floatExtremes(cb.f32); ok {
+			binary.LittleEndian.PutUint32(a[:], math.Float32bits(lo))
+			binary.LittleEndian.PutUint32(z[:], math.Float32bits(hi))
+			put(a[:4], z[:4])
 		}
-		if len(cb.f32) == 0 || lo > hi {
-			break
-		}
-		if lo == 0 {
-			lo = float32(math.Copysign(0, -1))
-		}
-		if hi == 0 {
-			hi = 0
-		}
-		binary.LittleEndian.PutUint32(a[:], math.Float32bits(lo))
-		binary.LittleEndian.PutUint32(z[:], math.Float32bits(hi))
-		put(a[:4], z[:4])
 	case parquet.Types.Double:
-		lo, hi := math.Inf(1), math.Inf(-1)
-		for _, v := range cb.f64 {
-			if v != v {
-				continue
-			}
-			if v < lo {
-				lo = v
-			}
-			if hi < v {
-				hi = v
-			}
+		if lo, hi, ok := floatExtremes(cb.f64); ok {
+			binary.LittleEndian.PutUint64(a[:], math.Float64bits(lo))
+			binary.LittleEndian.PutUint64(z[:], math.Float64bits(hi))
+			put(a[:], z[:])
 		}
-		if len(cb.f64) == 0 || lo > hi {
-			break
-		}
-		if lo == 0 {
-			lo = math.Copysign(0, -1)
-		}
-		if hi == 0 {
-			hi = 0
-		}
-		binary.LittleEndian.PutUint64(a[:], math.Float64bits(lo))
-		binary.LittleEndian.PutUint64(z[:], math.Float64bits(hi))
-		put(a[:], z[:])
 	case parquet.Types.ByteArray:
 		if len(cb.ba) == 0 {
 			break
@@ -671,4 +623,40 @@ func b2u(v bool) byte {
 		return 1
 	}
 	return 0
+}
+
+// floatExtremes are a float column's footer min and max as arrow-go writes
+// them: NaN left out (no extremes when every value is NaN), a zero minimum
+// written as -0 and a zero maximum as +0, so a reader pruning on them never
+// drops a row holding the other zero.
+func floatExtremes[F float32 | float64](vs []F) (lo, hi F, ok bool) {
+	lo, hi = F(math.Inf(1)), F(math.Inf(-1))
+	for _, v := range vs {
+		if v != v {
+			continue
+		}
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	if len(vs) == 0 || lo > hi {
+		return 0, 0, false
+	}
+	if lo == 0 {
+		lo = F(math.Copysign(0, -1))
+	}
+	if hi == 0 {
+		hi = 0
+	}
+	return lo, hi, true
+}
+
+// intExtremes are an integer column's min and max (none when it is empty).
+func intExtremes[I int32 | int64](vs []I) (lo, hi I, ok bool) {
+	if len(vs) == 0 {
+		return 0, 0, false
+	}
+	lo, hi = vs[0], vs[0]
+	for _, v := range vs[1:] {
+		lo, hi = min(lo, v), max(hi, v)
+	}
+	return lo, hi, true
 }

@@ -1,7 +1,6 @@
 package pq
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -587,19 +586,9 @@ func (cb *colBuf) encStats(buf []byte) (encStats, []byte) {
 			put(a[:], z[:])
 		}
 	case parquet.Types.ByteArray:
-		if len(cb.ba) == 0 {
-			break
+		if lo, hi, ok := bytesExtremes(cb.ba); ok {
+			put(lo, hi)
 		}
-		lo, hi := cb.ba[0], cb.ba[0]
-		for _, v := range cb.ba[1:] {
-			if bytes.Compare(v, lo) < 0 {
-				lo = v
-			}
-			if bytes.Compare(hi, v) < 0 {
-				hi = v
-			}
-		}
-		put(lo, hi)
 	default:
 		if len(cb.flba) == 0 {
 			break

@@ -1095,16 +1095,9 @@ func (cb *colBuf) accumulate() {
 			st.has = true
 		}
 	case KindString, KindBinary:
-		if len(cb.ba) == 0 {
+		lo, hi, ok := bytesExtremes(cb.ba)
+		if !ok {
 			return
-		}
-		lo, hi := cb.ba[0], cb.ba[0]
-		for _, b := range cb.ba[1:] {
-			if bytes.Compare(b, lo) < 0 {
-				lo = b
-			} else if bytes.Compare(b, hi) > 0 {
-				hi = b
-			}
 		}
 		// A string column's bytes are the caller's immutable strings, which
 		// the extremes may alias (stats clones them); a binary column's are
@@ -1178,4 +1171,22 @@ func cmpTwos(a, b []byte) int {
 		return 1
 	}
 	return bytes.Compare(a, b)
+}
+
+// bytesExtremes are the byte-wise smallest and largest of vs (none when it
+// is empty), aliasing vs: the footer statistics of a string or binary
+// column.
+func bytesExtremes[B ~[]byte](vs []B) (lo, hi B, ok bool) {
+	if len(vs) == 0 {
+		return nil, nil, false
+	}
+	lo, hi = vs[0], vs[0]
+	for _, v := range vs[1:] {
+		if bytes.Compare(v, lo) < 0 {
+			lo = v
+		} else if bytes.Compare(v, hi) > 0 {
+			hi = v
+		}
+	}
+	return lo, hi, true
 }

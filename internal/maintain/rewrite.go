@@ -57,15 +57,9 @@ func compact(ctx context.Context, t Table, w *delta.Writer, opts CompactOptions)
 	}
 	res := CompactResult{Version: -1}
 	for attempt := 0; ; attempt++ {
-		if w == nil {
-			var err error
-			w, err = delta.OpenWriter(ctx, t.Store, delta.Options{Now: opts.Now})
-			if notFound(err) {
-				return res, nil, nil // not created yet: nothing to rewrite
-			}
-			if err != nil {
-				return res, nil, err
-			}
+		var err error
+		if w, err = writerFor(ctx, t, w, opts.Now); w == nil || err != nil {
+			return res, nil, err // nil, nil: not created yet, nothing to rewrite
 		}
 		r, err := delta.Optimize(ctx, w, delta.OptimizeOptions{
 			TargetSize: opts.TargetSize, MinFiles: opts.MinFiles, SortBy: SortKey(t.Key.Kind),
@@ -88,6 +82,19 @@ func compact(ctx context.Context, t Table, w *delta.Writer, opts CompactOptions)
 		res.BytesRemoved, res.BytesAdded, res.Rows = r.BytesRemoved, r.BytesAdded, r.Rows
 		return res, w, nil
 	}
+}
+
+// writerFor is w, or (w nil) a writer opened on the table: nil and no
+// error when the table does not exist yet.
+func writerFor(ctx context.Context, t Table, w *delta.Writer, now func() time.Time) (*delta.Writer, error) {
+	if w != nil {
+		return w, nil
+	}
+	w, err := delta.OpenWriter(ctx, t.Store, delta.Options{Now: now})
+	if notFound(err) {
+		return nil, nil
+	}
+	return w, err
 }
 
 // EraseResult says what EraseBodies did.
@@ -132,15 +139,9 @@ func eraseBodies(ctx context.Context, t Table, w *delta.Writer, opts EraseOption
 		opts.Restarts = 3
 	}
 	for attempt := 0; ; attempt++ {
-		if w == nil {
-			var err error
-			w, err = delta.OpenWriter(ctx, t.Store, delta.Options{Now: opts.Now})
-			if notFound(err) {
-				return res, nil, nil // not created yet: nothing to rewrite
-			}
-			if err != nil {
-				return res, nil, err
-			}
+		var err error
+		if w, err = writerFor(ctx, t, w, opts.Now); w == nil || err != nil {
+			return res, nil, err // nil, nil: not created yet, nothing to rewrite
 		}
 		v, scanned, files, nulled, err := eraseOnce(ctx, w)
 		res.FilesScanned += scanned

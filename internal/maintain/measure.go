@@ -3,6 +3,7 @@ package maintain
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -62,6 +63,34 @@ type MeasureOptions struct {
 // Measure reads a table's log. A table that does not exist yet measures
 // as Exists=false, not an error.
 func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, error) {
+	m, _, err := measure(ctx, t, opts)
+	return m, err
+}
+
+// measure is Measure that also returns the snapshot it measured (nil when
+// the table does not exist), for Run's steps to commit on instead of
+// loading it again. The snapshot is full (LoadWithLog never loads a lean
+// one) and the log is listed once, for the snapshot and LogCleanable both.
+func measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, *delta.Snapshot, error) {
+	m := Measurements{Table: t.Key.Path(), Kind: string(t.Key.Kind), Version: -1, CheckpointVersion: -1}
+	snap, log, err := delta.LoadWithLog(ctx, t.Store)
+	if notFound(err) {
+		return m, nil, nil
+	}
+	if err != nil {
+		return m, nil, err
+	}
+	m, err = measureSnapshot(t, snap, log, opts)
+	return m, snap, err
+}
+
+// errLeanSnapshot refuses to measure a lean snapshot: it lacks the live
+// files and tombstones of its base checkpoint, so every file count would
+// be too low and a due step would be missed.
+var errLeanSnapshot = errors.New("maintain: a lean snapshot has no full file list to measure")
+
+// measureSnapshot measures a loaded snapshot and the listing of its log.
+func measureSnapshot(t Table, snap *delta.Snapshot, log []store.ObjectInfo, opts MeasureOptions) (Measurements, error) {
 	if opts.TargetSize <= 0 {
 		opts.TargetSize = DefaultTargetSize
 	}
@@ -70,12 +99,8 @@ func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, e
 		now = time.Now()
 	}
 	m := Measurements{Table: t.Key.Path(), Kind: string(t.Key.Kind), Version: -1, CheckpointVersion: -1}
-	snap, err := delta.Load(ctx, t.Store)
-	if notFound(err) {
-		return m, nil
-	}
-	if err != nil {
-		return m, err
+	if snap.Lean() {
+		return m, fmt.Errorf("%w (table %s)", errLeanSnapshot, snap.Table())
 	}
 	m.Exists = true
 	m.Version = snap.Version()
@@ -94,6 +119,7 @@ func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, e
 			m.ErasedBodyFiles++
 		}
 	}
+	var err error
 	if m.Retention, err = snap.DeletedFileRetention(); err != nil {
 		return m, err
 	}
@@ -123,7 +149,7 @@ func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, e
 			}
 		}
 	}
-	if m.LogCleanable, err = logCleanable(ctx, t.Store, snap, now); err != nil {
+	if m.LogCleanable, err = logCleanable(snap, log, now); err != nil {
 		return m, err
 	}
 	return m, nil
@@ -140,8 +166,9 @@ func checkpointInterval(s *delta.Snapshot) int64 {
 
 // logCleanable mirrors delta.CleanupLog's rule without deleting: the newest
 // classic checkpoint whose commit is older than the log retention is kept,
-// and the commits before it are what cleanup would delete.
-func logCleanable(ctx context.Context, st store.Store, s *delta.Snapshot, now time.Time) (int, error) {
+// and the commits before it are what cleanup would delete. objs is the
+// listing of the whole log (delta.LoadWithLog).
+func logCleanable(s *delta.Snapshot, objs []store.ObjectInfo, now time.Time) (int, error) {
 	retention := delta.DefaultLogRetention
 	if v, ok := s.Metadata().Configuration["delta.logRetentionDuration"]; ok {
 		d, err := delta.ParseInterval(v)
@@ -151,10 +178,6 @@ func logCleanable(ctx context.Context, st store.Store, s *delta.Snapshot, now ti
 		retention = d
 	}
 	cutoff := now.Add(-retention)
-	objs, err := st.List(ctx, delta.LogDir, "")
-	if err != nil {
-		return 0, err
-	}
 	commits := map[int64]time.Time{}
 	var cps []int64
 	for _, o := range objs {

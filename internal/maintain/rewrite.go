@@ -44,17 +44,22 @@ type CompactResult struct {
 // them (the lake writer's MERGE rewrote it) it is abandoned, and Compact
 // starts again from the new snapshot, at most Restarts times.
 func Compact(ctx context.Context, t Table, opts CompactOptions) (CompactResult, error) {
+	res, _, err := compact(ctx, t, nil, opts)
+	return res, err
+}
+
+// compact is Compact whose first attempt works on w's snapshot (nil: open
+// a writer, which loads the table). It returns the writer it committed
+// with, or nil after an error or when the table does not exist.
+func compact(ctx context.Context, t Table, w *delta.Writer, opts CompactOptions) (CompactResult, *delta.Writer, error) {
 	if opts.Restarts <= 0 {
 		opts.Restarts = 3
 	}
 	res := CompactResult{Version: -1}
 	for attempt := 0; ; attempt++ {
-		w, err := delta.OpenWriter(ctx, t.Store, delta.Options{Now: opts.Now})
-		if notFound(err) {
-			return res, nil // not created yet: nothing to rewrite
-		}
-		if err != nil {
-			return res, err
+		var err error
+		if w, err = writerFor(ctx, t, w, opts.Now); w == nil || err != nil {
+			return res, nil, err // nil, nil: not created yet, nothing to rewrite
 		}
 		r, err := delta.Optimize(ctx, w, delta.OptimizeOptions{
 			TargetSize: opts.TargetSize, MinFiles: opts.MinFiles, SortBy: SortKey(t.Key.Kind),
@@ -64,18 +69,32 @@ func Compact(ctx context.Context, t Table, opts CompactOptions) (CompactResult, 
 		// table as it is now.
 		if errors.Is(err, delta.ErrOptimizeAbandoned) || errors.Is(err, delta.ErrConflict) {
 			if attempt >= opts.Restarts {
-				return res, fmt.Errorf("%w: compacting %s: %w", ErrGaveUp, t.Key, err)
+				return res, nil, fmt.Errorf("%w: compacting %s: %w", ErrGaveUp, t.Key, err)
 			}
 			res.Restarts++
+			w = nil
 			continue
 		}
 		if err != nil {
-			return res, fmt.Errorf("compacting %s: %w", t.Key, err)
+			return res, nil, fmt.Errorf("compacting %s: %w", t.Key, err)
 		}
 		res.Version, res.FilesRemoved, res.FilesAdded = r.Version, r.FilesRemoved, r.FilesAdded
 		res.BytesRemoved, res.BytesAdded, res.Rows = r.BytesRemoved, r.BytesAdded, r.Rows
-		return res, nil
+		return res, w, nil
 	}
+}
+
+// writerFor is w, or (w nil) a writer opened on the table: nil and no
+// error when the table does not exist yet.
+func writerFor(ctx context.Context, t Table, w *delta.Writer, now func() time.Time) (*delta.Writer, error) {
+	if w != nil {
+		return w, nil
+	}
+	w, err := delta.OpenWriter(ctx, t.Store, delta.Options{Now: now})
+	if notFound(err) {
+		return nil, nil
+	}
+	return w, err
 }
 
 // EraseResult says what EraseBodies did.
@@ -104,35 +123,41 @@ type EraseOptions struct {
 // the winners only if every file it replaces is still live; otherwise the
 // rewrite starts again from the new snapshot.
 func EraseBodies(ctx context.Context, t Table, opts EraseOptions) (EraseResult, error) {
+	res, _, err := eraseBodies(ctx, t, nil, opts)
+	return res, err
+}
+
+// eraseBodies is EraseBodies whose first attempt works on w's snapshot
+// (nil: open a writer). It returns the writer it ended on, or nil after
+// an error, on a table that is not silver or does not exist.
+func eraseBodies(ctx context.Context, t Table, w *delta.Writer, opts EraseOptions) (EraseResult, *delta.Writer, error) {
 	res := EraseResult{Version: -1}
 	if t.Key.Kind != tables.Silver {
-		return res, nil
+		return res, w, nil
 	}
 	if opts.Restarts <= 0 {
 		opts.Restarts = 3
 	}
 	for attempt := 0; ; attempt++ {
-		w, err := delta.OpenWriter(ctx, t.Store, delta.Options{Now: opts.Now})
-		if notFound(err) {
-			return res, nil // not created yet: nothing to rewrite
-		}
-		if err != nil {
-			return res, err
+		var err error
+		if w, err = writerFor(ctx, t, w, opts.Now); w == nil || err != nil {
+			return res, nil, err // nil, nil: not created yet, nothing to rewrite
 		}
 		v, scanned, files, nulled, err := eraseOnce(ctx, w)
 		res.FilesScanned += scanned
 		if errors.Is(err, errFilesChanged) || errors.Is(err, delta.ErrConflict) {
 			if attempt >= opts.Restarts {
-				return res, fmt.Errorf("%w: erasing bodies in %s: %w", ErrGaveUp, t.Key, err)
+				return res, nil, fmt.Errorf("%w: erasing bodies in %s: %w", ErrGaveUp, t.Key, err)
 			}
 			res.Restarts++
+			w = nil
 			continue
 		}
 		if err != nil {
-			return res, fmt.Errorf("erasing bodies in %s: %w", t.Key, err)
+			return res, nil, fmt.Errorf("erasing bodies in %s: %w", t.Key, err)
 		}
 		res.Version, res.FilesRewritten, res.BodiesNulled = v, files, nulled
-		return res, nil
+		return res, w, nil
 	}
 }
 

@@ -134,8 +134,21 @@ func Run(ctx context.Context, tables []Table, opts RunOptions) ([]Report, error)
 	return out, first
 }
 
+// beforeSteps and beforeCheckpoint, set only by tests, run between
+// measuring a table and its first step, and right before its checkpoint
+// (to land a competing commit there deterministically).
+var beforeSteps, beforeCheckpoint func(Table)
+
+// runTable measures a table and does what is due. The table's snapshot is
+// loaded once, by the measurement, and the steps that commit (erase-bodies,
+// optimize, checkpoint) go on from it through one writer: its own commits
+// keep it current, a commit another writer landed in between makes the
+// next put-if-absent lose, which catches the writer up and lets the rewrite
+// re-validate (as after any lost race), and the checkpoint catches up
+// before it is written (checkpointOn). Loading the table again for every
+// step cost as much as the step on a small table (docs/maintenance.md).
 func runTable(ctx context.Context, t Table, p Policy, dryRun bool, nowf func() time.Time) (Report, error) {
-	m, err := Measure(ctx, t, MeasureOptions{TargetSize: p.TargetSize, Now: nowf()})
+	m, snap, err := measure(ctx, t, MeasureOptions{TargetSize: p.TargetSize, Now: nowf()})
 	rep := Report{Measurements: m, DryRun: dryRun}
 	if err != nil {
 		return rep, err
@@ -144,49 +157,91 @@ func runTable(ctx context.Context, t Table, p Policy, dryRun bool, nowf func() t
 	if rep.Plan == nil {
 		rep.Plan = []Step{}
 	}
-	if dryRun {
+	if dryRun || len(rep.Plan) == 0 {
 		return rep, nil
 	}
+	if beforeSteps != nil {
+		beforeSteps(t)
+	}
+	var w *delta.Writer
+	if commits(rep.Plan) {
+		if w, err = delta.WriterOn(t.Store, snap, delta.Options{Now: nowf}); err != nil {
+			return rep, err
+		}
+	}
 	for _, s := range rep.Plan {
-		switch s.Task {
-		case TaskEraseBodies:
-			r, err := EraseBodies(ctx, t, EraseOptions{Now: nowf})
-			rep.Erased = &r
-			if err != nil {
-				return rep, err
-			}
-		case TaskOptimize:
-			r, err := Compact(ctx, t, CompactOptions{TargetSize: p.TargetSize, Now: nowf})
-			rep.Compacted = &r
-			if err != nil {
-				return rep, err
-			}
-		case TaskCheckpoint:
-			r, err := CheckpointTable(ctx, t)
-			rep.Checkpoint = &r
-			if err != nil {
-				return rep, err
-			}
-		case TaskVacuum:
-			// Always the table's own retention: maintain never forces.
-			vr, cl, err := VacuumTable(ctx, t, delta.VacuumOptions{Now: nowf()})
-			rep.Vacuumed = &VacuumReport{Deleted: len(vr.Deleted), Bytes: vr.Bytes}
-			n := len(cl.Deleted)
-			rep.LogCleaned = &n
-			if err != nil {
-				return rep, err
-			}
-		case TaskCleanupLog:
-			if rep.LogCleaned != nil {
-				continue // vacuum already cleaned the log
-			}
-			cl, err := delta.CleanupLog(ctx, t.Store, nowf())
-			n := len(cl.Deleted)
-			rep.LogCleaned = &n
-			if err != nil {
-				return rep, err
-			}
+		if w, err = runStep(ctx, t, s.Task, w, p, nowf, &rep); err != nil {
+			return rep, err
 		}
 	}
 	return rep, nil
+}
+
+// commits reports whether a plan has a step that commits to the table.
+func commits(plan []Step) bool {
+	for _, s := range plan {
+		switch s.Task {
+		case TaskEraseBodies, TaskOptimize, TaskCheckpoint:
+			return true
+		}
+	}
+	return false
+}
+
+// runStep does one step, recording it in rep. w is the table's writer for
+// the steps that commit (nil once a step lost it: the next one opens its
+// own); runStep returns the writer the next step goes on with.
+func runStep(ctx context.Context, t Table, task Task, w *delta.Writer, p Policy, nowf func() time.Time, rep *Report) (*delta.Writer, error) {
+	switch task {
+	case TaskEraseBodies:
+		r, next, err := eraseBodies(ctx, t, w, EraseOptions{Now: nowf})
+		rep.Erased = &r
+		return next, err
+	case TaskOptimize:
+		r, next, err := compact(ctx, t, w, CompactOptions{TargetSize: p.TargetSize, Now: nowf})
+		rep.Compacted = &r
+		return next, err
+	case TaskCheckpoint:
+		if beforeCheckpoint != nil {
+			beforeCheckpoint(t)
+		}
+		r, err := checkpointOn(ctx, t, w)
+		rep.Checkpoint = &r
+		return w, err
+	case TaskVacuum:
+		// Always the table's own retention: maintain never forces.
+		vr, cl, err := VacuumTable(ctx, t, delta.VacuumOptions{Now: nowf()})
+		rep.Vacuumed = &VacuumReport{Deleted: len(vr.Deleted), Bytes: vr.Bytes}
+		n := len(cl.Deleted)
+		rep.LogCleaned = &n
+		return w, err
+	case TaskCleanupLog:
+		if rep.LogCleaned != nil {
+			return w, nil // vacuum already cleaned the log
+		}
+		cl, err := delta.CleanupLog(ctx, t.Store, nowf())
+		n := len(cl.Deleted)
+		rep.LogCleaned = &n
+		return w, err
+	}
+	return w, nil
+}
+
+// checkpointOn checkpoints the table's latest version with w (nil: as
+// CheckpointTable, from a fresh load). w's snapshot is the measured one or
+// the one its own rewrite left, and the lake writer may have committed
+// since: it catches up first (one listing of the log after its version),
+// so the checkpoint is of the latest version, as a fresh load's would be.
+func checkpointOn(ctx context.Context, t Table, w *delta.Writer) (CheckpointResult, error) {
+	if w == nil {
+		return CheckpointTable(ctx, t)
+	}
+	if _, err := w.Refresh(ctx); err != nil {
+		return CheckpointResult{Version: -1}, err
+	}
+	r, err := w.Checkpoint(ctx)
+	if err != nil {
+		return CheckpointResult{Version: -1}, err
+	}
+	return CheckpointResult{Version: r.Version, Actions: r.Actions}, nil
 }

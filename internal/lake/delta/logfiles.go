@@ -160,6 +160,12 @@ func listLog(ctx context.Context, st store.Store, startVersion int64) (*logListi
 	if err != nil {
 		return nil, fmt.Errorf("listing %s%s: %w", st, "/"+LogDir, err)
 	}
+	return parseListing(objs, startVersion), nil
+}
+
+// parseListing classifies the listed objects of _delta_log/ from
+// startVersion on.
+func parseListing(objs []store.ObjectInfo, startVersion int64) *logListing {
 	l := &logListing{commits: map[int64]logFile{}, checkpoints: map[int64]*checkpointRef{}, maxCommit: -1}
 	multi := map[int64]map[int][]logFile{} // version -> parts count -> parts
 	for _, o := range objs {
@@ -210,7 +216,7 @@ func listLog(ctx context.Context, st store.Store, startVersion int64) (*logListi
 			break
 		}
 	}
-	return l, nil
+	return l
 }
 
 // newestCheckpoint returns the newest checkpoint at or before target (any

@@ -350,7 +350,6 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 			target = *o.Version
 		}
 	}
-	table := st.String()
 	var listing *logListing
 	var err error
 	if ignoreCheckpoints {
@@ -361,6 +360,32 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 	if err != nil {
 		return nil, err
 	}
+	return loadListed(ctx, st, listing, target, ignoreCheckpoints, lean)
+}
+
+// LoadWithLog is Load of the latest version for a caller that needs the
+// whole log's listing anyway (maintenance measures what log cleanup could
+// delete from every entry's age): it lists _delta_log/ once, from the
+// start, builds the snapshot from that listing instead of reading the
+// _last_checkpoint hint and listing again, and returns the listing too (in
+// key order; do not modify it). The snapshot is the caller's and full
+// (never lean).
+func LoadWithLog(ctx context.Context, st store.Store) (*Snapshot, []store.ObjectInfo, error) {
+	objs, err := st.List(ctx, LogDir, "")
+	if err != nil {
+		return nil, nil, fmt.Errorf("listing %s%s: %w", st, "/"+LogDir, err)
+	}
+	snap, err := loadListed(ctx, st, parseListing(objs, 0), -1, false, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return snap, objs, nil
+}
+
+// loadListed is Load once the log is listed: the newest checkpoint at or
+// before target (-1: the latest version) and the commits after it.
+func loadListed(ctx context.Context, st store.Store, listing *logListing, target int64, ignoreCheckpoints, lean bool) (*Snapshot, error) {
+	table := st.String()
 	if len(listing.commits) == 0 && len(listing.checkpoints) == 0 {
 		return nil, fmt.Errorf("%w at %s: %s is missing or empty", ErrTableNotFound, table, LogDir)
 	}

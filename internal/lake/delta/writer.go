@@ -175,6 +175,35 @@ func OpenWriter(ctx context.Context, st store.Store, opts Options) (*Writer, err
 	return w, nil
 }
 
+// WriterOn is OpenWriter on a snapshot the caller already loaded (Load,
+// LoadWithLog), so a caller that reads a table's snapshot to decide what
+// to do and then commits does not load it twice. The writer takes the
+// snapshot over: it updates it in place from then on, so the caller must
+// not use it on its own any more. The snapshot may be behind the table by
+// the time the writer commits; that is what every writer's snapshot may
+// be, and the commit protocol settles it (the put-if-absent of the next
+// version loses, the writer catches up and returns a *ConflictError).
+// snap's leanness must match opts.Lean: a lean snapshot lacks the file
+// list a writer of removes needs, and a lean writer must not hold a full
+// snapshot's memory.
+func WriterOn(st store.Store, snap *Snapshot, opts Options) (*Writer, error) {
+	if snap == nil || snap.version < 0 {
+		return nil, errors.New("delta: WriterOn needs a loaded snapshot")
+	}
+	if snap.lean != opts.Lean {
+		return nil, fmt.Errorf("delta: table %s: the snapshot is lean=%t but the writer is asked for lean=%t", snap.table, snap.lean, opts.Lean)
+	}
+	if snap.table != st.String() {
+		return nil, fmt.Errorf("delta: the snapshot of table %s cannot open a writer on %s", snap.table, st)
+	}
+	w := &Writer{st: st, table: st.String(), opts: opts, snap: snap}
+	w.gateErr = checkWrite(w.table, snap.protocol, &snap.metadata, snap.schema)
+	if w.gateErr != nil {
+		return nil, w.gateErr
+	}
+	return w, nil
+}
+
 // TableSpec describes a table to create.
 type TableSpec struct {
 	Schema           *StructType

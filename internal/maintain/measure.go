@@ -72,7 +72,7 @@ func Measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, e
 // loading it again. The snapshot is full (LoadWithLog never loads a lean
 // one) and the log is listed once, for the snapshot and LogCleanable both.
 func measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, *delta.Snapshot, error) {
-	m := Measurements{Table: t.Key.Path(), Kind: string(t.Key.Kind), Version: -1, CheckpointVersion: -1}
+	m := unmeasured(t)
 	snap, log, err := delta.LoadWithLog(ctx, t.Store)
 	if notFound(err) {
 		return m, nil, nil
@@ -82,6 +82,11 @@ func measure(ctx context.Context, t Table, opts MeasureOptions) (Measurements, *
 	}
 	m, err = measureSnapshot(t, snap, log, opts)
 	return m, snap, err
+}
+
+// unmeasured is the measurement of a table not (yet) read: no versions.
+func unmeasured(t Table) Measurements {
+	return Measurements{Table: t.Key.Path(), Kind: string(t.Key.Kind), Version: -1, CheckpointVersion: -1}
 }
 
 // errLeanSnapshot refuses to measure a lean snapshot: it lacks the live
@@ -98,7 +103,7 @@ func measureSnapshot(t Table, snap *delta.Snapshot, log []store.ObjectInfo, opts
 	if now.IsZero() {
 		now = time.Now()
 	}
-	m := Measurements{Table: t.Key.Path(), Kind: string(t.Key.Kind), Version: -1, CheckpointVersion: -1}
+	m := unmeasured(t)
 	if snap.Lean() {
 		return m, fmt.Errorf("%w (table %s)", errLeanSnapshot, snap.Table())
 	}

@@ -18,7 +18,11 @@ type CheckpointResult struct {
 
 // CheckpointTable writes a checkpoint of the table's latest version.
 func CheckpointTable(ctx context.Context, t Table) (CheckpointResult, error) {
-	r, err := delta.Checkpoint(ctx, t.Store)
+	return checkpointResult(delta.Checkpoint(ctx, t.Store))
+}
+
+// checkpointResult is what a delta checkpoint returned, as reported.
+func checkpointResult(r delta.CheckpointResult, err error) (CheckpointResult, error) {
 	if err != nil {
 		return CheckpointResult{Version: -1}, err
 	}
@@ -239,9 +243,5 @@ func checkpointOn(ctx context.Context, t Table, w *delta.Writer) (CheckpointResu
 	if _, err := w.Refresh(ctx); err != nil {
 		return CheckpointResult{Version: -1}, err
 	}
-	r, err := w.Checkpoint(ctx)
-	if err != nil {
-		return CheckpointResult{Version: -1}, err
-	}
-	return CheckpointResult{Version: r.Version, Actions: r.Actions}, nil
+	return checkpointResult(w.Checkpoint(ctx))
 }

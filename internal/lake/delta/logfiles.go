@@ -150,6 +150,16 @@ func readLastCheckpoint(ctx context.Context, st store.Store) (lastCheckpointHint
 
 // listLog lists _delta_log/ from startVersion on (0: everything).
 func listLog(ctx context.Context, st store.Store, startVersion int64) (*logListing, error) {
+	objs, err := listLogObjects(ctx, st, startVersion)
+	if err != nil {
+		return nil, err
+	}
+	return parseListing(objs, startVersion), nil
+}
+
+// listLogObjects is the store listing of _delta_log/ from startVersion on
+// (0: everything), in key order.
+func listLogObjects(ctx context.Context, st store.Store, startVersion int64) ([]store.ObjectInfo, error) {
 	startAfter := ""
 	if startVersion > 0 {
 		// Every file of version v sorts after "%020d" (v-1 with a '.'
@@ -160,7 +170,7 @@ func listLog(ctx context.Context, st store.Store, startVersion int64) (*logListi
 	if err != nil {
 		return nil, fmt.Errorf("listing %s%s: %w", st, "/"+LogDir, err)
 	}
-	return parseListing(objs, startVersion), nil
+	return objs, nil
 }
 
 // parseListing classifies the listed objects of _delta_log/ from

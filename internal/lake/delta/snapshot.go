@@ -371,9 +371,9 @@ func Load(ctx context.Context, st store.Store, opts ...LoadOptions) (*Snapshot, 
 // key order; do not modify it). The snapshot is the caller's and full
 // (never lean).
 func LoadWithLog(ctx context.Context, st store.Store) (*Snapshot, []store.ObjectInfo, error) {
-	objs, err := st.List(ctx, LogDir, "")
+	objs, err := listLogObjects(ctx, st, 0)
 	if err != nil {
-		return nil, nil, fmt.Errorf("listing %s%s: %w", st, "/"+LogDir, err)
+		return nil, nil, err
 	}
 	snap, err := loadListed(ctx, st, parseListing(objs, 0), -1, false, false)
 	if err != nil {

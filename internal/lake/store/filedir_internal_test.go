@@ -68,3 +68,16 @@ func TestMkdirAllOfADirectoryAnotherWriteIsAboutToCreateWaits(t *testing.T) {
 	})
 	require.DirExists(t, dir)
 }
+
+// BenchmarkAwaitDirsNothingInFlight is the fence's cost in the common case,
+// paid by every write: no creation registered in the process.
+func BenchmarkAwaitDirsNothingInFlight(b *testing.B) {
+	f := &File{root: b.TempDir()}
+	dir := filepath.Join(f.root, "tenant", "bronze", "events", "_delta_log")
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		if err := f.awaitDirs(ctx, dir); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

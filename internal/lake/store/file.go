@@ -27,7 +27,14 @@ import (
 // directory, is fsynced, and is then published by rename(2) (Put) or link(2)
 // (PutIfAbsent); the directory is fsynced after publishing, and every
 // directory the write had to create is fsynced into its parent, so an
-// acknowledged write survives a power loss.
+// acknowledged write survives a power loss. A write into a directory (or
+// below one) that another write of this process is still creating waits,
+// before publishing, until that directory is fsynced into its parent, and
+// fails, publishing nothing, if that fsync failed (filedir.go). Across
+// processes this holds only for a directory both create at once (the loser
+// of os.Mkdir fsyncs the parent itself), not for a write that finds the
+// directory there already while its creator is still between os.Mkdir and
+// the fsync.
 //
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.

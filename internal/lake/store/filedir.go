@@ -38,15 +38,23 @@ import (
 //
 // The registry is per process, not per File, so two File values over the
 // same tree (a lake and one of its tables opened by URL) see each other's
-// creations. It does not reach other processes: a second process writing
-// into a directory this one is creating can acknowledge early. One lake
-// writer process owns a lake (docs/object-stores.md says why that holds).
+// creations. It does not reach other processes. When this process's
+// os.Mkdir meets a directory another process has just made (EEXIST), it
+// fsyncs the parent itself; but a write that finds the directory already
+// there (its temporary file opens) cannot tell that another process created
+// it a moment ago, and can acknowledge before that process's fsync. Closing
+// that too would take an fsync of every ancestor on every write. In oml the
+// table directories are created only by the holder of the lake writer
+// lease (`oml lake drain`, or `oml lake repair`, which takes the same
+// lease); maintenance writes only into tables that exist. The exception is the witness
+// directory of a new tenant, which `oml chain witness` and the lake writer
+// may both be creating (docs/object-stores.md).
 //
 // Rejected: a lock per directory held across Mkdir and the parent fsync
 // (every write would take the locks of its whole path, creations or not);
-// fsyncing every ancestor on every write (two extra fsyncs per write for a
-// window of microseconds); a stat of the directory per write (the fast path
-// below costs one uncontended mutex and no system call).
+// fsyncing every ancestor on every write (one more fsync per path
+// component, on every write, for a window of microseconds). The fast path
+// below costs one uncontended mutex and no system call.
 var creations = struct {
 	sync.Mutex
 	m map[string]*dirCreation // by absolute directory path
@@ -111,20 +119,24 @@ func (f *File) mkdir(ctx context.Context, dir string) error {
 	if !mine {
 		return f.awaitDir(ctx, dir)
 	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		// Nothing was created here, so there is nothing to wait for: the
-		// directory is missing (err) or was made by another process or
-		// before this one started.
-		finishDir(dir, c, nil)
-		if errors.Is(err, fs.ErrExist) {
-			if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
-				return nil
-			}
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
+			finishDir(dir, c, nil)
 			return errIsFile(dir)
 		}
+		// No creation of dir is in flight in this process (the claim is
+		// ours), so another process made it a moment ago, after the stat
+		// that sent us here, and may not have fsynced the parent yet:
+		// fsync it ourselves. One fsync, only when two processes race to
+		// create a directory.
+		err = nil
+	}
+	if err != nil {
+		finishDir(dir, c, nil) // nothing was created, nothing to wait for
 		return err
 	}
-	err := f.syncNewDir(dir)
+	err = f.syncNewDir(dir)
 	finishDir(dir, c, err)
 	if err != nil {
 		return notDurable(dir, err)

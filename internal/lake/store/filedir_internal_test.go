@@ -81,3 +81,18 @@ func BenchmarkAwaitDirsNothingInFlight(b *testing.B) {
 		}
 	}
 }
+
+// Another process created the directory between mkdirAll's stat and its
+// os.Mkdir (EEXIST), and may not have fsynced the parent yet: mkdir
+// fsyncs it itself rather than taking the directory as durable.
+func TestMkdirOfADirectoryAnotherProcessJustCreatedFsyncsItsParent(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "d")
+	f := &File{root: root}
+	var synced []string
+	f.beforeSyncNewDir = func(d string) error { synced = append(synced, d); return nil }
+	require.NoError(t, os.Mkdir(dir, 0o755)) // the other process
+	require.NoError(t, f.mkdir(context.Background(), dir))
+	require.Equal(t, []string{dir}, synced)
+}

@@ -117,7 +117,13 @@ func (f *File) mkdirAll(ctx context.Context, dir string) error {
 func (f *File) mkdir(ctx context.Context, dir string) error {
 	c, mine := claimDir(dir)
 	if !mine {
-		return f.awaitDir(ctx, dir)
+		if err := f.awaitDir(ctx, dir); err != nil {
+			return err
+		}
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return f.mkdir(ctx, dir) // its os.Mkdir failed: try ours
+		}
+		return nil
 	}
 	err := os.Mkdir(dir, 0o755)
 	if errors.Is(err, fs.ErrExist) {
@@ -126,10 +132,11 @@ func (f *File) mkdir(ctx context.Context, dir string) error {
 			return errIsFile(dir)
 		}
 		// No creation of dir is in flight in this process (the claim is
-		// ours), so another process made it a moment ago, after the stat
-		// that sent us here, and may not have fsynced the parent yet:
-		// fsync it ourselves. One fsync, only when two processes race to
-		// create a directory.
+		// ours). Since the stat that sent us here either a write of this
+		// process finished creating it (this fsync is then redundant) or
+		// another process made it, and that one may not have fsynced the
+		// parent yet: fsync it ourselves. One fsync, only when two writers
+		// race to create a directory.
 		err = nil
 	}
 	if err != nil {

@@ -82,6 +82,21 @@ func BenchmarkAwaitDirsNothingInFlight(b *testing.B) {
 	}
 }
 
+// The write mkdirAll waited for failed to create the directory (its
+// os.Mkdir failed): mkdirAll creates it itself instead of reporting done.
+func TestMkdirAllCreatesTheDirectoryItselfWhenTheWriteItWaitedForFailedToCreateIt(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	dir := filepath.Join(root, "d")
+	f := &File{root: root}
+	waiting := make(chan string, 1)
+	f.waitingForDir = func(d string) { waiting <- d }
+	c, mine := claimDir(dir)
+	require.True(t, mine)
+	awaitMkdirAll(t, f, dir, waiting, func() { finishDir(dir, c, nil) })
+	require.DirExists(t, dir)
+}
+
 // Another process created the directory between mkdirAll's stat and its
 // os.Mkdir (EEXIST), and may not have fsynced the parent yet: mkdir
 // fsyncs it itself rather than taking the directory as durable.

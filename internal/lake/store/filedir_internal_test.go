@@ -51,17 +51,26 @@ func TestMkdirAllOfADirectoryThatExistsButIsStillBeingCreatedWaits(t *testing.T)
 	require.NoError(t, <-aDone)
 }
 
+// claimedByAnotherWrite returns a store whose directory dir another write
+// (the test, holding c) has registered as being created, and the channel
+// on which the store reports waiting for it.
+func claimedByAnotherWrite(t *testing.T) (f *File, dir string, c *dirCreation, waiting chan string) {
+	t.Helper()
+	root := t.TempDir()
+	dir = filepath.Join(root, "d")
+	f = &File{root: root}
+	waiting = make(chan string, 1)
+	f.waitingForDir = func(d string) { waiting <- d }
+	c, mine := claimDir(dir)
+	require.True(t, mine)
+	return f, dir, c, waiting
+}
+
 // The creation is registered but os.Mkdir has not run yet: mkdirAll finds
 // the directory missing, and must not create it itself or give up.
 func TestMkdirAllOfADirectoryAnotherWriteIsAboutToCreateWaits(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	dir := filepath.Join(root, "d")
-	f := &File{root: root}
-	waiting := make(chan string, 1)
-	f.waitingForDir = func(d string) { waiting <- d }
-	c, mine := claimDir(dir)
-	require.True(t, mine)
+	f, dir, c, waiting := claimedByAnotherWrite(t)
 	awaitMkdirAll(t, f, dir, waiting, func() {
 		require.NoError(t, os.Mkdir(dir, 0o755))
 		finishDir(dir, c, nil)
@@ -69,30 +78,11 @@ func TestMkdirAllOfADirectoryAnotherWriteIsAboutToCreateWaits(t *testing.T) {
 	require.DirExists(t, dir)
 }
 
-// BenchmarkAwaitDirsNothingInFlight is the fence's cost in the common case,
-// paid by every write: no creation registered in the process.
-func BenchmarkAwaitDirsNothingInFlight(b *testing.B) {
-	f := &File{root: b.TempDir()}
-	dir := filepath.Join(f.root, "tenant", "bronze", "events", "_delta_log")
-	ctx := context.Background()
-	for i := 0; i < b.N; i++ {
-		if err := f.awaitDirs(ctx, dir); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
 // The write mkdirAll waited for failed to create the directory (its
 // os.Mkdir failed): mkdirAll creates it itself instead of reporting done.
 func TestMkdirAllCreatesTheDirectoryItselfWhenTheWriteItWaitedForFailedToCreateIt(t *testing.T) {
 	t.Parallel()
-	root := t.TempDir()
-	dir := filepath.Join(root, "d")
-	f := &File{root: root}
-	waiting := make(chan string, 1)
-	f.waitingForDir = func(d string) { waiting <- d }
-	c, mine := claimDir(dir)
-	require.True(t, mine)
+	f, dir, c, waiting := claimedByAnotherWrite(t)
 	awaitMkdirAll(t, f, dir, waiting, func() { finishDir(dir, c, nil) })
 	require.DirExists(t, dir)
 }
@@ -110,4 +100,17 @@ func TestMkdirOfADirectoryAnotherProcessJustCreatedFsyncsItsParent(t *testing.T)
 	require.NoError(t, os.Mkdir(dir, 0o755)) // the other process
 	require.NoError(t, f.mkdir(context.Background(), dir))
 	require.Equal(t, []string{dir}, synced)
+}
+
+// BenchmarkAwaitDirsNothingInFlight is the fence's cost in the common case,
+// paid by every write: no creation registered in the process.
+func BenchmarkAwaitDirsNothingInFlight(b *testing.B) {
+	f := &File{root: b.TempDir()}
+	dir := filepath.Join(f.root, "tenant", "bronze", "events", "_delta_log")
+	ctx := context.Background()
+	for i := 0; i < b.N; i++ {
+		if err := f.awaitDirs(ctx, dir); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -25,7 +25,9 @@
 //     still creating waits for that directory's fsync into its parent
 //     before publishing (and fails, publishing nothing, if it failed). A
 //     second process writing into a directory this one has just created
-//     is not covered: one lake writer at a time creates the lake's tables.
+//     is not covered: one lake writer at a time creates the lake's tables
+//     (docs/object-stores.md names the one exception, a new tenant's
+//     witness directory).
 //   - A write whose outcome is unknown (a timeout or a lost connection after
 //     the request was sent, a 5xx) is reported as ErrAmbiguous and is never
 //     retried into a different answer: a blind retry of a conditional write

@@ -20,7 +20,14 @@
 //     Put is temp file + fsync + rename locally, one PutObject or a multipart
 //     upload (visible only at CompleteMultipartUpload) on S3.
 //   - An acknowledged write is durable: the file store fsyncs the file, the
-//     directory it was published in and every directory it had to create.
+//     directory it was published in and every directory it had to create,
+//     and a write into a directory that another goroutine of the process is
+//     still creating waits for that directory's fsync into its parent
+//     before publishing (and fails, publishing nothing, if it failed). A
+//     second process writing into a directory this one has just created
+//     is not covered: one lake writer at a time creates the lake's tables
+//     (docs/object-stores.md names the one exception, a new tenant's
+//     witness directory).
 //   - A write whose outcome is unknown (a timeout or a lost connection after
 //     the request was sent, a 5xx) is reported as ErrAmbiguous and is never
 //     retried into a different answer: a blind retry of a conditional write

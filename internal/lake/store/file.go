@@ -27,12 +27,26 @@ import (
 // directory, is fsynced, and is then published by rename(2) (Put) or link(2)
 // (PutIfAbsent); the directory is fsynced after publishing, and every
 // directory the write had to create is fsynced into its parent, so an
-// acknowledged write survives a power loss.
+// acknowledged write survives a power loss. A write into a directory (or
+// below one) that another write of this process is still creating waits,
+// before publishing, until that directory is fsynced into its parent, and
+// fails, publishing nothing, if that fsync failed (filedir.go). Across
+// processes this holds only for a directory both create at once (the loser
+// of os.Mkdir fsyncs the parent itself), not for a write that finds the
+// directory there already while its creator is still between os.Mkdir and
+// the fsync.
 //
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.
 type File struct {
 	root string
+
+	// Test hooks, nil outside tests (export_test.go sets them):
+	// beforeSyncNewDir runs between os.Mkdir and the parent's fsync (an
+	// error stands for a failed fsync); waitingForDir runs when a write
+	// starts waiting for another write's creation of dir.
+	beforeSyncNewDir func(dir string) error
+	waitingForDir    func(dir string)
 }
 
 var _ Store = (*File)(nil)
@@ -160,7 +174,7 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 	tmp := tempName(dir, base)
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
-		if merr := f.mkdirAll(dir); merr != nil {
+		if merr := f.mkdirAll(ctx, dir); merr != nil {
 			return "", merr
 		}
 		fh, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
@@ -216,6 +230,10 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 		os.Remove(tmp)
 		return err
 	}
+	if err := f.awaitDirs(ctx, filepath.Dir(p)); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("%s: put %q: %w", f, key, err)
+	}
 	if err := os.Rename(tmp, p); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
@@ -244,6 +262,9 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	defer os.Remove(tmp)
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if err := f.awaitDirs(ctx, filepath.Dir(p)); err != nil {
+		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
 	if err := os.Link(tmp, p); err != nil {
 		switch {
@@ -351,34 +372,6 @@ func (f *File) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("%s: delete %q: %w", f, key, err)
 	}
 	return nil
-}
-
-// mkdirAll creates dir and its missing parents below (and including) the
-// root, fsyncing each parent whose entries changed so the new directories
-// survive a crash together with the file about to be published in them.
-func (f *File) mkdirAll(dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return fmt.Errorf("%s is a file, so no object can be stored below it", dir)
-		}
-		return nil
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := f.mkdirAll(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			if fi, serr := os.Stat(dir); serr == nil && fi.IsDir() {
-				return nil // a concurrent writer created it
-			}
-			return fmt.Errorf("%s is a file, so no object can be stored below it", dir)
-		}
-		return err
-	}
-	return syncDir(parent)
 }
 
 // tempRun is this process's random part of temporary names, read once;

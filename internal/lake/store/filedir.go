@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// Directory creation and the fence that makes writes wait for it.
+//
+// A directory a write creates is durable only once its parent has been
+// fsynced after os.Mkdir. Between the two, the directory already exists for
+// everyone else: a second write into it opens its temporary file there
+// directly (or its mkdirAll finds the directory and stops), publishes,
+// fsyncs the directory, and would acknowledge while the directory's own
+// entry in its parent can still vanish in a power loss, taking the
+// acknowledged object with it. The same holds when the fresh directory is
+// an ancestor of the one written into.
+//
+// So every creation is registered in creations before os.Mkdir and
+// unregistered after the parent's fsync, and every write, before it
+// publishes, waits for the registered creations of its directory and of
+// each ancestor (awaitDirs). Waiting before publishing, rather than after
+// the write's own directory fsync, means a write that fails here has
+// published nothing: Put leaves the old object, PutIfAbsent leaves the key
+// absent, and the caller's retry does not meet its own object as ErrExists.
+//
+// A creation whose parent fsync failed stays registered as failed: the
+// directory exists but is not known durable. The writes waiting for it fail
+// (their outcome would not be durable either), and the next write below it
+// fsyncs the parent again itself, so a retry either makes the directory
+// durable or fails again; it never acknowledges on top of an unsynced
+// directory.
+//
+// The registry is per process, not per File, so two File values over the
+// same tree (a lake and one of its tables opened by URL) see each other's
+// creations. It does not reach other processes. When this process's
+// os.Mkdir meets a directory another process has just made (EEXIST), it
+// fsyncs the parent itself; but a write that finds the directory already
+// there (its temporary file opens) cannot tell that another process created
+// it a moment ago, and can acknowledge before that process's fsync. Closing
+// that too would take an fsync of every ancestor on every write. In oml the
+// table directories are created only by the holder of the lake writer
+// lease (`oml lake drain`, or `oml lake repair`, which takes the same
+// lease); maintenance writes only into tables that exist. The exception is the witness
+// directory of a new tenant, which `oml chain witness` and the lake writer
+// may both be creating (docs/object-stores.md).
+//
+// Rejected: a lock per directory held across Mkdir and the parent fsync
+// (every write would take the locks of its whole path, creations or not);
+// fsyncing every ancestor on every write (one more fsync per path
+// component, on every write, for a window of microseconds). The fast path
+// below costs one uncontended mutex and no system call.
+var creations = struct {
+	sync.Mutex
+	m map[string]*dirCreation // by absolute directory path
+}{m: map[string]*dirCreation{}}
+
+// dirCreation is one directory creation in progress, or one whose parent
+// fsync failed.
+type dirCreation struct {
+	done chan struct{} // closed when the creation is over
+	err  error         // set before done is closed: the parent fsync failed
+}
+
+// claimDir registers the creation of dir by the caller, or returns the
+// creation already registered for it (mine false).
+func claimDir(dir string) (c *dirCreation, mine bool) {
+	creations.Lock()
+	defer creations.Unlock()
+	if c := creations.m[dir]; c != nil {
+		return c, false
+	}
+	c = &dirCreation{done: make(chan struct{})}
+	creations.m[dir] = c
+	return c, true
+}
+
+// finishDir ends the creation c of dir. A failed parent fsync (err) keeps
+// it registered, so later writes below dir fsync the parent again.
+func finishDir(dir string, c *dirCreation, err error) {
+	creations.Lock()
+	c.err = err
+	if err == nil {
+		delete(creations.m, dir)
+	}
+	creations.Unlock()
+	close(c.done)
+}
+
+// mkdirAll creates dir and its missing parents, fsyncing each into its
+// parent, and returns once dir and every ancestor is durable as far as this
+// process knows: a directory that exists but that another write of this
+// process is still creating is waited for, not taken as done.
+func (f *File) mkdirAll(ctx context.Context, dir string) error {
+	if fi, err := os.Stat(dir); err == nil {
+		if !fi.IsDir() {
+			return errIsFile(dir)
+		}
+		return f.awaitDirs(ctx, dir)
+	}
+	parent := filepath.Dir(dir)
+	if parent != dir {
+		if err := f.mkdirAll(ctx, parent); err != nil {
+			return err
+		}
+	}
+	return f.mkdir(ctx, dir)
+}
+
+// mkdir creates dir, whose parent exists and is durable, and fsyncs the
+// parent.
+func (f *File) mkdir(ctx context.Context, dir string) error {
+	c, mine := claimDir(dir)
+	if !mine {
+		if err := f.awaitDir(ctx, dir); err != nil {
+			return err
+		}
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return f.mkdir(ctx, dir) // its os.Mkdir failed: try ours
+		}
+		return nil
+	}
+	err := os.Mkdir(dir, 0o755)
+	if errors.Is(err, fs.ErrExist) {
+		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {
+			finishDir(dir, c, nil)
+			return errIsFile(dir)
+		}
+		// No creation of dir is in flight in this process (the claim is
+		// ours). Since the stat that sent us here either a write of this
+		// process finished creating it (this fsync is then redundant) or
+		// another process made it, and that one may not have fsynced the
+		// parent yet: fsync it ourselves. One fsync, only when two writers
+		// race to create a directory.
+		err = nil
+	}
+	if err != nil {
+		finishDir(dir, c, nil) // nothing was created, nothing to wait for
+		return err
+	}
+	err = f.syncNewDir(dir)
+	finishDir(dir, c, err)
+	if err != nil {
+		return notDurable(dir, err)
+	}
+	return nil
+}
+
+// syncNewDir fsyncs the parent of dir, which this process created.
+func (f *File) syncNewDir(dir string) error {
+	if f.beforeSyncNewDir != nil {
+		if err := f.beforeSyncNewDir(dir); err != nil {
+			return err
+		}
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+// awaitDirs returns once no creation of dir or of an ancestor of dir is in
+// progress in this process, and fails if one of them is not durable. When
+// none is registered, the common case, it costs one mutex and no system
+// call.
+func (f *File) awaitDirs(ctx context.Context, dir string) error {
+	creations.Lock()
+	none := len(creations.m) == 0
+	creations.Unlock()
+	if none {
+		return nil
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if err := f.awaitDir(ctx, d); err != nil {
+			return err
+		}
+		if filepath.Dir(d) == d {
+			return nil
+		}
+	}
+}
+
+// awaitDir waits for the creation of dir registered in this process, if
+// any. A creation that failed earlier and that nobody is retrying is
+// retried here: this write fsyncs the parent itself.
+func (f *File) awaitDir(ctx context.Context, dir string) error {
+	creations.Lock()
+	c := creations.m[dir]
+	if c == nil {
+		creations.Unlock()
+		return nil // never created here, or created and synced already
+	}
+	select {
+	case <-c.done:
+		// Failed earlier: take it over.
+		retry := &dirCreation{done: make(chan struct{})}
+		creations.m[dir] = retry
+		creations.Unlock()
+		err := f.syncNewDir(dir)
+		finishDir(dir, retry, err)
+		if err != nil {
+			return notDurable(dir, err)
+		}
+		return nil
+	default:
+	}
+	creations.Unlock()
+	if f.waitingForDir != nil {
+		f.waitingForDir(dir)
+	}
+	select {
+	case <-c.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if c.err != nil {
+		return notDurable(dir, c.err)
+	}
+	return nil
+}
+
+func notDurable(dir string, err error) error {
+	return fmt.Errorf("directory %s was created but could not be fsynced into its parent (%v), so nothing written in it is known to be durable: nothing was published; check the disk and retry the write", dir, err)
+}
+
+func errIsFile(dir string) error {
+	return fmt.Errorf("%s is a file, so no object can be stored below it", dir)
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/omlhq/oml/internal/chain"
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/keys"
+	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
@@ -280,6 +281,12 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []tables.TableKey)
 	if len(due) == 0 {
 		return
 	}
+	// A due tenant whose head is not published (a store error, heads the
+	// standbys do not hold yet, a signing error) is not witnessed: it is
+	// due again at the next batch instead of a whole interval later.
+	var pubMu sync.Mutex
+	published := map[uuid.UUID]bool{}
+	defer func() { d.rearmWitness(due, published) }()
 	heads, err := witness.Capture(ctx, d.db, nil, now)
 	if err != nil {
 		d.log.Warn("could not read chain heads to witness them", "error", err)
@@ -288,7 +295,7 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []tables.TableKey)
 	// A witness must not get ahead of what a failover keeps either: the
 	// heads just read are covered by the WAL insert position read after
 	// them; sign them only once the required standbys flushed it.
-	if !d.headsDurable(ctx, due) {
+	if !d.headsDurable(ctx) {
 		return
 	}
 	// Every head must extend the tenant's earlier witnesses (not only
@@ -304,7 +311,7 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []tables.TableKey)
 		return
 	}
 	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
+	sem := make(chan struct{}, store.Concurrency(d.opts.Lake))
 	for _, h := range heads {
 		if !due[h.Tenant] {
 			continue
@@ -344,6 +351,9 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []tables.TableKey)
 				d.log.Warn("could not publish a witnessed head; will try after a later batch", "tenant", h.Tenant.String(), "error", err)
 				return
 			}
+			pubMu.Lock()
+			published[h.Tenant] = true
+			pubMu.Unlock()
 			d.opts.Metrics.witnessed()
 			// The same head in the C2SP checkpoint form, for external
 			// witnesses (best effort, like the JSON head).
@@ -355,6 +365,19 @@ func (d *Drainer) witnessTouched(ctx context.Context, touched []tables.TableKey)
 		}(h)
 	}
 	wg.Wait()
+}
+
+// rearmWitness makes the due tenants whose head was not published due
+// again (a failed publication is retried after the next batch, never
+// counted as witnessed).
+func (d *Drainer) rearmWitness(due, published map[uuid.UUID]bool) {
+	d.witnessMu.Lock()
+	defer d.witnessMu.Unlock()
+	for t := range due {
+		if !published[t] {
+			delete(d.witnessedAt, t)
+		}
+	}
 }
 
 // currentSigner is the signing key to use for one signed thing (a
@@ -374,8 +397,9 @@ const witnessDurableWait = 5 * time.Second
 
 // headsDurable waits (bounded) until the required standbys flushed the WAL
 // position read now; if they do not, the due tenants are witnessed after a
-// later batch instead (lag, never a witness ahead of a failover).
-func (d *Drainer) headsDurable(ctx context.Context, due map[uuid.UUID]bool) bool {
+// later batch instead (lag, never a witness ahead of a failover; the
+// caller re-arms them).
+func (d *Drainer) headsDurable(ctx context.Context) bool {
 	if !d.opts.Durable.Waits() {
 		return true
 	}
@@ -392,10 +416,5 @@ func (d *Drainer) headsDurable(ctx context.Context, due map[uuid.UUID]bool) bool
 	} else {
 		d.log.Warn("not witnessing chain heads the standbys have not flushed; will try after a later batch (lag, not loss)", "reason", v.Reason)
 	}
-	d.witnessMu.Lock()
-	for t := range due {
-		delete(d.witnessedAt, t)
-	}
-	d.witnessMu.Unlock()
 	return false
 }

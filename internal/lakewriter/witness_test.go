@@ -3,12 +3,17 @@ package lakewriter_test
 import (
 	"context"
 	"path"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/witness"
 	"github.com/omlhq/oml/internal/workload"
@@ -39,4 +44,65 @@ func TestWitness_FailedPublication_IsRetriedByTheNextBatch(t *testing.T) {
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&head))
 	require.Equal(t, path.Base(witness.Key(tenant, head)), witnessedSeqs(t, lake)[tenant.String()],
 		"the next batch published the head the failed publication left out")
+}
+
+// TestWitness_ForkFoundMidBatch_NoTableOfTheTenantCommitsAfterIt: a witness
+// publication running beside a batch finds a tenant's head in conflict with
+// its witness (planted here, at the head's seq, while the batch is between
+// writing the tenant's first data file and committing it). From then on no
+// table of that tenant commits: the batch leaves its rows out, the other
+// tenant's rows go in and the frontier moves; the run reports the tenant.
+func TestWitness_ForkFoundMidBatch_NoTableOfTheTenantCommitsAfterIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	victim, other := b.tenants[0], b.tenants[1]
+	b.load(t, workload.Config{Claims: 5, Seed: 93})
+	lake := store.NewMem()
+	o := b.opts(lake)
+	o.WitnessInterval = time.Nanosecond
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	b.drainAll(t, d)
+	// The newest batch leaves the victim out: the next writer's replay of
+	// it publishes no witness of the victim beside the hook below.
+	b.load(t, workload.Config{Tenants: []uuid.UUID{other}, Claims: 1, Seed: 95})
+	b.drainAll(t, d)
+	before := len(readBronze(t, lake, victim))
+
+	b.load(t, workload.Config{Claims: 5, Seed: 94})
+	o.Limits = lakewriterLimits(1_000_000) // one batch
+	o.Parallel = 1                         // the tenant's tables one after the other
+	var once sync.Once
+	var d2 *lakewriter.Drainer
+	o.Crash = func(p lakewriter.CrashPoint, key tables.TableKey) error {
+		if p != lakewriter.AfterDataFiles || key.Tenant != victim {
+			return nil
+		}
+		once.Do(func() {
+			heads, err := witness.Capture(ctx, b.pool, &victim, time.Now())
+			require.NoError(t, err)
+			require.Len(t, heads, 1)
+			forged := *heads[0]
+			forged.Hash = strings.Repeat("ab", 32)
+			require.NoError(t, forged.Sign(b.key))
+			_, err = witness.Publish(ctx, lake, &forged)
+			require.NoError(t, err)
+			d2.PublishWitnessesNow(ctx, []uuid.UUID{victim}) // as a publication beside the batch would
+		})
+		return nil
+	}
+	d2, err = lakewriter.New(o)
+	require.NoError(t, err)
+	sum, err := d2.DrainOnce(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, sum.Batches)
+	require.Len(t, sum.Refused, 1)
+	require.Equal(t, victim, sum.Refused[0].Tenant)
+	require.Equal(t, chainverify.ReasonFork, sum.Refused[0].Reason)
+	require.Equal(t, before, len(readBronze(t, lake, victim)), "no table of the tenant committed after the fork was found")
+	require.Equal(t, b.lastSeq(t), d2.Frontier(), "the frontier moved on")
+	var want int
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1`, other).Scan(&want))
+	require.Len(t, readBronze(t, lake, other), want, "the other tenant was drained")
 }

@@ -179,8 +179,8 @@ func (d *Drainer) publishDue(ctx context.Context) {
 	// A due tenant whose head is not published (a store error, heads the
 	// standbys do not hold yet, a signing error) is not witnessed: it is
 	// pending and due again at the next publication, not an interval later.
-	var published map[uuid.UUID]bool
-	defer func() { d.rearmWitness(due, published) }()
+	var published, held map[uuid.UUID]bool
+	defer func() { d.rearmWitness(due, published, held) }()
 	heads, err := witness.Capture(ctx, d.db, nil, now)
 	if err != nil {
 		d.log.Warn("could not read chain heads to witness them", "error", err)
@@ -205,8 +205,13 @@ func (d *Drainer) publishDue(ctx context.Context) {
 		return
 	}
 	var todo []*witness.Head
+	held = map[uuid.UUID]bool{}
 	for _, h := range heads {
-		if due[h.Tenant] && !d.tenantHeld(h.Tenant) {
+		switch {
+		case !due[h.Tenant]:
+		case d.tenantHeld(h.Tenant):
+			held[h.Tenant] = true // its chain is not the witnessed one: nothing to sign
+		default:
 			todo = append(todo, h)
 		}
 	}
@@ -234,15 +239,19 @@ func (d *Drainer) takeDue(now time.Time) map[uuid.UUID]bool {
 
 // rearmWitness puts the due tenants whose head was not published back,
 // due at once (a failed publication is retried by the next one, never
-// counted as witnessed).
-func (d *Drainer) rearmWitness(due, published map[uuid.UUID]bool) {
+// counted as witnessed). A held tenant is looked at again an interval
+// later, not by every publication.
+func (d *Drainer) rearmWitness(due, published, held map[uuid.UUID]bool) {
 	d.witnessMu.Lock()
 	defer d.witnessMu.Unlock()
 	for t := range due {
-		if !published[t] {
-			delete(d.witnessedAt, t)
-			d.witnessPending[t] = struct{}{}
+		if published[t] {
+			continue
 		}
+		if !held[t] {
+			delete(d.witnessedAt, t)
+		}
+		d.witnessPending[t] = struct{}{}
 	}
 }
 

@@ -106,3 +106,50 @@ func TestWitness_ForkFoundMidBatch_NoTableOfTheTenantCommitsAfterIt(t *testing.T
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT count(*) FROM oml.journal WHERE tenant_id = $1`, other).Scan(&want))
 	require.Len(t, readBronze(t, lake, other), want, "the other tenant was drained")
 }
+
+// TestWitness_TailLostWhileAPublicationIsInFlight_TheForkCheckWaitsForItAndHolds:
+// a publication beside the batches is signing a head the lake does not hold
+// yet, and its put is slow; meanwhile a failover loses those events, so
+// only that witness shows the loss (the lake's bronze agrees with the
+// shortened journal). The fork check waits for the publication and holds
+// the tenant, instead of reading the witnesses as they were before it.
+func TestWitness_TailLostWhileAPublicationIsInFlight_TheForkCheckWaitsForItAndHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	tenant := b.tenants[0]
+	b.load(t, workload.Config{Claims: 3, Seed: 96})
+	lake := store.NewFaulty(store.NewMem())
+	o := b.opts(lake)
+	o.WitnessInterval = time.Nanosecond
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	b.drainAll(t, d)
+	var drained int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&drained))
+
+	b.load(t, workload.Config{Claims: 3, Seed: 97}) // the journal moves past the lake
+	arrived := make(chan struct{})
+	var once sync.Once
+	lake.SetRules(store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent}, Kind: store.FaultDelay, Delay: 2 * time.Second, Times: 1,
+		Match: func(_ store.OpKind, key string) bool {
+			if !strings.HasPrefix(key, witness.Prefix+tenant.String()+"/") || !strings.HasSuffix(key, ".json") {
+				return false
+			}
+			once.Do(func() { close(arrived) })
+			return true
+		}})
+	d.PublishWitnessesBeside(ctx, []uuid.UUID{tenant})
+	select {
+	case <-arrived:
+	case <-time.After(time.Minute):
+		t.Fatal("the publication never put the tenant's witness")
+	}
+	loseTail(t, b.pool, tenant, drained)
+
+	require.NoError(t, d.CheckForksNow(ctx))
+	refused := d.Refused()
+	require.Len(t, refused, 1, "the check saw the witness the publication in flight was putting")
+	require.Equal(t, tenant, refused[0].Tenant)
+	require.Equal(t, chainverify.ReasonTailLost, refused[0].Reason)
+}

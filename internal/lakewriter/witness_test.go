@@ -31,10 +31,7 @@ func TestWitness_FailedPublication_IsRetriedByTheNextBatch(t *testing.T) {
 	b.load(t, workload.Config{Claims: 3, Seed: 91})
 	lake := store.NewFaulty(store.NewMem(), store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent},
 		Key: witness.Prefix + tenant.String() + "/*.json", Times: 1, Kind: store.FaultError})
-	o := b.opts(lake)
-	o.WitnessInterval = time.Hour
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
+	d, _ := b.witnessingDrainer(t, lake, time.Hour)
 	b.drainAll(t, d)
 	require.NotContains(t, witnessedSeqs(t, lake), tenant.String(), "the first put failed")
 
@@ -59,10 +56,7 @@ func TestWitness_ForkFoundMidBatch_NoTableOfTheTenantCommitsAfterIt(t *testing.T
 	victim, other := b.tenants[0], b.tenants[1]
 	b.load(t, workload.Config{Claims: 5, Seed: 93})
 	lake := store.NewMem()
-	o := b.opts(lake)
-	o.WitnessInterval = time.Nanosecond
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
+	d, o := b.witnessingDrainer(t, lake, time.Nanosecond)
 	b.drainAll(t, d)
 	// The newest batch leaves the victim out: the next writer's replay of
 	// it publishes no witness of the victim beside the hook below.
@@ -92,6 +86,7 @@ func TestWitness_ForkFoundMidBatch_NoTableOfTheTenantCommitsAfterIt(t *testing.T
 		})
 		return nil
 	}
+	var err error
 	d2, err = lakewriter.New(o)
 	require.NoError(t, err)
 	sum, err := d2.DrainOnce(ctx)
@@ -120,10 +115,7 @@ func TestWitness_TailLostWhileAPublicationIsInFlight_TheForkCheckWaitsForItAndHo
 	tenant := b.tenants[0]
 	b.load(t, workload.Config{Claims: 3, Seed: 96})
 	lake := store.NewFaulty(store.NewMem())
-	o := b.opts(lake)
-	o.WitnessInterval = time.Nanosecond
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
+	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
 	b.drainAll(t, d)
 	var drained int64
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&drained))
@@ -152,4 +144,16 @@ func TestWitness_TailLostWhileAPublicationIsInFlight_TheForkCheckWaitsForItAndHo
 	require.Len(t, refused, 1, "the check saw the witness the publication in flight was putting")
 	require.Equal(t, tenant, refused[0].Tenant)
 	require.Equal(t, chainverify.ReasonTailLost, refused[0].Reason)
+}
+
+// witnessingDrainer is a drainer of the bundle's options over lake that
+// witnesses each tenant's head at most every interval; its options are
+// returned for more drainers like it.
+func (b *bundle) witnessingDrainer(t *testing.T, lake store.Store, interval time.Duration) (*lakewriter.Drainer, lakewriter.Options) {
+	t.Helper()
+	o := b.opts(lake)
+	o.WitnessInterval = interval
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	return d, o
 }

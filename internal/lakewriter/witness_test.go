@@ -157,3 +157,49 @@ func (b *bundle) witnessingDrainer(t *testing.T, lake store.Store, interval time
 	require.NoError(t, err)
 	return d, o
 }
+
+// TestWitness_StopWhileAPublicationHangs_RunReturnsAfterTheBoundedWait: the
+// store never answers the witness put of a publication beside the batches.
+// Stopping the long-running writer waits for it only a bounded while, then
+// cancels it: Run returns, the lake is exact, and the next writer
+// witnesses the head.
+func TestWitness_StopWhileAPublicationHangs_RunReturnsAfterTheBoundedWait(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	tenant := b.tenants[0]
+	arrived := make(chan struct{})
+	var once sync.Once
+	lake := store.NewFaulty(store.NewMem(), store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent}, Kind: store.FaultTimeout,
+		Match: func(_ store.OpKind, key string) bool {
+			if !strings.HasPrefix(key, witness.Prefix+tenant.String()+"/") || !strings.HasSuffix(key, ".json") {
+				return false
+			}
+			once.Do(func() { close(arrived) })
+			return true
+		}})
+	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
+	b.load(t, workload.Config{Claims: 3, Seed: 98})
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- d.Run(rctx) }()
+	select {
+	case <-arrived:
+	case <-time.After(time.Minute):
+		t.Fatal("the writer never put the tenant's witness")
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not return while a witness put hung")
+	}
+	b.verifyLake(t, lake)
+	require.NotContains(t, witnessedSeqs(t, lake), tenant.String())
+
+	lake.SetRules()
+	next, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
+	b.drainAll(t, next) // its replay of the newest batch touches the tenant
+	require.Contains(t, witnessedSeqs(t, lake), tenant.String(), "the next writer witnessed the head")
+}

@@ -121,16 +121,9 @@ func TestWitness_TailLostWhileAPublicationIsInFlight_TheForkCheckWaitsForItAndHo
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&drained))
 
 	b.load(t, workload.Config{Claims: 3, Seed: 97}) // the journal moves past the lake
-	arrived := make(chan struct{})
-	var once sync.Once
+	match, arrived := witnessPutOf(tenant)
 	lake.SetRules(store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent}, Kind: store.FaultDelay, Delay: 2 * time.Second, Times: 1,
-		Match: func(_ store.OpKind, key string) bool {
-			if !strings.HasPrefix(key, witness.Prefix+tenant.String()+"/") || !strings.HasSuffix(key, ".json") {
-				return false
-			}
-			once.Do(func() { close(arrived) })
-			return true
-		}})
+		Match: match})
 	d.PublishWitnessesBeside(ctx, []uuid.UUID{tenant})
 	select {
 	case <-arrived:
@@ -168,16 +161,9 @@ func TestWitness_StopWhileAPublicationHangs_RunReturnsAfterTheBoundedWait(t *tes
 	ctx := context.Background()
 	b := setup(t, 1)
 	tenant := b.tenants[0]
-	arrived := make(chan struct{})
-	var once sync.Once
+	match, arrived := witnessPutOf(tenant)
 	lake := store.NewFaulty(store.NewMem(), store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent}, Kind: store.FaultTimeout,
-		Match: func(_ store.OpKind, key string) bool {
-			if !strings.HasPrefix(key, witness.Prefix+tenant.String()+"/") || !strings.HasSuffix(key, ".json") {
-				return false
-			}
-			once.Do(func() { close(arrived) })
-			return true
-		}})
+		Match: match})
 	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
 	b.load(t, workload.Config{Claims: 3, Seed: 98})
 	rctx, cancel := context.WithCancel(ctx)
@@ -202,4 +188,18 @@ func TestWitness_StopWhileAPublicationHangs_RunReturnsAfterTheBoundedWait(t *tes
 	next, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
 	b.drainAll(t, next) // its replay of the newest batch touches the tenant
 	require.Contains(t, witnessedSeqs(t, lake), tenant.String(), "the next writer witnessed the head")
+}
+
+// witnessPutOf matches the puts of tenant's witnessed heads (not their
+// checkpoints); arrived is closed at the first.
+func witnessPutOf(tenant uuid.UUID) (match func(store.OpKind, string) bool, arrived <-chan struct{}) {
+	ch := make(chan struct{})
+	var once sync.Once
+	return func(_ store.OpKind, key string) bool {
+		if !strings.HasPrefix(key, witness.Prefix+tenant.String()+"/") || !strings.HasSuffix(key, ".json") {
+			return false
+		}
+		once.Do(func() { close(ch) })
+		return true
+	}, ch
 }

@@ -23,6 +23,7 @@ type tableResult struct {
 	merged    int     // rows changed by MERGE
 	bytes     int64   // data bytes written
 	poison    []*item // rows that failed for a reason of their own
+	held      int     // rows not committed: the tenant was held for a forked chain during the batch
 	latency   time.Duration
 }
 
@@ -116,6 +117,15 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 		}
 		c.Txn = &delta.Txn{AppID: tables.AppID, Version: to}
 		c.Extra = d.commitRecord(from, to, catchUp).CommitInfo()
+		if d.tenantHeld(key.Tenant) {
+			// The witness publication beside this batch found the tenant's
+			// chain forked since the batch dropped the held tenants: no
+			// table of it commits from then on (its data files are left
+			// unreferenced, like a crash at AfterDataFiles leaves them).
+			d.forgetComplete(key)
+			res.held = len(items)
+			return res, nil
+		}
 		start := time.Now()
 		v, err := w.Commit(ctx, c)
 		res.latency = time.Since(start)

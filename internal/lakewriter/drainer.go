@@ -191,11 +191,16 @@ type Drainer struct {
 	heldTables    map[tables.TableKey]TableHold // tables held for a fault of their own (faults.go)
 	outageLimit   time.Duration                 // DrainOnce: give up on an outage after this (0: never)
 	lastForkCheck time.Time
-	witnessMu     sync.Mutex
-	witnessedAt   map[uuid.UUID]time.Time
 	replayed      *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
 	startScan     *tableScan   // while recover replays the newest batch: the start-up scan
 	deadMu        sync.Mutex
+
+	// The witness publisher (witness.go): when each tenant was last
+	// witnessed, the tenants touched since, the publication in flight.
+	witnessMu      sync.Mutex
+	witnessedAt    map[uuid.UUID]time.Time
+	witnessPending map[uuid.UUID]struct{}
+	witnessRun     *witnessRun
 
 	// complete is the tables known to hold every live row of theirs up to
 	// the frontier (complete.go): they skip the probe for missed rows.
@@ -481,7 +486,7 @@ func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult
 		return res, err
 	}
 	d.opts.Metrics.batchDone(res)
-	d.witnessTouched(ctx, res.touched)
+	d.witnessInBackground(ctx, res.touched) // witness.go: the next batch does not wait for it
 	if d.opts.OnBatch != nil {
 		d.opts.OnBatch(res)
 	}
@@ -532,6 +537,7 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.
 			if r.skipped {
 				res.Skipped++
 			}
+			res.Held += r.held
 			poison = append(poison, r.poison...)
 		}
 		if len(poison) == 0 {

@@ -69,6 +69,12 @@ func setupPair(t *testing.T, tenants int) *pair {
 // witnessedSeqs lists the newest witnessed seq of every tenant in lake.
 func (p *pair) witnessedSeqs(t *testing.T, lake store.Store) map[string]string {
 	t.Helper()
+	return witnessedSeqs(t, lake)
+}
+
+// witnessedSeqs is each tenant's newest witness file in lake.
+func witnessedSeqs(t *testing.T, lake store.Store) map[string]string {
+	t.Helper()
 	out := map[string]string{}
 	after := ""
 	for {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/chainverify"
@@ -62,22 +64,7 @@ FROM oml.journal WHERE tenant_id = $1 AND seq >= $2 ORDER BY seq`, victim, witne
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT hash, updated_at FROM oml.chain_heads WHERE tenant_id = $1`, victim).Scan(&headHash, &headAt))
 	var newHead int64
 	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, victim).Scan(&newHead))
-	tamper := func(sql string, args ...any) {
-		t.Helper()
-		tx, err := b.pool.Begin(ctx)
-		require.NoError(t, err)
-		defer tx.Rollback(ctx)
-		_, err = tx.Exec(ctx, `ALTER TABLE oml.journal DISABLE TRIGGER journal_append_only_row`)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, sql, args...)
-		require.NoError(t, err)
-		_, err = tx.Exec(ctx, `ALTER TABLE oml.journal ENABLE TRIGGER journal_append_only_row`)
-		require.NoError(t, err)
-		require.NoError(t, tx.Commit(ctx))
-	}
-	tamper(`DELETE FROM oml.journal WHERE tenant_id = $1 AND seq >= $2`, victim, witnessed-1)
-	tamper(`UPDATE oml.chain_heads h SET seq = j.seq, hash = j.hash FROM oml.journal j
-WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = $2`, victim, witnessed-2)
+	loseTail(t, b.pool, victim, witnessed-2)
 
 	// Two passes while the victim is held: up to the middle of its pending
 	// rows, then one batch for the rest. The newest batch in the lake — the
@@ -135,4 +122,27 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`, victim, r.seq, r.prev, r.hash, r.s
 	require.NoError(t, err)
 	require.Empty(t, sum.Refused)
 	b.verifyLake(t, lake)
+}
+
+// loseTail makes tenant's journal lose every event after seq keep, its head
+// rewound to keep: a failover that lost committed events.
+func loseTail(t *testing.T, pool *pgxpool.Pool, tenant uuid.UUID, keep int64) {
+	t.Helper()
+	ctx := context.Background()
+	tamper := func(sql string, args ...any) {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx)
+		_, err = tx.Exec(ctx, `ALTER TABLE oml.journal DISABLE TRIGGER journal_append_only_row`)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, sql, args...)
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, `ALTER TABLE oml.journal ENABLE TRIGGER journal_append_only_row`)
+		require.NoError(t, err)
+		require.NoError(t, tx.Commit(ctx))
+	}
+	tamper(`DELETE FROM oml.journal WHERE tenant_id = $1 AND seq > $2`, tenant, keep)
+	tamper(`UPDATE oml.chain_heads h SET seq = j.seq, hash = j.hash FROM oml.journal j
+WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = $2`, tenant, keep)
 }

@@ -2,9 +2,7 @@ package lakewriter
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,8 +12,6 @@ import (
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/outbox"
-	"github.com/omlhq/oml/internal/replication"
-	"github.com/omlhq/oml/internal/witness"
 )
 
 // checkForks compares every tenant's journal with its newest witnessed
@@ -26,6 +22,10 @@ import (
 // scan, when given, serves the bronze heads read at start (scan.go); nil
 // reads them now.
 func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
+	// The check reads the witnesses and replaces the holds: the
+	// publication in flight, which writes both, ends first (none starts
+	// meanwhile: only a batch's end starts one).
+	d.waitWitness(ctx)
 	d.heldMu.Lock()
 	defer d.heldMu.Unlock()
 	d.lastForkCheck = time.Now()
@@ -251,112 +251,6 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 	return d.catchUp(ctx, tenants, scan)
 }
 
-// witnessTouched publishes signed heads of the tenants a batch touched
-// (at most once per WitnessInterval each), so the fork check has a copy of
-// every chain head outside PostgreSQL. A witness is best effort for the
-// lake (a failed publish is logged, never fails the batch), but a
-// conflicting witness is fork evidence: the tenant is held at once.
-func (d *Drainer) witnessTouched(ctx context.Context, touched []tables.TableKey) {
-	if d.opts.Signer == nil || d.opts.WitnessInterval < 0 || len(touched) == 0 {
-		return
-	}
-	signer, ok := d.currentSigner().(witness.Signer)
-	if !ok {
-		return
-	}
-	now := time.Now()
-	due := map[uuid.UUID]bool{}
-	d.witnessMu.Lock()
-	if d.witnessedAt == nil {
-		d.witnessedAt = map[uuid.UUID]time.Time{}
-	}
-	for _, k := range touched {
-		if now.Sub(d.witnessedAt[k.Tenant]) >= d.opts.WitnessInterval {
-			due[k.Tenant] = true
-			d.witnessedAt[k.Tenant] = now
-		}
-	}
-	d.witnessMu.Unlock()
-	if len(due) == 0 {
-		return
-	}
-	heads, err := witness.Capture(ctx, d.db, nil, now)
-	if err != nil {
-		d.log.Warn("could not read chain heads to witness them", "error", err)
-		return
-	}
-	// A witness must not get ahead of what a failover keeps either: the
-	// heads just read are covered by the WAL insert position read after
-	// them; sign them only once the required standbys flushed it.
-	if !d.headsDurable(ctx, due) {
-		return
-	}
-	// Every head must extend the tenant's earlier witnesses (not only
-	// differ from none at its seq), except losses a fork acceptance excuses.
-	trusted, err := chainverify.IssuedKeys(ctx, d.db)
-	if err != nil {
-		d.log.Warn("could not read the issued keys to witness heads", "error", err)
-		return
-	}
-	acc, err := chainverify.ReadAcceptances(ctx, d.db)
-	if err != nil {
-		d.log.Warn("could not read the fork acceptances to witness heads", "error", err)
-		return
-	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, 8)
-	for _, h := range heads {
-		if !due[h.Tenant] {
-			continue
-		}
-		d.heldMu.Lock()
-		_, isHeld := d.held[h.Tenant]
-		d.heldMu.Unlock()
-		if isHeld {
-			continue
-		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func(h *witness.Head) {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := h.Sign(signer); err != nil {
-				d.log.Warn("could not sign a chain head", "tenant", h.Tenant.String(), "error", err)
-				return
-			}
-			err := chainverify.CheckWitnessExtends(ctx, d.db, d.opts.Lake, h, trusted, acc)
-			if err == nil {
-				_, err = witness.Publish(ctx, d.opts.Lake, h)
-			}
-			if errors.Is(err, witness.ErrConflict) || errors.Is(err, witness.ErrNotExtending) {
-				d.log.Error("the head does not extend the tenant's witnessed history: fork evidence; holding the tenant",
-					"tenant", h.Tenant.String(), "seq", h.Seq, "error", err)
-				d.heldMu.Lock()
-				if d.held == nil {
-					d.held = map[uuid.UUID]chainverify.Finding{}
-				}
-				d.held[h.Tenant] = chainverify.Finding{Tenant: h.Tenant, Seq: h.Seq, Reason: chainverify.ReasonFork, Detail: err.Error()}
-				d.heldMu.Unlock()
-				d.stateChanged()
-				return
-			}
-			if err != nil {
-				d.log.Warn("could not publish a witnessed head; will try after a later batch", "tenant", h.Tenant.String(), "error", err)
-				return
-			}
-			d.opts.Metrics.witnessed()
-			// The same head in the C2SP checkpoint form, for external
-			// witnesses (best effort, like the JSON head).
-			if ns, ok := signer.(witness.NoteSigner); ok {
-				if err := witness.PublishCheckpoint(ctx, d.opts.Lake, h, ns); err != nil {
-					d.log.Warn("could not publish the head's signed checkpoint", "tenant", h.Tenant.String(), "seq", h.Seq, "error", err)
-				}
-			}
-		}(h)
-	}
-	wg.Wait()
-}
-
 // currentSigner is the signing key to use for one signed thing (a
 // materialize.skipped, a batch of witnessed heads): a reloading key file
 // (keys.Reloading) is asked once, so one key's id never meets another
@@ -366,36 +260,4 @@ func (d *Drainer) currentSigner() chain.Signer {
 		return r.Current()
 	}
 	return d.opts.Signer
-}
-
-// witnessDurableWait bounds the witness publisher's wait for the standbys
-// after a batch (the batch itself was already durable when it was cut).
-const witnessDurableWait = 5 * time.Second
-
-// headsDurable waits (bounded) until the required standbys flushed the WAL
-// position read now; if they do not, the due tenants are witnessed after a
-// later batch instead (lag, never a witness ahead of a failover).
-func (d *Drainer) headsDurable(ctx context.Context, due map[uuid.UUID]bool) bool {
-	if !d.opts.Durable.Waits() {
-		return true
-	}
-	lsn, err := outbox.CoverLSN(ctx, d.db)
-	var v replication.Verdict
-	if err == nil {
-		v, err = d.waitDurable(ctx, lsn, min(d.opts.DurableTimeout, witnessDurableWait))
-	}
-	if err == nil && v.Durable {
-		return true
-	}
-	if err != nil {
-		d.log.Warn("could not tell whether the standbys hold the chain heads; witnessing them after a later batch", "error", err)
-	} else {
-		d.log.Warn("not witnessing chain heads the standbys have not flushed; will try after a later batch (lag, not loss)", "reason", v.Reason)
-	}
-	d.witnessMu.Lock()
-	for t := range due {
-		delete(d.witnessedAt, t)
-	}
-	d.witnessMu.Unlock()
-	return false
 }

@@ -71,6 +71,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.HorizonHeld = true
 		sum.Blockers, _ = outbox.Blockers(ctx, d.db, fence.Xid, 5)
 		sum.Target = d.frontier.Load()
+		d.waitWitness(ctx) // the replay's witnesses, and any fork they found
 		sum.Refused = d.Refused()
 		sum.HeldTables = d.HeldTables()
 		d.durabilityWhileHeld(ctx, fence, &sum)
@@ -97,6 +98,7 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	if !v.Durable {
 		sum.DurabilityHeld = true
 		sum.Target = d.frontier.Load()
+		d.waitWitness(ctx)
 		sum.Refused = d.Refused()
 		sum.Duration = time.Since(started)
 		d.log.Warn("the standbys have not flushed the stable prefix; nothing past the frontier is cut (lag, not loss)",
@@ -140,6 +142,9 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 		sum.EndFrontier = d.frontier.Load()
 	}
 	sort.Slice(sum.DeadLettered, func(i, j int) bool { return sum.DeadLettered[i] < sum.DeadLettered[j] })
+	// --once publishes the witnesses of its last batches before it
+	// returns, and reports the forks they found.
+	d.waitWitness(ctx)
 	sum.Refused = d.Refused()
 	sum.HeldTables = d.HeldTables()
 	sum.Duration = time.Since(started)
@@ -452,10 +457,16 @@ func (d *Drainer) waitFinal(ctx context.Context, f outbox.Fence, timeout time.Du
 
 // hold takes the lease (unless disabled) and keeps it alive in the
 // background; the returned context is cancelled if the lease is lost.
+// release first waits for the witness publication in flight (witness.go;
+// bounded once the run's context has ended), so no return of DrainOnce or
+// of the leader loop — a stop, a lost lease, an error — leaves one running.
 func (d *Drainer) hold(ctx context.Context) (release func(), _ context.Context, _ error) {
 	if d.lease == nil { // no lease (tests, a single-writer deployment): this writer drains
 		d.opts.Metrics.leaseHeld(true)
-		return func() { d.opts.Metrics.leaseHeld(false) }, ctx, nil
+		return func() {
+			d.waitWitness(ctx)
+			d.opts.Metrics.leaseHeld(false)
+		}, ctx, nil
 	}
 	if err := d.lease.acquire(ctx); err != nil {
 		return nil, ctx, err
@@ -464,6 +475,7 @@ func (d *Drainer) hold(ctx context.Context) (release func(), _ context.Context, 
 	lctx, stop := d.lease.keep(ctx, d.opts.LeaseTTL, func() { d.opts.Metrics.leaseHeld(false) },
 		func(err error) { d.log.Warn("could not renew the lake writer lease; will retry", "error", err) })
 	return func() {
+		d.waitWitness(lctx)
 		stop()
 		d.lease.release(context.WithoutCancel(ctx))
 		d.opts.Metrics.leaseHeld(false)

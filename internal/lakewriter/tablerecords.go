@@ -2,6 +2,7 @@ package lakewriter
 
 import (
 	"math"
+	"math/bits"
 
 	"github.com/google/uuid"
 
@@ -60,24 +61,26 @@ func (s *tableSet) remove(key tables.TableKey) {
 		delete(s.other, key)
 		return
 	}
-	b, ok := s.bits[key.Tenant]
-	if !ok {
+	if b, ok := s.bits[key.Tenant]; ok {
+		putTenant(s.bits, key.Tenant, b&^(1<<i), 0)
+	}
+}
+
+// putTenant stores v as tenant t's entry, or deletes the entry when v is
+// empty (nothing left of the tenant).
+func putTenant[V comparable](m map[uuid.UUID]V, t uuid.UUID, v, empty V) {
+	if v == empty {
+		delete(m, t)
 		return
 	}
-	if b &^= 1 << i; b == 0 {
-		delete(s.bits, key.Tenant)
-	} else {
-		s.bits[key.Tenant] = b
-	}
+	m[t] = v
 }
 
 // len counts the tables in the set.
 func (s *tableSet) len() int {
 	n := len(s.other)
 	for _, b := range s.bits {
-		for ; b != 0; b &= b - 1 {
-			n++
-		}
+		n += bits.OnesCount8(uint8(b))
 	}
 	return n
 }
@@ -151,14 +154,9 @@ func (m *tableVersions) remove(key tables.TableKey) {
 	if !ok {
 		return
 	}
-	s, ok := m.slots[key.Tenant]
-	if !ok {
-		return
-	}
-	if s[i] = unknownVersion; s == noSlots {
-		delete(m.slots, key.Tenant)
-	} else {
-		m.slots[key.Tenant] = s
+	if s, ok := m.slots[key.Tenant]; ok {
+		s[i] = unknownVersion
+		putTenant(m.slots, key.Tenant, s, noSlots)
 	}
 }
 

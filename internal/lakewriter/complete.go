@@ -32,7 +32,7 @@ import "github.com/omlhq/oml/internal/lake/tables"
 func (d *Drainer) isComplete(key tables.TableKey, applied int64) bool {
 	d.completeMu.Lock()
 	defer d.completeMu.Unlock()
-	v, ok := d.complete[key]
+	v, ok := d.complete.get(key)
 	return ok && v == applied
 }
 
@@ -40,22 +40,19 @@ func (d *Drainer) isComplete(key tables.TableKey, applied int64) bool {
 func (d *Drainer) markComplete(key tables.TableKey, txn int64) {
 	d.completeMu.Lock()
 	defer d.completeMu.Unlock()
-	if d.complete == nil {
-		d.complete = map[tables.TableKey]int64{}
-	}
-	d.complete[key] = txn
+	d.complete.set(key, txn)
 }
 
 func (d *Drainer) forgetComplete(keys ...tables.TableKey) {
 	d.completeMu.Lock()
 	defer d.completeMu.Unlock()
 	for _, k := range keys {
-		delete(d.complete, k)
+		d.complete.remove(k)
 	}
 }
 
 func (d *Drainer) resetComplete() {
 	d.completeMu.Lock()
 	defer d.completeMu.Unlock()
-	d.complete = nil
+	d.complete = tableVersions{}
 }

@@ -205,7 +205,7 @@ type Drainer struct {
 	// complete is the tables known to hold every live row of theirs up to
 	// the frontier (complete.go): they skip the probe for missed rows.
 	completeMu sync.Mutex
-	complete   map[tables.TableKey]int64
+	complete   tableVersions // per tenant (tablerecords.go)
 
 	// Continuity (continuity.go): the identity the last full check found,
 	// the anchor of the newest batch known to agree, and the record of the

@@ -50,7 +50,9 @@ type registry struct {
 	// (listing) the table's log a second time. A table someone else
 	// created since loses nothing: the version-0 commit is put-if-absent
 	// like any other and loses that race (applyTable redoes its part).
-	absent map[tables.TableKey]bool
+	// Kept per tenant (tablerecords.go): it holds most tables at the
+	// start of a drain into a new lake.
+	absent tableSet
 	lru    list.List
 	// evictions counts writers closed to stay within maxOpen.
 	evictions int64
@@ -82,24 +84,24 @@ type registryOptions struct {
 
 func newRegistry(lake store.Store, opts registryOptions) *registry {
 	return &registry{lake: lake, opts: opts.Delta, lean: opts.Lean, maxOpen: opts.MaxOpen,
-		writers: map[tables.TableKey]*list.Element{}, absent: map[tables.TableKey]bool{}}
+		writers: map[tables.TableKey]*list.Element{}}
 }
 
 // markAbsent records that the table was just read and does not exist.
 func (r *registry) markAbsent(key tables.TableKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.absent[key] = true
+	r.absent.add(key)
 }
 
 // takeAbsent reports (once) whether the table was read absent.
 func (r *registry) takeAbsent(key tables.TableKey) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.absent[key] {
+	if !r.absent.has(key) {
 		return false
 	}
-	delete(r.absent, key)
+	r.absent.remove(key)
 	return true
 }
 
@@ -248,7 +250,7 @@ func checkSchema(key tables.TableKey, snap *delta.Snapshot) error {
 func (r *registry) forget(key tables.TableKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.absent, key)
+	r.absent.remove(key)
 	if e, ok := r.writers[key]; ok {
 		r.lru.Remove(e)
 		delete(r.writers, key)

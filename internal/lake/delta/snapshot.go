@@ -300,10 +300,11 @@ func (s *Snapshot) finish() error {
 	if s.metadata.ID == "" {
 		return fmt.Errorf("%w: table %s has no metaData action up to version %d", ErrCorruptLog, s.table, s.version)
 	}
-	schema, err := parseSchemaShared(s.metadata.SchemaString)
+	shared, schema, err := parseSchemaShared(s.metadata.SchemaString)
 	if err != nil {
 		return fmt.Errorf("table %s: %w", s.table, err)
 	}
+	s.metadata.SchemaString = shared // the same bytes: one copy for every table of a kind
 	s.schema = schema
 	if err := checkRead(s.table, s.protocol, &s.metadata, s.schema); err != nil {
 		return err

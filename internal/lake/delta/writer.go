@@ -273,7 +273,7 @@ func newTableWriter(st store.Store, spec TableSpec, opts Options) (*Writer, *Pro
 	}
 	// Unique names, known types; one parse per distinct schema string is
 	// shared by every new table of a kind (10,000 tenants create 40,000).
-	parsed, err := parseSchemaShared(schemaString)
+	schemaString, parsed, err := parseSchemaShared(schemaString)
 	if err != nil {
 		return nil, nil, nil, err
 	}

@@ -27,6 +27,26 @@ const (
 // Kinds lists the tables in a fixed order.
 var Kinds = []Kind{Bronze, Silver, Gold, Workareas}
 
+// NumKinds is len(Kinds), as a constant: per-tenant records sized by it
+// (a bit or a slot per kind) keep one entry per tenant instead of one per
+// table.
+const NumKinds = 4
+
+// Index is k's position in Kinds; ok is false for any other Kind.
+func (k Kind) Index() (i int, ok bool) {
+	switch k {
+	case Bronze:
+		return 0, true
+	case Silver:
+		return 1, true
+	case Gold:
+		return 2, true
+	case Workareas:
+		return 3, true
+	}
+	return 0, false
+}
+
 // Dir is the table's directory under a tenant: bronze/events, ...
 func (k Kind) Dir() string {
 	switch k {

@@ -81,3 +81,21 @@ func keys(m map[string]any) []string {
 	}
 	return out
 }
+
+// TestKind_IndexIsPositionInKinds_AndNumKindsCountsThem: per-tenant
+// records index their slots by Kind.Index; every kind round-trips and any
+// other kind has no index.
+func TestKind_IndexIsPositionInKinds_AndNumKindsCountsThem(t *testing.T) {
+	t.Parallel()
+	require.Len(t, tables.Kinds, tables.NumKinds)
+	for want, k := range tables.Kinds {
+		i, ok := k.Index()
+		require.True(t, ok, k)
+		require.Equal(t, want, i, k)
+		require.Equal(t, k, tables.Kinds[i])
+	}
+	for _, k := range []tables.Kind{"", "bronze", "silver.claims.x"} {
+		_, ok := k.Index()
+		require.False(t, ok, k)
+	}
+}

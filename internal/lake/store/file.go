@@ -32,14 +32,15 @@ import (
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.
 type File struct {
-	root string
+	root  string
+	group *groupSync // the shared syncfs rounds; nil: SyncPerFile
 }
 
 var _ Store = (*File)(nil)
 
 // NewFile returns a file store rooted at the absolute directory root. The
 // directory need not exist yet; writes create it.
-func NewFile(root string) (*File, error) {
+func NewFile(root string, opts ...FileOption) (*File, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("file store root %q is not an absolute path", root)
 	}
@@ -47,7 +48,11 @@ func NewFile(root string) (*File, error) {
 	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("file store root %s exists but is not a directory", root)
 	}
-	return &File{root: root}, nil
+	f := &File{root: root}
+	for _, o := range opts {
+		o(f)
+	}
+	return f, nil
 }
 
 // Root is the store's root directory.
@@ -149,29 +154,30 @@ func (f *File) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	return ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
-// writeTemp writes r into a new temporary file next to final, fsyncs it and
-// returns its path. The temporary name is unique (O_EXCL; a per-process
+// writeTemp writes r into a new temporary file next to final, flushes it
+// (flushWritten: fsynced, or left to the group rounds) and returns its path
+// and how the put makes its steps durable. The temporary name is unique (O_EXCL; a per-process
 // random part and a counter, so no random read per put). The directory is
 // created (mkdirAll) only when the open says it is missing: an existing
 // directory costs no stat.
-func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size int64) (string, error) {
+func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size int64) (string, putSync, error) {
 	dir := filepath.Dir(final)
 	base := filepath.Base(final)
 	tmp := tempName(dir, base)
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
 		if merr := f.mkdirAll(dir); merr != nil {
-			return "", merr
+			return "", putSync{}, merr
 		}
 		fh, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	}
 	if err != nil {
-		return "", err
+		return "", putSync{}, err
 	}
-	fail := func(err error) (string, error) {
+	fail := func(err error) (string, putSync, error) {
 		fh.Close()
 		os.Remove(tmp)
-		return "", err
+		return "", putSync{}, err
 	}
 	var n int64
 	if br, ok := r.(*bytes.Reader); ok {
@@ -187,14 +193,15 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 	if size >= 0 && n != size {
 		return fail(fmt.Errorf("the body had %d bytes, expected %d", n, size))
 	}
-	if err := fh.Sync(); err != nil {
+	ps, err := f.flushWritten(fh)
+	if err != nil {
 		return fail(err)
 	}
 	if err := fh.Close(); err != nil {
 		os.Remove(tmp)
-		return "", err
+		return "", putSync{}, err
 	}
-	return tmp, nil
+	return tmp, ps, nil
 }
 
 // Put writes key atomically: a reader sees the old object or the whole new
@@ -208,9 +215,13 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	tmp, err := f.writeTemp(ctx, p, r, size)
+	tmp, ps, err := f.writeTemp(ctx, p, r, size)
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
+	}
+	if err := ps.beforePublish(ctx); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("%s: put %q: sync before publishing: %w", f, key, err)
 	}
 	if err := ctx.Err(); err != nil {
 		os.Remove(tmp)
@@ -220,7 +231,7 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := ps.afterPublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put %q: sync directory: %w", f, key, err)
 	}
 	return nil
@@ -237,11 +248,14 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	tmp, err := f.writeTemp(ctx, p, bytes.NewReader(data), int64(len(data)))
+	tmp, ps, err := f.writeTemp(ctx, p, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
 	defer os.Remove(tmp)
+	if err := ps.beforePublish(ctx); err != nil {
+		return fmt.Errorf("%s: put-if-absent %q: sync before publishing: %w", f, key, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -260,7 +274,7 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	// The link is the commit point; make its directory entry durable before
 	// acknowledging. Removing the temporary name afterwards needs no sync: a
 	// leftover temp file after a crash is ignored by List and harmless.
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := ps.afterPublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: sync directory: %w", f, key, err)
 	}
 	return nil
@@ -378,7 +392,7 @@ func (f *File) mkdirAll(dir string) error {
 		}
 		return err
 	}
-	return syncDir(parent)
+	return f.syncCreated(parent, dir)
 }
 
 // tempRun is this process's random part of temporary names, read once;

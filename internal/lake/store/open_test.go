@@ -52,7 +52,7 @@ func TestOpenFileURLSelectsTheSyncMode(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for url, want := range map[string]store.FileSync{
-		"file://" + dir:                store.SyncPerFile,
+		"file://" + dir:                 store.SyncPerFile,
 		"file://" + dir + "?sync=file":  store.SyncPerFile,
 		"file://" + dir + "?sync=group": store.SyncGroup,
 	} {

@@ -24,10 +24,16 @@ import (
 // below the root directory; '/' in a key is a directory separator.
 //
 // Durability: every write goes to a temporary file in the destination
-// directory, is fsynced, and is then published by rename(2) (Put) or link(2)
-// (PutIfAbsent); the directory is fsynced after publishing, and every
-// directory the write had to create is fsynced into its parent, so an
-// acknowledged write survives a power loss.
+// directory, is flushed, and is then published by rename(2) (Put) or
+// link(2) (PutIfAbsent); the published name is flushed before the write is
+// acknowledged, so an acknowledged write survives a power loss. Per file
+// (SyncPerFile, the default) the temporary file is fsynced, the directory
+// after publishing, and every directory the write had to create into its
+// parent. In group mode (SyncGroup, groupsync.go) concurrent writes share
+// syncfs(2) rounds instead: one that started after the file was written
+// before publishing, one that started after the publish before
+// acknowledging; a file on another filesystem than the root's is flushed
+// per file.
 //
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.

@@ -265,9 +265,9 @@ func (ps putSync) beforePublish(ctx context.Context) error {
 
 // afterPublish makes the published name durable: the directory's fsync per
 // file, a round that started after the rename or link in group mode. If it
-// fails the object is visible but the put reports failure; a caller retries
-// (a Delta commit's put-if-absent then meets its own commit and reads it
-// back).
+// fails the object is visible but the put reports failure, as per file when
+// the directory's fsync fails: the Delta writer re-reads the log after any
+// failed commit and finds it; a retried Put replaces the object.
 func (ps putSync) afterPublish(ctx context.Context, dir string) error {
 	if ps.g == nil {
 		return syncDir(dir)

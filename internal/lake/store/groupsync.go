@@ -49,8 +49,8 @@ func parseFileSync(v string) (FileSync, error) {
 	return "", fmt.Errorf("sync=%q is not a sync mode: write sync=file (fsync each file and directory, the default) or sync=group (one syncfs shared by concurrent writes)", v)
 }
 
-// Sync is the store's sync mode.
-func (f *File) Sync() FileSync {
+// SyncMode is how the store flushes its writes.
+func (f *File) SyncMode() FileSync {
 	if f.group != nil {
 		return SyncGroup
 	}

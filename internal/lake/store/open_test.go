@@ -58,7 +58,7 @@ func TestOpenFileURLSelectsTheSyncMode(t *testing.T) {
 	} {
 		s, err := store.Open(context.Background(), url)
 		require.NoError(t, err, url)
-		require.Equal(t, want, s.(*store.File).Sync(), url)
+		require.Equal(t, want, s.(*store.File).SyncMode(), url)
 		require.Equal(t, "file://"+dir, s.String(), "the sync mode is no part of the store's name")
 		require.NoError(t, store.ValidateURL(url))
 	}

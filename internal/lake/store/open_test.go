@@ -61,6 +61,11 @@ func TestOpenFileURLSelectsTheSyncMode(t *testing.T) {
 		require.Equal(t, want, s.(*store.File).SyncMode(), url)
 		require.Equal(t, "file://"+dir, s.String(), "the sync mode is no part of the store's name")
 		require.NoError(t, store.ValidateURL(url))
+		wantPar := store.FileConcurrency
+		if want == store.SyncGroup {
+			wantPar = store.FileGroupConcurrency
+		}
+		require.Equal(t, wantPar, store.Concurrency(s), url)
 	}
 }
 

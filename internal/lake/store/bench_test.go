@@ -6,6 +6,9 @@ import (
 	"crypto/rand"
 	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -126,4 +129,62 @@ func benchFileSmallWrites(b *testing.B, write func(ctx context.Context, s *store
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkFileCommitPairs measures what a table commit asks of a file
+// lake: a data file Put, then the log entry's PutIfAbsent, each pair in a
+// fresh table directory (so the directories are created too), from N
+// goroutines at once, per-file fsyncs against group syncfs rounds. ns/op
+// is wall time per pair at that concurrency; cpu-µs/pair the process's
+// user and system CPU per pair (the kernel's flusher threads not counted).
+func BenchmarkFileCommitPairs(b *testing.B) {
+	data := bytes.Repeat([]byte("parquet!"), 512) // 4 KiB, a small batch's file
+	commit := bytes.Repeat([]byte(`{"add":{"path":"part-00000.parquet","size":4096}}`+"\n"), 20)
+	for _, mode := range []store.FileSync{store.SyncPerFile, store.SyncGroup} {
+		for _, n := range []int{4, 16, 32, 64} {
+			b.Run(fmt.Sprintf("sync=%s/goroutines=%d", mode, n), func(b *testing.B) {
+				s, err := store.NewFile(b.TempDir(), store.WithSync(mode))
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx := context.Background()
+				var next atomic.Int64
+				var wg sync.WaitGroup
+				cpu0 := processCPU(b)
+				b.ResetTimer()
+				for g := range n {
+					wg.Go(func() {
+						for {
+							i := next.Add(1)
+							if i > int64(b.N) {
+								return
+							}
+							table := fmt.Sprintf("tenant-%d/bronze/t-%d/", g, i)
+							if err := s.Put(ctx, table+"part-00000.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
+								b.Error(err)
+								return
+							}
+							if err := s.PutIfAbsent(ctx, table+"_delta_log/00000000000000000000.json", commit); err != nil {
+								b.Error(err)
+								return
+							}
+						}
+					})
+				}
+				wg.Wait()
+				b.StopTimer()
+				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+				b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/pair")
+			})
+		}
+	}
+}
+
+// processCPU is the user and system CPU time this process has used.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

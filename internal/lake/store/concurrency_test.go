@@ -5,10 +5,16 @@ import "testing"
 // TestConcurrency_FileFewS3Many: the lake writer's parallelism follows the
 // store under every wrapper it is used through (a table's prefix, the
 // fault injector): a local disk gets a few requests at once, S3 many, and
-// a store that does not say gets the file default.
+// a store that does not say gets the file default; a file store whose
+// writes share their flushes (group sync) gets more, since each syncfs
+// then serves more of them.
 func TestConcurrency_FileFewS3Many(t *testing.T) {
 	t.Parallel()
 	f, err := NewFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	group, err := NewFile(t.TempDir(), WithSync(SyncGroup))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -20,6 +26,8 @@ func TestConcurrency_FileFewS3Many(t *testing.T) {
 	}{
 		{"file", f, FileConcurrency},
 		{"file table", MustSub(f, "t/bronze/events"), FileConcurrency},
+		{"file group sync", group, FileGroupConcurrency},
+		{"file group sync table", MustSub(group, "t/bronze/events"), FileGroupConcurrency},
 		{"s3", s3, S3Concurrency},
 		{"s3 table", &subStore{inner: s3, prefix: "t/bronze/events/"}, S3Concurrency},
 		{"s3 faulty", NewFaulty(s3), S3Concurrency},

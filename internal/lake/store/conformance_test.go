@@ -18,6 +18,15 @@ func TestConformanceFile(t *testing.T) {
 	})
 }
 
+func TestConformanceFileGroupSync(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := store.NewFile(t.TempDir()+"/lake", store.WithSync(store.SyncGroup))
+		require.NoError(t, err)
+		return s
+	})
+}
+
 func TestConformanceMem(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store { return store.NewMem() })

@@ -17,17 +17,25 @@
 //     link(2) (EEXIST → ErrExists) — never rename(2), which would silently
 //     replace a winner.
 //   - Every write is whole: readers see the old object or all of the new one.
-//     Put is temp file + fsync + rename locally, one PutObject or a multipart
+//     Put is temp file + flush + rename locally, one PutObject or a multipart
 //     upload (visible only at CompleteMultipartUpload) on S3.
-//   - An acknowledged write is durable: the file store fsyncs the file, the
-//     directory it was published in and every directory it had to create,
-//     and a write into a directory that another goroutine of the process is
-//     still creating waits for that directory's fsync into its parent
-//     before publishing (and fails, publishing nothing, if it failed). A
-//     second process writing into a directory this one has just created
-//     is not covered: one lake writer at a time creates the lake's tables
-//     (docs/object-stores.md names the one exception, a new tenant's
-//     witness directory).
+//   - An acknowledged write is durable. The file store flushes in one of two
+//     modes (FileSync, the lake URL's ?sync=): per file (the default) it
+//     fsyncs the temporary file before publishing it, the directory it was
+//     published in after, and every directory it had to create into its
+//     parent; in group mode (groupsync.go) it waits, before publishing, for a
+//     syncfs(2) of the root's filesystem that started after the file was
+//     written and, before acknowledging, for one that started after the
+//     publish (which also covers the directories it created), sharing each
+//     syncfs with every write waiting at the time. A file on another
+//     filesystem than the root's is flushed per file in either mode.
+//     Either way, a write into a directory that another goroutine of the
+//     process is still creating waits for that directory to be durable in
+//     its parent before publishing (and fails, publishing nothing, if its
+//     flush failed; filedir.go). Per file, a second process writing into a
+//     directory this one has just created is not covered: one lake writer
+//     at a time creates the lake's tables (docs/object-stores.md names the
+//     one exception, a new tenant's witness directory).
 //   - A write whose outcome is unknown (a timeout or a lost connection after
 //     the request was sent, a 5xx) is reported as ErrAmbiguous and is never
 //     retried into a different answer: a blind retry of a conditional write

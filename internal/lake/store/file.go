@@ -24,25 +24,34 @@ import (
 // below the root directory; '/' in a key is a directory separator.
 //
 // Durability: every write goes to a temporary file in the destination
-// directory, is fsynced, and is then published by rename(2) (Put) or link(2)
-// (PutIfAbsent); the directory is fsynced after publishing, and every
-// directory the write had to create is fsynced into its parent, so an
-// acknowledged write survives a power loss. A write into a directory (or
-// below one) that another write of this process is still creating waits,
-// before publishing, until that directory is fsynced into its parent, and
-// fails, publishing nothing, if that fsync failed (filedir.go). Across
-// processes this holds only for a directory both create at once (the loser
-// of os.Mkdir fsyncs the parent itself), not for a write that finds the
-// directory there already while its creator is still between os.Mkdir and
-// the fsync.
+// directory, is flushed, and is then published by rename(2) (Put) or
+// link(2) (PutIfAbsent); the published name is flushed before the write is
+// acknowledged, so an acknowledged write survives a power loss. Per file
+// (SyncPerFile, the default) the temporary file is fsynced, the directory
+// after publishing, and every directory the write had to create into its
+// parent. In group mode (SyncGroup, groupsync.go) concurrent writes share
+// syncfs(2) rounds instead: one that started after the file was written
+// before publishing, one that started after the publish before
+// acknowledging; a file on another filesystem than the root's is flushed
+// per file.
+// A write into a directory (or below one) that another write of this
+// process is still creating waits, before publishing, until that directory
+// is durable in its parent, and fails, publishing nothing, if its flush
+// failed (filedir.go). Per file, across processes this holds only for a
+// directory both create at once (the loser of os.Mkdir fsyncs the parent
+// itself), not for a write that finds the directory there already while
+// its creator is still between os.Mkdir and the fsync; group mode covers
+// that case too (the round after the publish flushes the other process's
+// mkdir as well).
 //
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.
 type File struct {
-	root string
+	root  string
+	group *groupSync // the shared syncfs rounds; nil: SyncPerFile
 
 	// Test hooks, nil outside tests (export_test.go sets them):
-	// beforeSyncNewDir runs between os.Mkdir and the parent's fsync (an
+	// beforeSyncNewDir runs between os.Mkdir and the parent's flush (an
 	// error stands for a failed fsync); waitingForDir runs when a write
 	// starts waiting for another write's creation of dir.
 	beforeSyncNewDir func(dir string) error
@@ -53,7 +62,7 @@ var _ Store = (*File)(nil)
 
 // NewFile returns a file store rooted at the absolute directory root. The
 // directory need not exist yet; writes create it.
-func NewFile(root string) (*File, error) {
+func NewFile(root string, opts ...FileOption) (*File, error) {
 	if !filepath.IsAbs(root) {
 		return nil, fmt.Errorf("file store root %q is not an absolute path", root)
 	}
@@ -61,7 +70,11 @@ func NewFile(root string) (*File, error) {
 	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("file store root %s exists but is not a directory", root)
 	}
-	return &File{root: root}, nil
+	f := &File{root: root}
+	for _, o := range opts {
+		o(f)
+	}
+	return f, nil
 }
 
 // Root is the store's root directory.
@@ -163,29 +176,30 @@ func (f *File) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 	return ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()}, nil
 }
 
-// writeTemp writes r into a new temporary file next to final, fsyncs it and
-// returns its path. The temporary name is unique (O_EXCL; a per-process
+// writeTemp writes r into a new temporary file next to final, flushes it
+// (flushWritten: fsynced, or left to the group rounds) and returns its path
+// and how the put makes its steps durable. The temporary name is unique (O_EXCL; a per-process
 // random part and a counter, so no random read per put). The directory is
 // created (mkdirAll) only when the open says it is missing: an existing
 // directory costs no stat.
-func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size int64) (string, error) {
+func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size int64) (string, putSync, error) {
 	dir := filepath.Dir(final)
 	base := filepath.Base(final)
 	tmp := tempName(dir, base)
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
 		if merr := f.mkdirAll(ctx, dir); merr != nil {
-			return "", merr
+			return "", putSync{}, merr
 		}
 		fh, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	}
 	if err != nil {
-		return "", err
+		return "", putSync{}, err
 	}
-	fail := func(err error) (string, error) {
+	fail := func(err error) (string, putSync, error) {
 		fh.Close()
 		os.Remove(tmp)
-		return "", err
+		return "", putSync{}, err
 	}
 	var n int64
 	if br, ok := r.(*bytes.Reader); ok {
@@ -201,14 +215,15 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 	if size >= 0 && n != size {
 		return fail(fmt.Errorf("the body had %d bytes, expected %d", n, size))
 	}
-	if err := fh.Sync(); err != nil {
+	ps, err := f.flushWritten(fh)
+	if err != nil {
 		return fail(err)
 	}
 	if err := fh.Close(); err != nil {
 		os.Remove(tmp)
-		return "", err
+		return "", putSync{}, err
 	}
-	return tmp, nil
+	return tmp, ps, nil
 }
 
 // Put writes key atomically: a reader sees the old object or the whole new
@@ -222,9 +237,13 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	tmp, err := f.writeTemp(ctx, p, r, size)
+	tmp, ps, err := f.writeTemp(ctx, p, r, size)
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
+	}
+	if err := ps.beforePublish(ctx); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("%s: put %q: sync before publishing: %w", f, key, err)
 	}
 	if err := ctx.Err(); err != nil {
 		os.Remove(tmp)
@@ -238,7 +257,7 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := ps.afterPublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put %q: sync directory: %w", f, key, err)
 	}
 	return nil
@@ -255,11 +274,14 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	tmp, err := f.writeTemp(ctx, p, bytes.NewReader(data), int64(len(data)))
+	tmp, ps, err := f.writeTemp(ctx, p, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
 	defer os.Remove(tmp)
+	if err := ps.beforePublish(ctx); err != nil {
+		return fmt.Errorf("%s: put-if-absent %q: sync before publishing: %w", f, key, err)
+	}
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -281,7 +303,7 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	// The link is the commit point; make its directory entry durable before
 	// acknowledging. Removing the temporary name afterwards needs no sync: a
 	// leftover temp file after a crash is ignored by List and harmless.
-	if err := syncDir(filepath.Dir(p)); err != nil {
+	if err := ps.afterPublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: sync directory: %w", f, key, err)
 	}
 	return nil

@@ -158,7 +158,7 @@ func (f *File) syncNewDir(dir string) error {
 			return err
 		}
 	}
-	return syncDir(filepath.Dir(dir))
+	return f.syncCreated(filepath.Dir(dir), dir)
 }
 
 // awaitDirs returns once no creation of dir or of an ancestor of dir is in

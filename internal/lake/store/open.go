@@ -13,7 +13,8 @@ import (
 
 // Open opens the store a lake URL names:
 //
-//	file:///abs/path     a directory on a local filesystem
+//	file:///abs/path     a directory on a local filesystem; ?sync=group
+//	                     shares flushes between concurrent writes (SyncGroup)
 //	s3://bucket/prefix   an S3 bucket (endpoint, region and credentials from
 //	                     the standard AWS environment; see OpenS3)
 func Open(ctx context.Context, rawURL string) (Store, error) {
@@ -22,7 +23,11 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		return nil, err
 	}
 	if u.Scheme == "file" {
-		return NewFile(u.Path)
+		mode := SyncPerFile
+		if v := u.Query().Get("sync"); v != "" {
+			mode = FileSync(v) // checked by parseURL
+		}
+		return NewFile(u.Path, WithSync(mode))
 	}
 	return OpenS3(ctx, S3Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")})
 }
@@ -56,8 +61,8 @@ func parseURL(rawURL string) (*url.URL, error) {
 		if u.Opaque != "" || (u.Host != "" && u.Host != "localhost") || !strings.HasPrefix(u.Path, "/") {
 			return nil, fmt.Errorf("lake URL %q is not an absolute file URL: write file:///abs/path (three slashes)", redactURL(u))
 		}
-		if u.RawQuery != "" || u.Fragment != "" {
-			return nil, fmt.Errorf("lake URL %q: a file URL takes no query or fragment", redactURL(u))
+		if err := checkFileQuery(u); err != nil {
+			return nil, err
 		}
 		return u, nil
 	case "s3":
@@ -73,6 +78,27 @@ func parseURL(rawURL string) (*url.URL, error) {
 	default:
 		return nil, fmt.Errorf("lake URL %q has unsupported scheme %q: use file:///abs/path or s3://bucket/prefix", redactURL(u), u.Scheme)
 	}
+}
+
+// checkFileQuery allows a file URL one parameter, sync (file or group), and
+// no fragment.
+func checkFileQuery(u *url.URL) error {
+	if u.Fragment != "" {
+		return fmt.Errorf("lake URL %q: a file URL takes no fragment", redactURL(u))
+	}
+	q, err := url.ParseQuery(u.RawQuery)
+	if err != nil {
+		return fmt.Errorf("lake URL %q: its query cannot be parsed: a file URL takes only ?sync=file or ?sync=group", redactURL(u))
+	}
+	for k, vs := range q {
+		if k != "sync" || len(vs) != 1 {
+			return fmt.Errorf("lake URL %q: a file URL takes only one parameter, sync (?sync=file or ?sync=group)", redactURL(u))
+		}
+		if _, err := parseFileSync(vs[0]); err != nil {
+			return fmt.Errorf("lake URL %q: %w", redactURL(u), err)
+		}
+	}
+	return nil
 }
 
 // RootMissing reports whether s is a file store whose root directory does

@@ -14,7 +14,10 @@ func TestOpenRefusesBadLakeURLsWithOneLineErrors(t *testing.T) {
 		{"", "no lake URL given"},
 		{"file://relative/path", "not an absolute file URL"},
 		{"file:relative", "not an absolute file URL"},
-		{"file:///abs?x=1", "takes no query"},
+		{"file:///abs?x=1", "takes only one parameter, sync"},
+		{"file:///abs?sync=group&sync=file", "takes only one parameter, sync"},
+		{"file:///abs?sync=fast", `"fast" is not a sync mode`},
+		{"file:///abs#frag", "takes no fragment"},
 		{"/abs/path", "has no scheme"},
 		{"gs://bucket/x", `unsupported scheme "gs"`},
 		{"s3:///prefix", "names no bucket"},
@@ -43,6 +46,27 @@ func TestOpenFileURL(t *testing.T) {
 
 	_, err = store.Open(context.Background(), "file://"+dir+"/lake/x")
 	require.ErrorContains(t, err, "not a directory")
+}
+
+func TestOpenFileURLSelectsTheSyncMode(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for url, want := range map[string]store.FileSync{
+		"file://" + dir:                 store.SyncPerFile,
+		"file://" + dir + "?sync=file":  store.SyncPerFile,
+		"file://" + dir + "?sync=group": store.SyncGroup,
+	} {
+		s, err := store.Open(context.Background(), url)
+		require.NoError(t, err, url)
+		require.Equal(t, want, s.(*store.File).SyncMode(), url)
+		require.Equal(t, "file://"+dir, s.String(), "the sync mode is no part of the store's name")
+		require.NoError(t, store.ValidateURL(url))
+		wantPar := store.FileConcurrency
+		if want == store.SyncGroup {
+			wantPar = store.FileGroupConcurrency
+		}
+		require.Equal(t, wantPar, store.Concurrency(s), url)
+	}
 }
 
 func TestOpenS3URLNeedsARegion(t *testing.T) {

@@ -13,13 +13,17 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 )
 
-var benchDatabaseURL = flag.String("bench.database-url", "", "BenchmarkBaselineExport: the database whose outbox to export (scripts/bench passes it)")
+var (
+	benchDatabaseURL = flag.String("bench.database-url", "", "BenchmarkBaselineExport: the database whose outbox to export (scripts/bench passes it)")
+	benchFileSync    = flag.String("bench.file-sync", "", "BenchmarkBaselineExport: the file store's flush mode (file or group; empty: the store's default), so the baseline writes as the drain it is compared with does (scripts/bench's BENCH_FILE_SYNC)")
+)
 
 // BenchmarkBaselineExport is the no-Delta baseline of scripts/bench: the
 // whole outbox of an existing database (-bench.database-url), read in
 // 10,000-row batches with the lake writer's own query and row check, each
 // table's rows written as one Parquet file per batch with the project's
-// Parquet writer into one folder per tenant table on a fresh file store —
+// Parquet writer into one folder per tenant table on a fresh file store
+// (flushed as -bench.file-sync says) —
 // no snapshot, no txn, no commit, no MERGE. scripts/bench runs it beside
 // `oml lake drain --once` on the same backlog and prints the ratio.
 func BenchmarkBaselineExport(b *testing.B) {
@@ -34,7 +38,11 @@ func BenchmarkBaselineExport(b *testing.B) {
 	require.NoError(b, pool.QueryRow(ctx, `SELECT coalesce(max(seq), 0) FROM oml.outbox`).Scan(&last))
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		lake, err := store.Open(ctx, "file://"+b.TempDir())
+		url := "file://" + b.TempDir()
+		if *benchFileSync != "" {
+			url += "?sync=" + *benchFileSync
+		}
+		lake, err := store.Open(ctx, url)
 		require.NoError(b, err)
 		var r0, r1 syscall.Rusage
 		require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &r0))

@@ -696,9 +696,14 @@ func (w *Writer) put(ctx context.Context, v int64, body []byte) error {
 				return w.ambiguous(v, ctx.Err())
 			}
 		default:
-			// A terminal store error: nothing was written (the store reports
-			// possible writes as ErrAmbiguous), but re-read before the next
-			// commit to be safe.
+			// A terminal store error. Usually nothing was written (the store
+			// reports possible writes as ErrAmbiguous), but the file store
+			// also fails a put whose flush after publishing failed: the
+			// commit may then be visible without being known durable. It is
+			// not taken as ours either way (a read-back would acknowledge
+			// it); the next commit re-reads the log first and finds it, and
+			// the lake writer's txn versions keep its rows from being
+			// applied twice.
 			w.stale = true
 			return fmt.Errorf("Delta table %s: writing commit %d: %w", w.table, v, err)
 		}

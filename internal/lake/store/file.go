@@ -178,10 +178,10 @@ func (f *File) Stat(ctx context.Context, key string) (ObjectInfo, error) {
 
 // writeTemp writes r into a new temporary file next to final, flushes it
 // (flushWritten: fsynced, or left to the group rounds) and returns its path
-// and how the put makes its steps durable. The temporary name is unique (O_EXCL; a per-process
-// random part and a counter, so no random read per put). The directory is
-// created (mkdirAll) only when the open says it is missing: an existing
-// directory costs no stat.
+// and how the put makes its steps durable. The temporary name is unique
+// (O_EXCL; a per-process random part and a counter, so no random read per
+// put). The directory is created (mkdirAll) only when the open says it is
+// missing: an existing directory costs no stat.
 func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size int64) (string, putSync, error) {
 	dir := filepath.Dir(final)
 	base := filepath.Base(final)

@@ -79,9 +79,9 @@ type groupSync struct {
 	// temporary file) as they happen.
 	observe func(step putStep, tmp string)
 
-	rootOnce sync.Mutex
-	rootFD   *os.File // the root directory, opened on first use, never closed
-	rootDev  uint64
+	rootMu  sync.Mutex // guards rootFD and rootDev
+	rootFD  *os.File   // the root directory, opened on first use, never closed
+	rootDev uint64
 }
 
 type syncRound struct {
@@ -163,8 +163,8 @@ func (g *groupSync) run(r *syncRound) {
 // rootDir opens the root directory once (it need not exist when the store is
 // opened: the first write creates it) and returns its device.
 func (g *groupSync) rootDir() (*os.File, uint64, error) {
-	g.rootOnce.Lock()
-	defer g.rootOnce.Unlock()
+	g.rootMu.Lock()
+	defer g.rootMu.Unlock()
 	if g.rootFD != nil {
 		return g.rootFD, g.rootDev, nil
 	}

@@ -515,7 +515,7 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.
 		ahead = nil
 		if items == nil {
 			var err error
-			if items, err = loadBatch(ctx, d.db, d.chk, from, to, scope); err != nil {
+			if items, err = d.readRange(ctx, from, to, scope); err != nil {
 				return res, err
 			}
 		}

@@ -1,6 +1,11 @@
 package lakewriter
 
-import "context"
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
 
 // BeforeBatch runs the per-batch continuity check for (from, to] (the
 // continuity benchmark measures it).
@@ -19,3 +24,74 @@ func (d *Drainer) OpenTables() (open int, evictions int64) { return d.tables.sta
 // OnPrefetch sets a hook called when a batch read ahead has been read
 // (prefetch.go), on the reading goroutine.
 func (d *Drainer) OnPrefetch(fn func(from, to int64, err error)) { d.onPrefetch = fn }
+
+// Every batch of this package's tests longer than 32 seqs is read in
+// parts (batchread.go), so the exactly-once, crash and failover suites run
+// the split read; its own tests are in batchread_test.go.
+func init() { batchReadRangeSpan = 16 }
+
+// ReadVerdict is one outbox row as a batch read returned it: its table
+// and, for a poison row, why.
+type ReadVerdict struct {
+	Seq    int64
+	Table  string
+	Poison string
+}
+
+func verdicts(items []*item) []ReadVerdict {
+	out := make([]ReadVerdict, 0, len(items))
+	for _, it := range items {
+		v := ReadVerdict{Seq: it.seq, Table: it.table.String()}
+		if it.poison != nil {
+			v.Poison = it.poison.Error()
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// ReadWhole reads (from, to] for every table in one read on q.
+func ReadWhole(ctx context.Context, q pgx.Tx, from, to int64) ([]ReadVerdict, error) {
+	items, err := loadBatch(ctx, q, newRowChecker(), from, to, nil)
+	return verdicts(items), err
+}
+
+// ReadSplit reads (from, to] in parts ranges of equal width with helpers
+// readers besides tx, which import tx's snapshot. blockHelpers makes every
+// helper wait for a connection it never gets.
+func ReadSplit(ctx context.Context, pool *pgxpool.Pool, tx pgx.Tx, from, to int64, parts, helpers int, blockHelpers bool) ([]ReadVerdict, error) {
+	open, err := exportSnapshot(ctx, tx, pool)
+	if err != nil {
+		return nil, err
+	}
+	if blockHelpers {
+		open = func(ctx context.Context) (querier, func(), error) { <-ctx.Done(); return nil, nil, ctx.Err() }
+	}
+	items, err := loadRanges(ctx, tx, helpers, open, newRowChecker(), from, to, splitRange(from, to, parts, 1))
+	return verdicts(items), err
+}
+
+// ReadInExportedSnapshot reads (from, to] on one reader that imports tx's
+// snapshot, as a helper of a split read does.
+func ReadInExportedSnapshot(ctx context.Context, pool *pgxpool.Pool, tx pgx.Tx, from, to int64) ([]ReadVerdict, error) {
+	open, err := exportSnapshot(ctx, tx, pool)
+	if err != nil {
+		return nil, err
+	}
+	q, closeReader, err := open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer closeReader()
+	items, err := loadBatch(ctx, q, newRowChecker(), from, to, nil)
+	return verdicts(items), err
+}
+
+// SplitRanges is splitRange, as (from, to] pairs.
+func SplitRanges(from, to int64, n int, span int64) [][2]int64 {
+	var out [][2]int64
+	for _, r := range splitRange(from, to, n, span) {
+		out = append(out, [2]int64{r.from, r.to})
+	}
+	return out
+}

@@ -158,7 +158,15 @@ func (d *Drainer) readBatchAhead(ctx context.Context, f *prefetch) error {
 		return err
 	}
 	f.id, f.anchor, f.prevNow = id, rec.Anchor, now
-	items, err := loadBatch(ctx, tx, d.chk, f.from, end, nil)
+	helpers := batchReaders(d.db.Stat().MaxConns()) - 1
+	var open helperReader
+	if helpers > 0 && end-f.from >= 2*batchReadRangeSpan {
+		// The other readers read in this snapshot (batchread.go).
+		if open, err = exportSnapshot(ctx, tx, d.db); err != nil {
+			return err
+		}
+	}
+	items, err := loadBatchSplit(ctx, tx, helpers, open, d.chk, f.from, end)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package lakewriter
 
 import (
+	"bytes"
 	"context"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -56,31 +57,75 @@ func checkLineage(ctx context.Context, q querier, lins []*item) error {
 	if err != nil {
 		return err
 	}
+	memo := payloadMemo{}
 	for _, it := range lins {
 		if it.poison == nil {
-			it.poison = checkLineageRow(it, evs)
+			it.poison = checkLineageRow(it, evs, memo)
 		}
 	}
 	return nil
 }
 
-func checkLineageRow(it *item, evs map[eventKey]*event) error {
+// payloadMemo remembers, within one batch's lineage check, the journal
+// payloads it decoded and the hashes it checked. A change has a
+// gold.lineage and a gold.workareas row, and the changes of one claim cite
+// the same submission, so most events are asked about several times.
+// journal.Decode is a function of the event type and the payload bytes
+// alone, and an entry is reused only for the same type and the same bytes.
+type payloadMemo map[eventKey]*memoEntry
+
+type memoEntry struct {
+	eventType string
+	payload   []byte
+	decoded   journal.Payload
+	err       error
+	hashed    *event // the event whose hash was checked, hashErr its result
+	hashErr   error
+}
+
+func (m payloadMemo) entry(e *event) *memoEntry {
+	k := eventKey{e.tenant, e.seq}
+	if me := m[k]; me != nil && me.eventType == e.eventType && bytes.Equal(me.payload, e.payload) {
+		return me
+	}
+	me := &memoEntry{eventType: e.eventType, payload: e.payload}
+	me.decoded, me.err = journal.Decode(journal.Type(e.eventType), e.payload)
+	m[k] = me
+	return me
+}
+
+// decode is journal.Decode of e's payload.
+func (m payloadMemo) decode(e *event) (journal.Payload, error) {
+	me := m.entry(e)
+	return me.decoded, me.err
+}
+
+// checkHash is e.checkHash, once per event read.
+func (m payloadMemo) checkHash(e *event) error {
+	me := m.entry(e)
+	if me.hashed != e {
+		me.hashed, me.hashErr = e, e.checkHash()
+	}
+	return me.hashErr
+}
+
+func checkLineageRow(it *item, evs map[eventKey]*event, memo payloadMemo) error {
 	tbl := string(it.table.Kind) // gold.lineage or gold.workareas
 	decode := func(seq int64, what string) (journal.Payload, error) {
 		e := evs[eventKey{it.ev.tenant, seq}]
 		if e == nil {
 			return nil, poisonf(it.seq, "%s row of %s v%d names journal seq %d as its %s, which does not exist", tbl, it.artifact, it.version, seq, what)
 		}
-		if err := e.checkHash(); err != nil {
+		if err := memo.checkHash(e); err != nil {
 			return nil, poisonf(it.seq, "%v", err)
 		}
-		p, err := journal.Decode(journal.Type(e.eventType), e.payload)
+		p, err := memo.decode(e)
 		if err != nil {
 			return nil, poisonf(it.seq, "%s row of %s v%d: its %s (journal seq %d) does not decode: %v", tbl, it.artifact, it.version, what, seq, err)
 		}
 		return p, nil
 	}
-	change, err := journal.Decode(journal.Type(it.ev.eventType), it.ev.payload)
+	change, err := memo.decode(it.ev)
 	if err != nil {
 		return poisonf(it.seq, "%s row of %s v%d: journal event %d does not decode: %v", tbl, it.artifact, it.version, it.ev.seq, err)
 	}

@@ -222,13 +222,9 @@ func decodeItem(it *item, kind tables.Kind, payload string, ev event, body []byt
 	return poisonf(seq, "silver.claims rows must be materialize or retract, not %q", it.op)
 }
 
+// strictJSON decodes one JSON value, and nothing after it, into v.
+// (json.Unmarshal refuses any data after the value; a Decoder's More let a
+// stray closing bracket through, and costs a buffer and a second scan.)
 func strictJSON(s string, v any) error {
-	dec := json.NewDecoder(bytes.NewReader([]byte(s)))
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return fmt.Errorf("trailing data after the JSON object")
-	}
-	return nil
+	return json.Unmarshal([]byte(s), v)
 }

@@ -351,7 +351,13 @@ func checkOutbox(ctx context.Context, r *run, res *Result) {
 	res.Data["outbox_bytes"] = bytes
 	res.Data["outbox_rows_estimate"] = int64(rows)
 	size := fmt.Sprintf("about %d rows, %s on disk", int64(rows), fmt.Sprintf("%.1f MiB", float64(bytes)/(1<<20)))
-	bounds, err := outboxprune.BoundsWith(ctx, r.pool, r.lake, r.positions)
+	// The continuity check's comparison, not a second one: prune's bounds
+	// are only meaningful when the lake shares the database's history.
+	pos, c, err := r.continuity(ctx)
+	var bounds []outbox.TableBound
+	if err == nil {
+		bounds, err = outboxprune.BoundsOf(pos, c)
+	}
 	var refused *outboxprune.RefusedError
 	switch {
 	case errors.As(err, &refused):
@@ -412,11 +418,7 @@ func (r *run) tenantLabel(ctx context.Context, id uuid.UUID) string {
 // same check the lake writer runs before it writes, read-only.
 func checkContinuity(ctx context.Context, r *run, res *Result) {
 	// lakewriter.CheckLake, on the run's read of the tables.
-	pos, err := r.positions(ctx)
-	var c lakewriter.Continuity
-	if err == nil {
-		c, err = lakewriter.CheckContinuity(ctx, r.pool, r.lake, pos)
-	}
+	_, c, err := r.continuity(ctx)
 	if err != nil {
 		res.fail("cannot compare the lake with the database: %v", err)
 		return

@@ -12,6 +12,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
 )
 
 // Status is a check's verdict. The strings are part of the JSON contract.
@@ -234,6 +235,13 @@ type run struct {
 	// The lake's tables, read once for every check that reads them.
 	lakeReadOnce sync.Once
 	lakeRead     *lakeRead
+
+	// The lake's continuity with the database, compared once for the
+	// continuity and outbox checks.
+	continuityOnce sync.Once
+	pos            []lakewriter.TablePosition
+	cont           lakewriter.Continuity
+	contErr        error
 
 	// readOnly: the lake summary is read, never stored (ReadLakeView).
 	readOnly bool

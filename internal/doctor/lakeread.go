@@ -141,3 +141,20 @@ func (r *run) lazyHeadReader() chainverify.HeadReader {
 func (r *run) positions(ctx context.Context) ([]lakewriter.TablePosition, error) {
 	return r.readLake(ctx).positions()
 }
+
+// continuity is lakewriter.CheckContinuity of the run's positions, once
+// per run: the continuity check reports it and the outbox check's prune
+// bounds depend on it (each compared them itself: one statement per
+// 5,000 tables, twice).
+func (r *run) continuity(ctx context.Context) ([]lakewriter.TablePosition, lakewriter.Continuity, error) {
+	r.continuityOnce.Do(func() {
+		// Not the first caller's context: its timeout would fail the other.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
+		defer cancel()
+		r.pos, r.contErr = r.positions(cctx)
+		if r.contErr == nil {
+			r.cont, r.contErr = lakewriter.CheckContinuity(cctx, r.pool, r.lake, r.pos)
+		}
+	})
+	return r.pos, r.cont, r.contErr
+}

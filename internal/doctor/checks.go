@@ -351,12 +351,32 @@ func checkOutbox(ctx context.Context, r *run, res *Result) {
 	res.Data["outbox_bytes"] = bytes
 	res.Data["outbox_rows_estimate"] = int64(rows)
 	size := fmt.Sprintf("about %d rows, %s on disk", int64(rows), fmt.Sprintf("%.1f MiB", float64(bytes)/(1<<20)))
-	// The continuity check's comparison, not a second one: prune's bounds
-	// are only meaningful when the lake shares the database's history.
-	pos, c, err := r.continuity(ctx)
-	var bounds []outbox.TableBound
+	pos, err := r.positions(ctx)
+	if err != nil {
+		res.fail("cannot tell which rows the lake has applied: %v", err)
+		return
+	}
+	// What is prunable is read beside the continuity comparison (the two
+	// were the last part of a run at 28,000 tables, one after the other),
+	// and used only when the lake shares the database's history: prune's
+	// bounds mean nothing otherwise.
+	type prunable struct {
+		oldest *time.Time
+		tables int
+		err    error
+	}
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pc := make(chan prunable, 1)
+	go func() {
+		var p prunable
+		p.oldest, p.tables, p.err = outbox.Prunable(pctx, r.pool, outboxprune.TableBounds(pos))
+		pc <- p
+	}()
+	// The continuity check's comparison, not a second one.
+	_, c, err := r.continuity(ctx)
 	if err == nil {
-		bounds, err = outboxprune.BoundsOf(pos, c)
+		_, err = outboxprune.BoundsOf(pos, c)
 	}
 	var refused *outboxprune.RefusedError
 	switch {
@@ -368,7 +388,8 @@ func checkOutbox(ctx context.Context, r *run, res *Result) {
 		res.fail("cannot tell which rows the lake has applied: %v", err)
 		return
 	}
-	oldest, tables, err := outbox.Prunable(ctx, r.pool, bounds)
+	p := <-pc
+	oldest, tables, err := p.oldest, p.tables, p.err
 	if err != nil {
 		res.fail("cannot find the oldest prunable row: %v", err)
 		return

@@ -259,3 +259,36 @@ VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target,
 	require.NotNil(t, oldest)
 	require.WithinDuration(t, now.Add(-5*day), *oldest, time.Second, "bronze's first row")
 }
+
+// Prunable over more tables than one statement takes (boundsChunk): the
+// chunks run side by side on the pool, and the count and the oldest row
+// are over all of them. The prunable tables sit in the first and the
+// third chunk, the oldest row in the third; the tables between have no
+// rows.
+func TestPrunable_TablesInSeveralChunks_CountAndOldestOverAllOfThem(t *testing.T) {
+	ctx := context.Background()
+	pool := testdb.New(t).Pool(t)
+	plantEvents(t, pool, 3)
+	now := time.Now()
+	row := func(target, op string, jseq int64, age time.Duration) int64 {
+		var s int64
+		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, created_at)
+VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target, op, uuid.NewString(), now.Add(-age)).Scan(&s))
+		return s
+	}
+	day := 24 * time.Hour
+	g := row("gold.lineage", "materialize", 1, 2*day)
+	b := row("bronze.events", "append", 2, 6*day)
+	setFrontier(t, pool, b)
+	bounds := make([]outbox.TableBound, 2*outbox.BoundsChunk+10)
+	for i := range bounds {
+		bounds[i] = outbox.TableBound{Tenant: uuid.New(), Target: "silver.claims", TxnVersion: b}
+	}
+	bounds[3] = outbox.TableBound{Tenant: provider, Target: "gold.lineage", TxnVersion: g}
+	bounds[len(bounds)-1] = outbox.TableBound{Tenant: provider, Target: "bronze.events", TxnVersion: b}
+	oldest, n, err := outbox.Prunable(ctx, pool, bounds)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "gold (first chunk) and bronze (third)")
+	require.NotNil(t, oldest)
+	require.WithinDuration(t, now.Add(-6*day), *oldest, time.Second, "bronze's row, in the last chunk")
+}

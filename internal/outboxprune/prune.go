@@ -77,11 +77,19 @@ func BoundsOf(pos []lakewriter.TablePosition, c lakewriter.Continuity) ([]outbox
 	if !c.OK() {
 		return nil, &RefusedError{C: c}
 	}
+	return TableBounds(pos), nil
+}
+
+// TableBounds are the positions as outbox.Prune's table bounds, whether
+// or not the lake shares the database's history: only for a read that is
+// thrown away unless it does (oml doctor computes what is prunable beside
+// its continuity comparison). Anything that deletes takes Bounds.
+func TableBounds(pos []lakewriter.TablePosition) []outbox.TableBound {
 	out := make([]outbox.TableBound, 0, len(pos))
 	for _, p := range pos {
 		out = append(out, outbox.TableBound{Tenant: p.Key.Tenant, Target: string(p.Key.Kind), TxnVersion: p.TxnVersion})
 	}
-	return out, nil
+	return out
 }
 
 // Run prunes (or, DryRun, counts) the outbox rows the lake has applied.

@@ -686,7 +686,9 @@ func checkDelta(ctx context.Context, r *run, res *Result) {
 		res.Data["tables_read"] = sum.Read
 		res.Data["tables_scrubbed"] = sum.Scrubbed
 		res.Data["oldest_full_read_at"] = sum.OldestFullRead
-		if sum.WriteError != "" {
+		// The summary is stored in the background, beside the other
+		// checks' work on the read; this check reports how that went.
+		if sum.WriteError = read.saved(); sum.WriteError != "" {
 			res.Data["summary_write_error"] = sum.WriteError
 			res.detail("the lake summary could not be stored (the next run reads every table again): %s", sum.WriteError)
 		}

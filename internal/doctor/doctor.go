@@ -243,6 +243,10 @@ type run struct {
 	cont           lakewriter.Continuity
 	contErr        error
 
+	// pending are the waits for what the run writes in the background.
+	pendingMu sync.Mutex
+	pending   []func() string
+
 	// readOnly: the lake summary is read, never stored (ReadLakeView).
 	readOnly bool
 
@@ -376,6 +380,7 @@ func Run(ctx context.Context, opts Options) Report {
 		r.trust.set(nil, nil, false) // nobody else will: the fork check reads the provider chain itself
 	}
 	wg.Wait()
+	r.waitPending()
 
 	for i, res := range results {
 		if res.CheckedAt.IsZero() { // skipped: "checked" now, so its age reads right

@@ -2,6 +2,7 @@ package doctor
 
 import (
 	"context"
+	"sync"
 
 	"github.com/google/uuid"
 
@@ -36,8 +37,13 @@ type lakeRead struct {
 	tables []readTable // dbTableKeys order: tenants by id, then tables.Kinds
 	// heads are bronze's newest events by tenant, for the tables read.
 	heads map[uuid.UUID]bronzeHead
-	// summary says how many tables the lake summary served.
+	// summary says how many tables the lake summary served; its
+	// WriteError is saved's.
 	summary lakesummary.Stats
+	// saved waits for the refreshed summary to be stored (in the
+	// background: the checks need only the tables) and says why it could
+	// not be ("" when it was, or there was nothing to store).
+	saved func() string
 }
 
 // readTable is what the checks need of one table.
@@ -60,23 +66,43 @@ type bronzeHead struct {
 // readLake returns the run's lake read, reading it on first use.
 func (r *run) readLake(ctx context.Context) *lakeRead {
 	r.lakeReadOnce.Do(func() {
-		// Not the first caller's context: its timeout would fail the others.
+		// Not the first caller's context: its timeout would fail the
+		// others. It lives until the summary is stored.
 		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
-		defer cancel()
-		r.lakeRead = r.readTables(lctx)
+		read := r.readTables(lctx)
+		saved := read.saved
+		read.saved = sync.OnceValue(func() string {
+			defer cancel()
+			return saved()
+		})
+		r.lakeRead = read
+		r.pendingMu.Lock()
+		r.pending = append(r.pending, read.saved)
+		r.pendingMu.Unlock()
 	})
 	return r.lakeRead
+}
+
+// waitPending waits for the writes the run left in the background (the
+// lake summary's), so a run has stored what it read before it returns.
+func (r *run) waitPending() {
+	r.pendingMu.Lock()
+	pending := r.pending
+	r.pendingMu.Unlock()
+	for _, wait := range pending {
+		wait()
+	}
 }
 
 func (r *run) readTables(ctx context.Context) *lakeRead {
 	keys, err := dbTableKeys(ctx, r)
 	if err != nil {
-		return &lakeRead{err: err}
+		return &lakeRead{err: err, saved: func() string { return "" }}
 	}
-	read, stats := lakesummary.Read(ctx, r.lake, keys, lakesummary.Options{
+	read, stats, saved := lakesummary.ReadDeferred(ctx, r.lake, keys, lakesummary.Options{
 		SmallFileSize: r.th.SmallFileSize, Vacuum: true, Now: r.now, Write: !r.readOnly, Off: r.opts.NoSummary,
 	})
-	out := &lakeRead{tables: make([]readTable, len(keys)), heads: map[uuid.UUID]bronzeHead{}, summary: stats}
+	out := &lakeRead{tables: make([]readTable, len(keys)), heads: map[uuid.UUID]bronzeHead{}, summary: stats, saved: saved}
 	for i := range read {
 		t := &read[i]
 		out.tables[i] = readTable{health: r.healthOf(t), pos: t.Position, posErr: t.Err}

@@ -99,6 +99,20 @@ type Stats struct {
 // that cannot be read is reported as such (Err, LoadErr), as a full read
 // reports it.
 func Read(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Options) ([]Table, Stats) {
+	out, st, saved := ReadDeferred(ctx, lake, keys, opts)
+	st.WriteError = saved()
+	return out, st
+}
+
+// ReadDeferred is Read with the refreshed summary stored in the
+// background: the tables come back before the write (at 28,000 tables
+// encoding and storing the 16 MB summary was the read's last step, and
+// every check waited for it), and saved waits for the write and returns
+// what Stats.WriteError would say ("" when it was stored or nothing was
+// to store). ctx must outlive the write: cancel it only after saved
+// returns. The tables returned are the caller's to read, never to change
+// (the write encodes them meanwhile).
+func ReadDeferred(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Options) (_ []Table, _ Stats, saved func() string) {
 	var st Stats
 	var old map[tables.TableKey]*entry
 	var oldSize int
@@ -151,12 +165,18 @@ func Read(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Op
 	// A lake that holds no table yet gets no summary: doctor and status
 	// are reads, and storing one would create the lake (a missing lake is
 	// a finding of its own, not something a check may paper over).
-	if opts.Write && !opts.Off && (st.Read > 0 || len(old) != len(keys)) && anyTable(fresh) {
-		if err := save(ctx, lake, fresh, oldSize); err != nil {
-			st.WriteError = err.Error()
-		}
+	if !opts.Write || opts.Off || (st.Read == 0 && len(old) == len(keys)) || !anyTable(fresh) {
+		return out, st, func() string { return "" }
 	}
-	return out, st
+	done := make(chan string, 1)
+	go func() {
+		var why string
+		if err := save(ctx, lake, fresh, oldSize); err != nil {
+			why = err.Error()
+		}
+		done <- why
+	}()
+	return out, st, sync.OnceValue(func() string { return <-done })
 }
 
 // anyTable: some entry is of a table the lake holds.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 )
@@ -274,9 +275,9 @@ func pruneBounds(ctx context.Context, q Querier, tables []TableBound, frontier i
 }
 
 func boundChunk(ctx context.Context, q Querier, tps []TablePrune, cutoff time.Time) error {
-	tenants, targets, through := make([]uuid.UUID, len(tps)), make([]string, len(tps)), make([]int64, len(tps))
+	tenants, targets, through := make([]pgtype.UUID, len(tps)), make([]string, len(tps)), make([]int64, len(tps))
 	for i, tp := range tps {
-		tenants[i], targets[i], through[i] = tp.Tenant, tp.Target, tp.Through
+		tenants[i], targets[i], through[i] = pgUUID(tp.Tenant), tp.Target, tp.Through
 	}
 	rows, err := q.Query(ctx, pruneBoundsSQL, tenants, targets, through, cutoff)
 	if err != nil {
@@ -465,12 +466,12 @@ func prunableChunk(ctx context.Context, q Querier, tables []TableBound, fr Front
 	if err != nil {
 		return nil, 0, err
 	}
-	var tenants []uuid.UUID
+	var tenants []pgtype.UUID
 	var targets []string
 	var through []int64
 	for _, tp := range tps {
 		if tp.Through > 0 {
-			tenants, targets, through = append(tenants, tp.Tenant), append(targets, tp.Target), append(through, tp.Through)
+			tenants, targets, through = append(tenants, pgUUID(tp.Tenant)), append(targets, tp.Target), append(through, tp.Through)
 		}
 	}
 	if len(tenants) == 0 {
@@ -481,6 +482,11 @@ func prunableChunk(ctx context.Context, q Querier, tables []TableBound, fr Front
 	}
 	return oldest, n, nil
 }
+
+// pgUUID is id as pgx encodes it straight to binary: a uuid.UUID goes
+// through its driver.Valuer (formatted as text, then parsed back), 6% of
+// a doctor run's CPU at 28,000 tables for the prune bounds' arrays.
+func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: true} }
 
 // prunableOldestSQL counts the tables ($1 tenants, $2 targets, $3 their
 // bounds) with a row at or below their bound that is not dead-lettered,

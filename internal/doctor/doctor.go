@@ -12,6 +12,7 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakesummary"
 	"github.com/omlhq/oml/internal/lakewriter"
 )
 
@@ -243,6 +244,10 @@ type run struct {
 	cont           lakewriter.Continuity
 	contErr        error
 
+	// summaryLoad delivers the lake summary, read beside the database
+	// check (nil: the lake read reads it itself).
+	summaryLoad chan *lakesummary.Loaded
+
 	// pending are the waits for what the run writes in the background.
 	pendingMu sync.Mutex
 	pending   []func() string
@@ -341,6 +346,9 @@ func Run(ctx context.Context, opts Options) Report {
 			r.lake, r.lakeErr = opts.Lake(lctx)
 			if r.lakeErr == nil && r.lake == nil {
 				r.lakeErr = errors.New("no lake store was returned")
+			}
+			if r.lakeErr == nil && !opts.NoSummary {
+				r.preloadSummary(ctx)
 			}
 		})
 	}

@@ -83,6 +83,19 @@ func (r *run) readLake(ctx context.Context) *lakeRead {
 	return r.lakeRead
 }
 
+// preloadSummary starts reading the lake summary (16 MB at 28,000 tables)
+// while the database check runs: the lake read needs the tenants from the
+// database before it can use it, and reading it after them was a fifth of
+// the read's time.
+func (r *run) preloadSummary(ctx context.Context) {
+	r.summaryLoad = make(chan *lakesummary.Loaded, 1) // buffered: a run that never reads the lake leaves it
+	go func() {
+		lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.opts.Timeout)
+		defer cancel()
+		r.summaryLoad <- lakesummary.Load(lctx, r.lake)
+	}()
+}
+
 // waitPending waits for the writes the run left in the background (the
 // lake summary's), so a run has stored what it read before it returns.
 func (r *run) waitPending() {
@@ -99,8 +112,17 @@ func (r *run) readTables(ctx context.Context) *lakeRead {
 	if err != nil {
 		return &lakeRead{err: err, saved: func() string { return "" }}
 	}
+	var loaded *lakesummary.Loaded
+	if r.summaryLoad != nil {
+		select {
+		case loaded = <-r.summaryLoad:
+		case <-ctx.Done():
+			return &lakeRead{err: ctx.Err(), saved: func() string { return "" }}
+		}
+	}
 	read, stats, saved := lakesummary.ReadDeferred(ctx, r.lake, keys, lakesummary.Options{
 		SmallFileSize: r.th.SmallFileSize, Vacuum: true, Now: r.now, Write: !r.readOnly, Off: r.opts.NoSummary,
+		Loaded: loaded,
 	})
 	out := &lakeRead{tables: make([]readTable, len(keys)), heads: map[uuid.UUID]bronzeHead{}, summary: stats, saved: saved}
 	for i := range read {

@@ -64,6 +64,27 @@ type Options struct {
 	// NoHead: bronze's newest event is not needed (lake status); a table
 	// read in full then reads no data file (and renews no entry).
 	NoHead bool
+	// Loaded is the summary as Load read it, when the caller read it
+	// before it knew the tables (doctor: beside its database check);
+	// nil: Read reads it.
+	Loaded *Loaded
+}
+
+// Loaded is the summary object read and parsed, not yet checked against
+// any table: Load's answer, for Options.Loaded.
+type Loaded struct {
+	entries map[tables.TableKey]*entry
+	size    int
+	err     error
+}
+
+// Load reads the summary for a later Read (Options.Loaded). It never
+// fails: a summary that is missing or does not parse is Read's "absent"
+// or "invalid" state, as when Read reads it itself.
+func Load(ctx context.Context, lake store.Store) *Loaded {
+	l := &Loaded{}
+	l.entries, l.size, l.err = load(ctx, lake)
+	return l
 }
 
 func (o *Options) now() time.Time {
@@ -120,9 +141,12 @@ func ReadDeferred(ctx context.Context, lake store.Store, keys []tables.TableKey,
 	case opts.Off:
 		st.State = "off"
 	default:
-		var err error
-		old, oldSize, err = load(ctx, lake)
-		st.State = summaryfile.State(err)
+		l := opts.Loaded
+		if l == nil {
+			l = Load(ctx, lake)
+		}
+		old, oldSize = l.entries, l.size
+		st.State = summaryfile.State(l.err)
 	}
 	now := opts.now()
 	scrub := scrubbed(keys, old, now)

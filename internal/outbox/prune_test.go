@@ -226,6 +226,23 @@ SELECT max(seq) FROM ins`, *benchRows, fmt.Sprintf("%d-%d", batch, i)).Scan(&las
 
 var benchRows = flagInt("rows", 1_000_000, "BenchmarkPrune: applied outbox rows per run")
 
+// prunableFixture is a database with three events of the provider's in
+// its journal; row inserts an outbox row of the provider's, age older
+// than now, and returns its seq.
+func prunableFixture(t *testing.T) (pool *pgxpool.Pool, now time.Time, row func(target, op string, jseq int64, age time.Duration) int64) {
+	t.Helper()
+	pool = testdb.New(t).Pool(t)
+	plantEvents(t, pool, 3)
+	now = time.Now()
+	return pool, now, func(target, op string, jseq int64, age time.Duration) int64 {
+		t.Helper()
+		var s int64
+		require.NoError(t, pool.QueryRow(context.Background(), `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, created_at)
+VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target, op, uuid.NewString(), now.Add(-age)).Scan(&s))
+		return s
+	}
+}
+
 // Prunable computes every table's bound, and the oldest prunable row, in
 // set statements over all the tables: each table's result is its own. The
 // table with the oldest rows here (silver) is not prunable at all (its txn
@@ -234,15 +251,7 @@ var benchRows = flagInt("rows", 1_000_000, "BenchmarkPrune: applied outbox rows 
 // event, would name silver's.
 func TestPrunable_ManyTablesAtOnce_EachBoundIsItsOwn(t *testing.T) {
 	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	plantEvents(t, pool, 3)
-	now := time.Now()
-	row := func(target, op string, jseq int64, age time.Duration) int64 {
-		var s int64
-		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, created_at)
-VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target, op, uuid.NewString(), now.Add(-age)).Scan(&s))
-		return s
-	}
+	pool, now, row := prunableFixture(t)
 	day := 24 * time.Hour
 	s1 := row("silver.claims", "retract", 1, 10*day)
 	row("silver.claims", "retract", 1, 10*day) // event 1 has two silver rows: a bound at s1 straddles it
@@ -267,15 +276,7 @@ VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target,
 // rows.
 func TestPrunable_TablesInSeveralChunks_CountAndOldestOverAllOfThem(t *testing.T) {
 	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	plantEvents(t, pool, 3)
-	now := time.Now()
-	row := func(target, op string, jseq int64, age time.Duration) int64 {
-		var s int64
-		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, created_at)
-VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target, op, uuid.NewString(), now.Add(-age)).Scan(&s))
-		return s
-	}
+	pool, now, row := prunableFixture(t)
 	day := 24 * time.Hour
 	g := row("gold.lineage", "materialize", 1, 2*day)
 	b := row("bronze.events", "append", 2, 6*day)

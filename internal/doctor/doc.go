@@ -28,7 +28,9 @@
 //     The lake-writer status takes an outbox fence, which costs one
 //     transaction id.
 //   - The lease, lag, horizon and dead-letter checks share one reading of
-//     the lake writer's state per run, so they never contradict each other.
+//     the lake writer's state per run, so they never contradict each other;
+//     the continuity and outbox checks share one continuity comparison
+//     (the outbox check uses what is prunable only when it passed).
 //   - The provider chain is verified once per run, by the chain check; the
 //     fork check trusts the keys that pass handed it (run.trust), and reads
 //     the provider chain itself only when the chain check had none to give.
@@ -37,7 +39,9 @@
 //     tampered summary costs full reads, never a finding (every check
 //     built on the lake read reports what reading every table reports;
 //     Options.NoSummary reads every table, the baseline its tests and
-//     benchmark compare with). Nothing that writes reads it.
+//     benchmark compare with). Nothing that writes reads it. It is read
+//     beside the database check and stored in the background while the
+//     checks use the read; a run returns only once it is stored.
 //
 // The live terminal UI over these checks is package doctor/tui.
 package doctor

@@ -12,6 +12,8 @@ import (
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakesummary"
+	"github.com/omlhq/oml/internal/lakewriter"
 )
 
 // Status is a check's verdict. The strings are part of the JSON contract.
@@ -235,6 +237,21 @@ type run struct {
 	lakeReadOnce sync.Once
 	lakeRead     *lakeRead
 
+	// The lake's continuity with the database, compared once for the
+	// continuity and outbox checks.
+	continuityOnce sync.Once
+	pos            []lakewriter.TablePosition
+	cont           lakewriter.Continuity
+	contErr        error
+
+	// summaryLoad delivers the lake summary, read beside the database
+	// check (nil: the lake read reads it itself).
+	summaryLoad chan *lakesummary.Loaded
+
+	// pending are the waits for what the run writes in the background.
+	pendingMu sync.Mutex
+	pending   []func() string
+
 	// readOnly: the lake summary is read, never stored (ReadLakeView).
 	readOnly bool
 
@@ -330,6 +347,9 @@ func Run(ctx context.Context, opts Options) Report {
 			if r.lakeErr == nil && r.lake == nil {
 				r.lakeErr = errors.New("no lake store was returned")
 			}
+			if r.lakeErr == nil && !opts.NoSummary {
+				r.preloadSummary(ctx)
+			}
 		})
 	}
 	results[0] = r.runOne(ctx, checkDefs[0])
@@ -368,6 +388,7 @@ func Run(ctx context.Context, opts Options) Report {
 		r.trust.set(nil, nil, false) // nobody else will: the fork check reads the provider chain itself
 	}
 	wg.Wait()
+	r.waitPending()
 
 	for i, res := range results {
 		if res.CheckedAt.IsZero() { // skipped: "checked" now, so its age reads right

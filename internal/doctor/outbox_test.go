@@ -35,3 +35,28 @@ func TestDoctor_Outbox_WarnsWhenAppliedRowsAreNotPruned(t *testing.T) {
 	require.Nil(t, c.Data["oldest_prunable_at"])
 	require.Contains(t, c.Summary, "no row every table has applied is left")
 }
+
+// The outbox check takes the continuity check's comparison (one per run):
+// with the database behind the lake (its outbox sequence below the
+// tables' txn versions, as after a failover that lost a tail) continuity
+// fails and the outbox check warns that nothing can be pruned, as when it
+// compared them itself.
+func TestDoctor_Outbox_LakeAheadOfTheDatabase_WarnsNothingCanBePruned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	b.load(t, 5, 0, 7)
+	b.drain(t, nil)
+	requireStatus(t, b.doctor(t, nil), doctor.IDOutbox, doctor.StatusOK)
+
+	var last int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT last_value FROM oml.outbox_seq_seq`).Scan(&last))
+	_, err := b.pool.Exec(ctx, `SELECT setval('oml.outbox_seq_seq', $1)`, last-3)
+	require.NoError(t, err)
+	rep := b.doctor(t, nil)
+	c := requireStatus(t, rep, doctor.IDContinuity, doctor.StatusFail)
+	require.Equal(t, "lake-ahead", c.Data["state"])
+	o := requireStatus(t, rep, doctor.IDOutbox, doctor.StatusWarn)
+	require.Contains(t, o.Summary, "nothing can be pruned while the lake does not share the database's history")
+	require.Nil(t, o.Data["oldest_prunable_at"])
+}

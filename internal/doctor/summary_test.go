@@ -307,3 +307,31 @@ func TestDoctor_Summary_KeepsTheRecordOfACheckpointedTable(t *testing.T) {
 	_, commits := reads(counted.Trace())
 	require.LessOrEqual(t, len(commits), d.Data["tables_read"].(int), "commits read: %v", commits)
 }
+
+// The lake summary is stored in the background while the checks use the
+// read: a run still returns only once it is stored (a slow write too), and
+// a write that fails is the delta check's detail, as when the read waited
+// for it.
+func TestDoctor_Summary_StoredInTheBackground_StoredBeforeTheRunReturnsAndFailureReported(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	b.load(t, 3, 0, 17)
+	b.drain(t, nil)
+
+	slow := store.NewFaulty(b.lake, store.Rule{Ops: []store.OpKind{store.OpPut}, Key: lakesummary.Key, Kind: store.FaultDelay, Delay: 300 * time.Millisecond})
+	opts := b.options(nil)
+	opts.Lake = func(context.Context) (store.Store, error) { return slow, nil }
+	rep := doctor.Run(ctx, opts)
+	d := requireStatus(t, rep, doctor.IDDelta, doctor.StatusOK)
+	require.Nil(t, d.Data["summary_write_error"])
+	_, err := b.lake.Stat(ctx, lakesummary.Key)
+	require.NoError(t, err, "the summary is stored when the run returns")
+
+	failing := store.NewFaulty(b.lake, store.Rule{Ops: []store.OpKind{store.OpPut}, Key: lakesummary.Key, Kind: store.FaultError})
+	opts.Lake = func(context.Context) (store.Store, error) { return failing, nil }
+	require.NoError(t, b.lake.Delete(ctx, lakesummary.Key)) // every table read again: a summary to store
+	d = check(t, doctor.Run(ctx, opts), doctor.IDDelta)
+	require.Contains(t, d.Data["summary_write_error"], "cannot store the lake summary")
+	require.Contains(t, strings.Join(d.Details, "\n"), "the lake summary could not be stored")
+}

@@ -64,6 +64,27 @@ type Options struct {
 	// NoHead: bronze's newest event is not needed (lake status); a table
 	// read in full then reads no data file (and renews no entry).
 	NoHead bool
+	// Loaded is the summary as Load read it, when the caller read it
+	// before it knew the tables (doctor: beside its database check);
+	// nil: Read reads it.
+	Loaded *Loaded
+}
+
+// Loaded is the summary object read and parsed, not yet checked against
+// any table: Load's answer, for Options.Loaded.
+type Loaded struct {
+	entries map[tables.TableKey]*entry
+	size    int
+	err     error
+}
+
+// Load reads the summary for a later Read (Options.Loaded). It never
+// fails: a summary that is missing or does not parse is Read's "absent"
+// or "invalid" state, as when Read reads it itself.
+func Load(ctx context.Context, lake store.Store) *Loaded {
+	l := &Loaded{}
+	l.entries, l.size, l.err = load(ctx, lake)
+	return l
 }
 
 func (o *Options) now() time.Time {
@@ -99,6 +120,20 @@ type Stats struct {
 // that cannot be read is reported as such (Err, LoadErr), as a full read
 // reports it.
 func Read(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Options) ([]Table, Stats) {
+	out, st, saved := ReadDeferred(ctx, lake, keys, opts)
+	st.WriteError = saved()
+	return out, st
+}
+
+// ReadDeferred is Read with the refreshed summary stored in the
+// background: the tables come back before the write (at 28,000 tables
+// encoding and storing the 16 MB summary was the read's last step, and
+// every check waited for it), and saved waits for the write and returns
+// what Stats.WriteError would say ("" when it was stored or nothing was
+// to store). ctx must outlive the write: cancel it only after saved
+// returns. The tables returned are the caller's to read, never to change
+// (the write encodes them meanwhile).
+func ReadDeferred(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Options) (_ []Table, _ Stats, saved func() string) {
 	var st Stats
 	var old map[tables.TableKey]*entry
 	var oldSize int
@@ -106,9 +141,12 @@ func Read(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Op
 	case opts.Off:
 		st.State = "off"
 	default:
-		var err error
-		old, oldSize, err = load(ctx, lake)
-		st.State = summaryfile.State(err)
+		l := opts.Loaded
+		if l == nil {
+			l = Load(ctx, lake)
+		}
+		old, oldSize = l.entries, l.size
+		st.State = summaryfile.State(l.err)
 	}
 	now := opts.now()
 	scrub := scrubbed(keys, old, now)
@@ -151,12 +189,18 @@ func Read(ctx context.Context, lake store.Store, keys []tables.TableKey, opts Op
 	// A lake that holds no table yet gets no summary: doctor and status
 	// are reads, and storing one would create the lake (a missing lake is
 	// a finding of its own, not something a check may paper over).
-	if opts.Write && !opts.Off && (st.Read > 0 || len(old) != len(keys)) && anyTable(fresh) {
-		if err := save(ctx, lake, fresh, oldSize); err != nil {
-			st.WriteError = err.Error()
-		}
+	if !opts.Write || opts.Off || (st.Read == 0 && len(old) == len(keys)) || !anyTable(fresh) {
+		return out, st, func() string { return "" }
 	}
-	return out, st
+	done := make(chan string, 1)
+	go func() {
+		var why string
+		if err := save(ctx, lake, fresh, oldSize); err != nil {
+			why = err.Error()
+		}
+		done <- why
+	}()
+	return out, st, sync.OnceValue(func() string { return <-done })
 }
 
 // anyTable: some entry is of a table the lake holds.
@@ -313,8 +357,9 @@ func save(ctx context.Context, lake store.Store, entries []*entry, sizeHint int)
 // load reads the summary; size is the object's (for save's buffer).
 func load(ctx context.Context, lake store.Store) (_ map[tables.TableKey]*entry, size int, err error) {
 	out := map[tables.TableKey]*entry{}
+	recs := map[string]tables.BatchBounds{}
 	size, err = summaryfile.Load(ctx, lake, Key, header, summaryMax, func(_ int, line string) error {
-		e, err := decode(line)
+		e, err := decode(line, recs)
 		if err == nil {
 			out[e.key] = e
 		}
@@ -382,7 +427,30 @@ func kindOf(s string) (tables.Kind, error) {
 	return k, err
 }
 
-func decode(line string) (*entry, error) {
+// batchRecord decodes a table's batch record, once per distinct text
+// (recs, one load's): every table a batch committed to has the same
+// record (5 distinct among 28,001 tables after a drain), and decoding
+// each was most of the load's JSON. Each table gets a copy of its own.
+func batchRecord(text string, recs map[string]tables.BatchBounds) (tables.BatchBounds, error) {
+	rec, ok := recs[text]
+	if !ok {
+		if err := json.Unmarshal([]byte(text), &rec); err != nil {
+			return tables.BatchBounds{}, err
+		}
+		recs[text] = rec
+	}
+	if rec.Rows != nil {
+		rows := *rec.Rows
+		rec.Rows = &rows
+	}
+	if rec.Anchor != nil {
+		a := *rec.Anchor
+		rec.Anchor = &a
+	}
+	return rec, nil
+}
+
+func decode(line string, recs map[string]tables.BatchBounds) (*entry, error) {
 	c := strings.Split(line, "\t")
 	if len(c) != len(fields) {
 		return nil, fmt.Errorf("%d fields, want %d", len(c), len(fields))
@@ -422,8 +490,8 @@ func decode(line string) (*entry, error) {
 	txn, known, found := num(c[16]), flag(c[17]), flag(c[18])
 	var rec tables.BatchBounds
 	if known {
-		if jerr := json.Unmarshal([]byte(c[19]), &rec); jerr != nil {
-			return nil, jerr
+		if rec, perr = batchRecord(c[19], recs); perr != nil {
+			return nil, perr
 		}
 	}
 	if t.Exists {

@@ -18,7 +18,8 @@ import (
 func sampleEntries() []*entry {
 	id := uuid.MustParse("0b7c6c53-6b57-4d3c-9d1e-2f0e3c1a9b11")
 	rows := int64(7)
-	rec := tables.BatchBounds{Start: 10, End: 20, SystemIdentifier: "7312", Timeline: 1, Rows: &rows}
+	rec := tables.BatchBounds{Start: 10, End: 20, SystemIdentifier: "7312", Timeline: 1, Rows: &rows,
+		Anchor: &tables.Anchor{Seq: 20, Tenant: id, JournalSeq: 4, EventHash: "ab", Digest: "cd"}}
 	at := time.UnixMilli(1_780_000_000_123)
 	fp := fingerprint([]store.ObjectInfo{{Key: "_delta_log/00000000000000000000.json", Size: 12, ModTime: at}}, nil)
 	bk := tables.TableKey{Tenant: id, Kind: tables.Bronze}
@@ -47,7 +48,7 @@ func TestEntry_EncodeDecode_RoundTrip(t *testing.T) {
 		e.encode(&b)
 		line := strings.TrimSuffix(b.String(), "\n")
 		require.NotContains(t, line, "\n")
-		got, err := decode(line)
+		got, err := decode(line, map[string]tables.BatchBounds{})
 		require.NoError(t, err, line)
 		require.Equal(t, e.key, got.key)
 		require.Equal(t, e.fp, got.fp)
@@ -58,6 +59,38 @@ func TestEntry_EncodeDecode_RoundTrip(t *testing.T) {
 		}
 		require.Equal(t, e.t, got.t)
 	}
+}
+
+// Tables whose batch records have the same text share one decoding, not
+// the record: each decodes to its own copy, and a different text to its
+// own record.
+func TestDecode_SameBatchRecordDecodedOnceEachTableItsOwnCopy(t *testing.T) {
+	recs := map[string]tables.BatchBounds{}
+	var got []*entry
+	for _, e := range sampleEntries()[:1] {
+		for _, tenant := range []uuid.UUID{uuid.New(), uuid.New()} {
+			e := *e
+			e.key.Tenant, e.t.Key.Tenant = tenant, tenant
+			var b bytes.Buffer
+			e.encode(&b)
+			d, err := decode(strings.TrimSuffix(b.String(), "\n"), recs)
+			require.NoError(t, err)
+			got = append(got, d)
+		}
+	}
+	require.Len(t, recs, 1)
+	a, _, _ := got[0].t.Position.Record()
+	b, _, _ := got[1].t.Position.Record()
+	require.Equal(t, a, b)
+	require.NotNil(t, a.Anchor)
+	require.NotSame(t, a.Anchor, b.Anchor)
+	require.NotSame(t, a.Rows, b.Rows)
+
+	other, err := batchRecord(`{"start":1,"end":2,"rows":1,"anchor":{"seq":2,"journalSeq":1,"eventHash":"ab","digest":"cd"}}`, recs)
+	require.NoError(t, err)
+	require.Len(t, recs, 2)
+	require.Equal(t, int64(2), other.End)
+	require.NotEqual(t, a, other)
 }
 
 // A summary that was cut short, edited or is not one is refused whole.
@@ -90,6 +123,6 @@ func FuzzDecode(f *testing.F) {
 		f.Add(strings.TrimSuffix(b.String(), "\n"))
 	}
 	f.Fuzz(func(t *testing.T, line string) {
-		_, _ = decode(line) // never panics
+		_, _ = decode(line, map[string]tables.BatchBounds{}) // never panics
 	})
 }

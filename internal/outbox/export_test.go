@@ -8,3 +8,6 @@ func SetBetweenFenceStatements(fn func()) (restore func()) {
 	betweenFenceStatements = fn
 	return func() { betweenFenceStatements = nil }
 }
+
+// BoundsChunk is boundsChunk: the tables one prune-bounds statement takes.
+const BoundsChunk = boundsChunk

@@ -226,6 +226,23 @@ SELECT max(seq) FROM ins`, *benchRows, fmt.Sprintf("%d-%d", batch, i)).Scan(&las
 
 var benchRows = flagInt("rows", 1_000_000, "BenchmarkPrune: applied outbox rows per run")
 
+// prunableFixture is a database with three events of the provider's in
+// its journal; row inserts an outbox row of the provider's, age older
+// than now, and returns its seq.
+func prunableFixture(t *testing.T) (pool *pgxpool.Pool, now time.Time, row func(target, op string, jseq int64, age time.Duration) int64) {
+	t.Helper()
+	pool = testdb.New(t).Pool(t)
+	plantEvents(t, pool, 3)
+	now = time.Now()
+	return pool, now, func(target, op string, jseq int64, age time.Duration) int64 {
+		t.Helper()
+		var s int64
+		require.NoError(t, pool.QueryRow(context.Background(), `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, created_at)
+VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target, op, uuid.NewString(), now.Add(-age)).Scan(&s))
+		return s
+	}
+}
+
 // Prunable computes every table's bound, and the oldest prunable row, in
 // set statements over all the tables: each table's result is its own. The
 // table with the oldest rows here (silver) is not prunable at all (its txn
@@ -234,15 +251,7 @@ var benchRows = flagInt("rows", 1_000_000, "BenchmarkPrune: applied outbox rows 
 // event, would name silver's.
 func TestPrunable_ManyTablesAtOnce_EachBoundIsItsOwn(t *testing.T) {
 	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	plantEvents(t, pool, 3)
-	now := time.Now()
-	row := func(target, op string, jseq int64, age time.Duration) int64 {
-		var s int64
-		require.NoError(t, pool.QueryRow(ctx, `INSERT INTO oml.outbox (tenant_id, journal_seq, target, op, artifact_id, version, payload, created_at)
-VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target, op, uuid.NewString(), now.Add(-age)).Scan(&s))
-		return s
-	}
+	pool, now, row := prunableFixture(t)
 	day := 24 * time.Hour
 	s1 := row("silver.claims", "retract", 1, 10*day)
 	row("silver.claims", "retract", 1, 10*day) // event 1 has two silver rows: a bound at s1 straddles it
@@ -258,4 +267,29 @@ VALUES ($1, $2, $3, $4, $5, 1, '{}', $6) RETURNING seq`, provider, jseq, target,
 	require.Equal(t, 2, n, "bronze and gold")
 	require.NotNil(t, oldest)
 	require.WithinDuration(t, now.Add(-5*day), *oldest, time.Second, "bronze's first row")
+}
+
+// Prunable over more tables than one statement takes (boundsChunk): the
+// chunks run side by side on the pool, and the count and the oldest row
+// are over all of them. The prunable tables sit in the first and the
+// third chunk, the oldest row in the third; the tables between have no
+// rows.
+func TestPrunable_TablesInSeveralChunks_CountAndOldestOverAllOfThem(t *testing.T) {
+	ctx := context.Background()
+	pool, now, row := prunableFixture(t)
+	day := 24 * time.Hour
+	g := row("gold.lineage", "materialize", 1, 2*day)
+	b := row("bronze.events", "append", 2, 6*day)
+	setFrontier(t, pool, b)
+	bounds := make([]outbox.TableBound, 2*outbox.BoundsChunk+10)
+	for i := range bounds {
+		bounds[i] = outbox.TableBound{Tenant: uuid.New(), Target: "silver.claims", TxnVersion: b}
+	}
+	bounds[3] = outbox.TableBound{Tenant: provider, Target: "gold.lineage", TxnVersion: g}
+	bounds[len(bounds)-1] = outbox.TableBound{Tenant: provider, Target: "bronze.events", TxnVersion: b}
+	oldest, n, err := outbox.Prunable(ctx, pool, bounds)
+	require.NoError(t, err)
+	require.Equal(t, 2, n, "gold (first chunk) and bronze (third)")
+	require.NotNil(t, oldest)
+	require.WithinDuration(t, now.Add(-6*day), *oldest, time.Second, "bronze's row, in the last chunk")
 }

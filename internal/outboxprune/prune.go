@@ -66,14 +66,30 @@ func BoundsWith(ctx context.Context, db *pgxpool.Pool, lake store.Store, positio
 	if err != nil {
 		return nil, &LakeError{Err: err}
 	}
+	return BoundsOf(pos, c)
+}
+
+// BoundsOf is Bounds of positions whose continuity c was already checked
+// (lakewriter.CheckContinuity of exactly pos): oml doctor's continuity
+// check has checked it, and checking it again cost the outbox check one
+// statement per 5,000 tables. The error is *RefusedError when c is not OK.
+func BoundsOf(pos []lakewriter.TablePosition, c lakewriter.Continuity) ([]outbox.TableBound, error) {
 	if !c.OK() {
 		return nil, &RefusedError{C: c}
 	}
+	return TableBounds(pos), nil
+}
+
+// TableBounds are the positions as outbox.Prune's table bounds, whether
+// or not the lake shares the database's history: only for a read that is
+// thrown away unless it does (oml doctor computes what is prunable beside
+// its continuity comparison). Anything that deletes takes Bounds.
+func TableBounds(pos []lakewriter.TablePosition) []outbox.TableBound {
 	out := make([]outbox.TableBound, 0, len(pos))
 	for _, p := range pos {
 		out = append(out, outbox.TableBound{Tenant: p.Key.Tenant, Target: string(p.Key.Kind), TxnVersion: p.TxnVersion})
 	}
-	return out, nil
+	return out
 }
 
 // Run prunes (or, DryRun, counts) the outbox rows the lake has applied.

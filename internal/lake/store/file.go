@@ -53,9 +53,11 @@ type File struct {
 	// Test hooks, nil outside tests (export_test.go sets them):
 	// beforeSyncNewDir runs between os.Mkdir and the parent's flush (an
 	// error stands for a failed fsync); waitingForDir runs when a write
-	// starts waiting for another write's creation of dir.
+	// starts waiting for another write's creation of dir; dirFsync, when
+	// set, runs the directory fsyncs this store's writes run (dirsync.go).
 	beforeSyncNewDir func(dir string) error
 	waitingForDir    func(dir string)
+	dirFsync         func(dir string) error
 }
 
 var _ Store = (*File)(nil)
@@ -415,16 +417,14 @@ func tempName(dir, base string) string {
 	return filepath.Join(dir, tempPrefix+base+"."+tempRun()+strconv.FormatUint(tempSeq.Add(1), 36)+tempSuffix)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+// syncDir fsyncs dir, sharing the fsync with the other writes of the
+// process that need one of dir at the same time (dirsync.go).
+func (f *File) syncDir(dir string) error {
+	fsync := fsyncDir
+	if f.dirFsync != nil {
+		fsync = f.dirFsync
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
+	return syncDirShared(dir, fsync)
 }
 
 // copyBufs recycles the buffers of streamed puts (io.Copy into an

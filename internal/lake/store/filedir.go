@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 )
 
 // Directory creation and the fence that makes writes wait for it.
@@ -96,20 +97,44 @@ func finishDir(dir string, c *dirCreation, err error) {
 // parent, and returns once dir and every ancestor is durable as far as this
 // process knows: a directory that exists but that another write of this
 // process is still creating is waited for, not taken as done.
+//
+// It is called when a temporary file could not be opened because dir is
+// missing, so it tries os.Mkdir first and climbs only when the parent is
+// missing too: no stat on the way (a stat per level and one of the first
+// existing ancestor would cost two calls more per created chain than the
+// failed os.Mkdir calls do).
 func (f *File) mkdirAll(ctx context.Context, dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return errIsFile(dir)
+	err := f.mkdir(ctx, dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return err
 		}
-		return f.awaitDirs(ctx, dir)
-	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
 		if err := f.mkdirAll(ctx, parent); err != nil {
 			return err
 		}
+		err = f.mkdir(ctx, dir)
 	}
-	return f.mkdir(ctx, dir)
+	if errors.Is(err, syscall.ENOTDIR) {
+		return fileAbove(dir, err)
+	}
+	if err != nil {
+		return err
+	}
+	// The ancestors this call found existing may still be being created
+	// by another write.
+	return f.awaitDirs(ctx, filepath.Dir(dir))
+}
+
+// fileAbove names the file that os.Mkdir of dir met in its path
+// (ENOTDIR), for the error; a failure path only, so it may stat.
+func fileAbove(dir string, err error) error {
+	for d := filepath.Dir(dir); filepath.Dir(d) != d; d = filepath.Dir(d) {
+		if fi, serr := os.Stat(d); serr == nil && !fi.IsDir() {
+			return errIsFile(d)
+		}
+	}
+	return err
 }
 
 // mkdir creates dir, whose parent exists and is durable, and fsyncs the

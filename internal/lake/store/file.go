@@ -189,18 +189,22 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 	base := filepath.Base(final)
 	tmp := tempName(dir, base)
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	var made []newDir // the directories this write created, to fsync into their parents
 	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
-		if merr := f.mkdirAll(ctx, dir); merr != nil {
+		if merr := f.mkdirAll(ctx, dir, &made); merr != nil {
+			f.syncNewDirs(made) // end the creations; the write fails anyway
 			return "", putSync{}, merr
 		}
 		fh, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	}
 	if err != nil {
+		f.syncNewDirs(made)
 		return "", putSync{}, err
 	}
 	fail := func(err error) (string, putSync, error) {
 		fh.Close()
 		os.Remove(tmp)
+		f.syncNewDirs(made)
 		return "", putSync{}, err
 	}
 	var n int64
@@ -222,6 +226,13 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 		return fail(err)
 	}
 	if err := fh.Close(); err != nil {
+		os.Remove(tmp)
+		f.syncNewDirs(made)
+		return "", putSync{}, err
+	}
+	// The file is flushed: now the new directories' entries, whose journal
+	// commit the file's fsync has most likely carried already (mkdirAll).
+	if err := f.syncNewDirs(made); err != nil {
 		os.Remove(tmp)
 		return "", putSync{}, err
 	}

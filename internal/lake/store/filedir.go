@@ -64,9 +64,17 @@ var creations = struct {
 // dirCreation is one directory creation in progress, or one whose parent
 // fsync failed.
 type dirCreation struct {
-	done chan struct{} // closed when the creation is over
-	err  error         // set before done is closed: the parent fsync failed
+	made     chan struct{} // closed when the creator's os.Mkdir has returned
+	madeOnce sync.Once
+	done     chan struct{} // closed when the creation is over
+	err      error         // set before done is closed: the parent fsync failed
 }
+
+func newCreation() *dirCreation {
+	return &dirCreation{made: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (c *dirCreation) markMade() { c.madeOnce.Do(func() { close(c.made) }) }
 
 // claimDir registers the creation of dir by the caller, or returns the
 // creation already registered for it (mine false).
@@ -76,7 +84,7 @@ func claimDir(dir string) (c *dirCreation, mine bool) {
 	if c := creations.m[dir]; c != nil {
 		return c, false
 	}
-	c = &dirCreation{done: make(chan struct{})}
+	c = newCreation()
 	creations.m[dir] = c
 	return c, true
 }
@@ -84,46 +92,67 @@ func claimDir(dir string) (c *dirCreation, mine bool) {
 // finishDir ends the creation c of dir. A failed parent fsync (err) keeps
 // it registered, so later writes below dir fsync the parent again.
 func finishDir(dir string, c *dirCreation, err error) {
+	c.markMade()
 	creations.Lock()
 	c.err = err
-	if err == nil {
+	if err == nil && creations.m[dir] == c {
 		delete(creations.m, dir)
 	}
 	creations.Unlock()
 	close(c.done)
 }
 
-// mkdirAll creates dir and its missing parents, fsyncing each into its
-// parent, and returns once dir and every ancestor is durable as far as this
-// process knows: a directory that exists but that another write of this
-// process is still creating is waited for, not taken as done.
+// forgetDir drops the finished creation c of dir, whose directory is gone
+// (its os.Mkdir failed, or it was removed since): there is nothing left to
+// make durable, and the next os.Mkdir of dir is a new creation.
+func forgetDir(dir string, c *dirCreation) {
+	creations.Lock()
+	if creations.m[dir] == c {
+		delete(creations.m, dir)
+	}
+	creations.Unlock()
+}
+
+// newDir is a directory a write created (or found just made by another
+// process) and has yet to fsync into its parent.
+type newDir struct {
+	dir string
+	c   *dirCreation
+}
+
+// mkdirAll creates dir and its missing parents and appends the ones it
+// created to made, outermost first. It does not fsync them: the write
+// first puts its temporary file down and flushes it, then fsyncs the new
+// directories into their parents (syncNewDirs) before it publishes. On
+// ext4 and xfs the file's fsync commits the journal with the mkdirs in
+// it, so the parents' fsyncs that follow find their change committed
+// already instead of each committing one of their own. Until
+// syncNewDirs, the creations stay registered, so every other write into
+// them waits (awaitDirs); a write holding creations waits for no other
+// write's fsync before its own syncNewDirs, so two writes creating nested
+// directories cannot wait for each other.
 //
 // It is called when a temporary file could not be opened because dir is
 // missing, so it tries os.Mkdir first and climbs only when the parent is
 // missing too: no stat on the way (a stat per level and one of the first
-// existing ancestor would cost two calls more per created chain than the
-// failed os.Mkdir calls do).
-func (f *File) mkdirAll(ctx context.Context, dir string) error {
-	err := f.mkdir(ctx, dir)
+// existing ancestor cost two calls more per created chain than the failed
+// os.Mkdir calls do).
+func (f *File) mkdirAll(ctx context.Context, dir string, made *[]newDir) error {
+	err := f.mkdir(ctx, dir, made)
 	if errors.Is(err, fs.ErrNotExist) {
 		parent := filepath.Dir(dir)
 		if parent == dir {
 			return err
 		}
-		if err := f.mkdirAll(ctx, parent); err != nil {
+		if err := f.mkdirAll(ctx, parent, made); err != nil {
 			return err
 		}
-		err = f.mkdir(ctx, dir)
+		err = f.mkdir(ctx, dir, made)
 	}
 	if errors.Is(err, syscall.ENOTDIR) {
 		return fileAbove(dir, err)
 	}
-	if err != nil {
-		return err
-	}
-	// The ancestors this call found existing may still be being created
-	// by another write.
-	return f.awaitDirs(ctx, filepath.Dir(dir))
+	return err
 }
 
 // fileAbove names the file that os.Mkdir of dir met in its path
@@ -137,16 +166,41 @@ func fileAbove(dir string, err error) error {
 	return err
 }
 
-// mkdir creates dir, whose parent exists and is durable, and fsyncs the
-// parent.
-func (f *File) mkdir(ctx context.Context, dir string) error {
+// mkdir creates dir, whose parent exists, and appends it to made. A
+// directory another write of this process is creating is not created
+// again: mkdir waits only for that write's os.Mkdir (never for its fsync,
+// see mkdirAll), and the write's own awaitDirs waits for the rest.
+func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
 	c, mine := claimDir(dir)
 	if !mine {
-		if err := f.awaitDir(ctx, dir); err != nil {
-			return err
+		select {
+		case <-c.made:
+		default:
+			if f.waitingForDir != nil {
+				f.waitingForDir(dir)
+			}
+			select {
+			case <-c.made:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			return f.mkdir(ctx, dir) // its os.Mkdir failed: try ours
+		fi, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Its os.Mkdir failed (then it finishes at once), or the
+			// directory was removed since: try ours.
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			forgetDir(dir, c)
+			return f.mkdir(ctx, dir, made)
+		case err != nil:
+			return err
+		case !fi.IsDir():
+			return errIsFile(dir)
 		}
 		return nil
 	}
@@ -157,7 +211,7 @@ func (f *File) mkdir(ctx context.Context, dir string) error {
 			return errIsFile(dir)
 		}
 		// No creation of dir is in flight in this process (the claim is
-		// ours). Since the stat that sent us here either a write of this
+		// ours). Since the open that sent us here either a write of this
 		// process finished creating it (this fsync is then redundant) or
 		// another process made it, and that one may not have fsynced the
 		// parent yet: fsync it ourselves. One fsync, only when two writers
@@ -168,12 +222,24 @@ func (f *File) mkdir(ctx context.Context, dir string) error {
 		finishDir(dir, c, nil) // nothing was created, nothing to wait for
 		return err
 	}
-	err = f.syncNewDir(dir)
-	finishDir(dir, c, err)
-	if err != nil {
-		return notDurable(dir, err)
-	}
+	c.markMade()
+	*made = append(*made, newDir{dir: dir, c: c})
 	return nil
+}
+
+// syncNewDirs fsyncs each directory in made into its parent and ends its
+// creation, all of them even when one fails (each creation ends with its
+// own result); the first failure is the error.
+func (f *File) syncNewDirs(made []newDir) error {
+	var first error
+	for _, nd := range made {
+		err := f.syncNewDir(nd.dir)
+		finishDir(nd.dir, nd.c, err)
+		if err != nil && first == nil {
+			first = notDurable(nd.dir, err)
+		}
+	}
+	return first
 }
 
 // syncNewDir fsyncs the parent of dir, which this process created.
@@ -220,7 +286,8 @@ func (f *File) awaitDir(ctx context.Context, dir string) error {
 	select {
 	case <-c.done:
 		// Failed earlier: take it over.
-		retry := &dirCreation{done: make(chan struct{})}
+		retry := newCreation()
+		retry.markMade()
 		creations.m[dir] = retry
 		creations.Unlock()
 		err := f.syncNewDir(dir)

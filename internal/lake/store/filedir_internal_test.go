@@ -9,16 +9,31 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// mkdirAll's own contract, apart from the writes' final wait: it returns
-// only once the directory is durable, also when another write of this
-// process is still creating it.
+// mkdirAll's own contract, with the steps a write takes after it
+// (mkdirAllSynced): the directory is durable only once they return, also
+// when another write of this process is still creating it.
 
-// awaitMkdirAll runs f.mkdirAll(dir) and requires that it waits for dir
+// mkdirAllSynced is what a write does with a directory it finds missing:
+// create it and its parents, fsync those it created into their parents,
+// and wait for those other writes are still creating.
+func (f *File) mkdirAllSynced(ctx context.Context, dir string) error {
+	var made []newDir
+	err := f.mkdirAll(ctx, dir, &made)
+	if serr := f.syncNewDirs(made); err == nil {
+		err = serr
+	}
+	if err != nil {
+		return err
+	}
+	return f.awaitDirs(ctx, dir)
+}
+
+// awaitMkdirAll runs f.mkdirAllSynced(dir) and requires that it waits for dir
 // (and has not returned) before release is called.
 func awaitMkdirAll(t *testing.T, f *File, dir string, waiting chan string, release func()) {
 	t.Helper()
 	done := make(chan error, 1)
-	go func() { done <- f.mkdirAll(context.Background(), dir) }()
+	go func() { done <- f.mkdirAllSynced(context.Background(), dir) }()
 	select {
 	case err := <-done:
 		t.Fatalf("mkdirAll(%s) returned (%v) while another write's creation of it is in flight", dir, err)
@@ -98,7 +113,7 @@ func TestMkdirOfADirectoryAnotherProcessJustCreatedFsyncsItsParent(t *testing.T)
 	var synced []string
 	f.beforeSyncNewDir = func(d string) error { synced = append(synced, d); return nil }
 	require.NoError(t, os.Mkdir(dir, 0o755)) // the other process
-	require.NoError(t, f.mkdir(context.Background(), dir))
+	require.NoError(t, f.mkdirAllSynced(context.Background(), dir))
 	require.Equal(t, []string{dir}, synced)
 }
 

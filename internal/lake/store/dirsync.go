@@ -69,7 +69,11 @@ func syncDirShared(dir string, fsync func(dir string) error) error {
 		case q.running == nil:
 			q.running, q.pending = r, nil
 			dirSyncs.Unlock()
+			seq := mkdirSeq.Load()
 			err := fsync(dir)
+			if err == nil {
+				healCreations(dir, seq)
+			}
 			dirSyncs.Lock()
 			r.err = err
 			q.running = nil

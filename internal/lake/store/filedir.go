@@ -7,7 +7,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 )
 
@@ -66,15 +68,30 @@ var creations = struct {
 type dirCreation struct {
 	made     chan struct{} // closed when the creator's os.Mkdir has returned
 	madeOnce sync.Once
+	madeSeq  uint64        // mkdirSeq after the os.Mkdir; set before made is closed
 	done     chan struct{} // closed when the creation is over
-	err      error         // set before done is closed: the parent fsync failed
+	err      error         // set before done is closed: the parent fsync failed, or is owed (errOwed)
 }
+
+// mkdirSeq counts the os.Mkdir calls that returned, so that an fsync of a
+// parent can tell which creations in it started before the fsync did
+// (healCreations).
+var mkdirSeq atomic.Uint64
+
+// errOwed marks a creation whose parent fsync was left to the next write
+// below it or to the next fsync of the parent (PrepareDir).
+var errOwed = errors.New("its parent has not been fsynced since it was created")
 
 func newCreation() *dirCreation {
 	return &dirCreation{made: make(chan struct{}), done: make(chan struct{})}
 }
 
-func (c *dirCreation) markMade() { c.madeOnce.Do(func() { close(c.made) }) }
+func (c *dirCreation) markMade() {
+	c.madeOnce.Do(func() {
+		c.madeSeq = mkdirSeq.Add(1)
+		close(c.made)
+	})
+}
 
 // claimDir registers the creation of dir by the caller, or returns the
 // creation already registered for it (mine false).
@@ -227,6 +244,60 @@ func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
 	return nil
 }
 
+// healCreations ends the creations in parent that an fsync of parent,
+// started when mkdirSeq was at seq, has made durable: those that were
+// owed or failed (nobody is fsyncing them) and made before it started.
+// A creation still in flight is left to its creator.
+func healCreations(parent string, seq uint64) {
+	creations.Lock()
+	defer creations.Unlock()
+	for dir, c := range creations.m {
+		select {
+		case <-c.done:
+		default:
+			continue
+		}
+		if c.err != nil && c.madeSeq <= seq && filepath.Dir(dir) == parent {
+			delete(creations.m, dir)
+		}
+	}
+}
+
+// PrepareDir creates the directory below which the store will hold the
+// keys starting with prefix (and its missing parents), and leaves their
+// fsyncs into their parents owed: the first write below one of them, or
+// the next fsync of its parent, pays it. The Delta writer prepares a new
+// table's _delta_log/ before it writes the table's first data file, so
+// that the fsync of the table directory after that file is published
+// also carries _delta_log's entry, and the first commit does not fsync
+// the table directory a second time. Other stores have no directories:
+// for them it does nothing.
+func PrepareDir(ctx context.Context, s Store, prefix string) error {
+	if sub, ok := s.(*subStore); ok {
+		s, prefix = sub.inner, sub.prefix+prefix
+	}
+	f, ok := s.(*File)
+	if !ok {
+		return nil
+	}
+	p, err := f.path(strings.Trim(prefix, "/"))
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return nil
+	}
+	var made []newDir
+	err = f.mkdirAll(ctx, p, &made)
+	for _, nd := range made {
+		finishDir(nd.dir, nd.c, errOwed)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: preparing directory %q: %w", f, prefix, err)
+	}
+	return nil
+}
+
 // syncNewDirs fsyncs each directory in made into its parent and ends its
 // creation, all of them even when one fails (each creation ends with its
 // own result); the first failure is the error.
@@ -285,7 +356,7 @@ func (f *File) awaitDir(ctx context.Context, dir string) error {
 	}
 	select {
 	case <-c.done:
-		// Failed earlier: take it over.
+		// Failed earlier, or owed (PrepareDir): take it over.
 		retry := newCreation()
 		retry.markMade()
 		creations.m[dir] = retry
@@ -306,6 +377,9 @@ func (f *File) awaitDir(ctx context.Context, dir string) error {
 	case <-c.done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if c.err == errOwed {
+		return f.awaitDir(ctx, dir) // prepared, not failed: take it over
 	}
 	if c.err != nil {
 		return notDurable(dir, c.err)

@@ -2,8 +2,12 @@ package store
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -128,4 +132,114 @@ func BenchmarkAwaitDirsNothingInFlight(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// PrepareDir leaves the new directories' parent fsyncs owed. The first
+// write below one pays them before it publishes; a later fsync of the
+// parent pays them only if it started after the os.Mkdir.
+
+// countNewDirSyncs records, per directory, the fsyncs of its parent that
+// f runs for its creation (tries included); failing names the ones whose
+// fsync fails.
+func countNewDirSyncs(f *File, failing ...string) func(dir string) int {
+	var mu sync.Mutex
+	n := map[string]int{}
+	f.beforeSyncNewDir = func(d string) error {
+		mu.Lock()
+		n[d]++
+		mu.Unlock()
+		if slices.Contains(failing, d) {
+			return errors.New("injected fsync failure")
+		}
+		return nil
+	}
+	return func(dir string) int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n[dir]
+	}
+}
+
+func TestFirstWriteIntoAPreparedDirectoryFsyncsItAndItsNewParentsBeforeAcknowledging(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	f := &File{root: root}
+	syncs := countNewDirSyncs(f)
+	require.NoError(t, PrepareDir(ctx, f, "t/_delta_log"))
+	require.DirExists(t, filepath.Join(root, "t", "_delta_log"))
+	require.Zero(t, syncs(filepath.Join(root, "t")), "PrepareDir fsyncs nothing")
+	require.NoError(t, f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0")))
+	require.Equal(t, 1, syncs(filepath.Join(root, "t")), "t's entry in the root")
+	require.Equal(t, 1, syncs(filepath.Join(root, "t", "_delta_log")), "_delta_log's entry in t")
+	require.NoError(t, f.PutIfAbsent(ctx, "t/_delta_log/1.json", []byte("v1")))
+	require.Equal(t, 1, syncs(filepath.Join(root, "t", "_delta_log")), "paid once")
+}
+
+func TestFirstWriteIntoAPreparedDirectoryWhoseFsyncFailsPublishesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	f := &File{root: root}
+	log := filepath.Join(root, "t", "_delta_log")
+	syncs := countNewDirSyncs(f, log)
+	require.NoError(t, PrepareDir(ctx, f, "t/_delta_log"))
+	err := f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0"))
+	require.ErrorContains(t, err, "could not be fsynced into its parent")
+	_, err = f.Get(ctx, "t/_delta_log/0.json")
+	require.ErrorIs(t, err, ErrNotFound)
+	require.Error(t, f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0")), "the retry fsyncs again, and fails again")
+	require.Equal(t, 2, syncs(log))
+}
+
+// What the Delta writer does with a new table: prepare _delta_log/, put
+// the first data file in the table directory, commit into _delta_log/.
+// The fsync of t after the data file's publish carries _delta_log's
+// entry, so the commit does not fsync t again.
+func TestTheFsyncAfterAPublishInTheParentOfAPreparedDirectoryMakesItDurable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	f := &File{root: root}
+	tdir := filepath.Join(root, "t")
+	var tFsyncs atomic.Int32
+	f.dirFsync = func(d string) error {
+		if d == tdir {
+			tFsyncs.Add(1)
+		}
+		return fsyncDir(d)
+	}
+	syncs := countNewDirSyncs(f)
+	require.NoError(t, PrepareDir(ctx, f, "t/_delta_log"))
+	require.NoError(t, f.Put(ctx, "t/part-0.parquet", nil, 0))
+	require.EqualValues(t, 1, tFsyncs.Load(), "the data file's publish")
+	require.NoError(t, f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0")))
+	require.Zero(t, syncs(filepath.Join(tdir, "_delta_log")), "the commit fsynced t again for _delta_log")
+	require.EqualValues(t, 1, tFsyncs.Load())
+}
+
+// An fsync of t that was already running when _delta_log was made may
+// have missed its entry: it must not count, and the commit pays it.
+func TestAnFsyncOfTheParentThatStartedBeforeAPreparedDirectoryWasMadeDoesNotCount(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	tdir := filepath.Join(root, "t")
+	require.NoError(t, os.Mkdir(tdir, 0o755))
+	f := &File{root: root}
+	syncs := countNewDirSyncs(f)
+	p := pauseDirFsyncs(f, tdir)
+	put := make(chan error, 1)
+	go func() { put <- f.Put(ctx, "t/part-0.parquet", nil, 0) }()
+	require.Equal(t, 1, p.next(t)) // the publish's fsync of t runs
+	require.NoError(t, PrepareDir(ctx, f, "t/_delta_log"))
+	p.release <- nil
+	require.NoError(t, <-put)
+
+	commit := make(chan error, 1)
+	go func() { commit <- f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0")) }()
+	require.Equal(t, 2, p.next(t, commit), "the commit fsyncs t for _delta_log")
+	p.release <- nil
+	require.NoError(t, <-commit)
+	require.Equal(t, 1, syncs(filepath.Join(tdir, "_delta_log")))
 }

@@ -44,6 +44,31 @@ import (
 // that case too (the round after the publish flushes the other process's
 // mkdir as well).
 //
+// The fsyncs a per-file write still makes, each needed by durability:
+//
+//  1. The temporary file, before it is published: a name must never point
+//     at bytes a power loss can drop (the Delta log would reference a torn
+//     commit or data file).
+//  2. Each directory the write created, into its parent, before it
+//     publishes (after 1, so that on a journaling filesystem 1's commit
+//     usually carries the mkdirs already): otherwise the new directory,
+//     and the object in it, can vanish after the acknowledgement. A
+//     directory made by PrepareDir is paid by the first write below it,
+//     or by any fsync of its parent that started after its os.Mkdir (the
+//     Delta writer's data file publish in the table directory pays its
+//     _delta_log/, so a new table fsyncs its directory once, not twice).
+//  3. The directory the name was published in, after rename(2)/link(2) and
+//     before acknowledging: the rename or link is the commit point.
+//
+// 2 and 3 are fsyncs of directories, and each is shared by the writes of
+// the process that need one of the same directory at the same time
+// (dirsync.go): new tenants' directories in the lake root and in
+// _oml_witness/, a tenant's layers, two gold tables. Removing the
+// temporary name after link(2) needs none: a leftover after a crash is
+// ignored by List and swept by RemoveStaleTemp. A directory that exists
+// costs no call at all: the temporary file's open is the existence check,
+// and mkdirAll tries os.Mkdir before any stat.
+//
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.
 type File struct {

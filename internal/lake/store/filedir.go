@@ -140,10 +140,13 @@ type newDir struct {
 // mkdirAll creates dir and its missing parents and appends the ones it
 // created to made, outermost first. It does not fsync them: the write
 // first puts its temporary file down and flushes it, then fsyncs the new
-// directories into their parents (syncNewDirs) before it publishes. On
-// ext4 and xfs the file's fsync commits the journal with the mkdirs in
-// it, so the parents' fsyncs that follow find their change committed
-// already instead of each committing one of their own. Until
+// directories into their parents (syncNewDirs) before it publishes. On a
+// journaling filesystem (ext4, xfs) the file's fsync usually commits the
+// journal with the mkdirs in it, so the parents' fsyncs that follow find
+// their change committed already instead of each committing one of their
+// own (the figures in docs/object-stores.md are from an ext4 without a
+// journal, where the order changes nothing: each fsync writes its
+// directory's blocks). Until
 // syncNewDirs, the creations stay registered, so every other write into
 // them waits (awaitDirs); a write holding creations waits for no other
 // write's fsync before its own syncNewDirs, so two writes creating nested

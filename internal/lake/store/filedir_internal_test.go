@@ -223,21 +223,16 @@ func TestTheFsyncAfterAPublishInTheParentOfAPreparedDirectoryMakesItDurable(t *t
 func TestAnFsyncOfTheParentThatStartedBeforeAPreparedDirectoryWasMadeDoesNotCount(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	root := t.TempDir()
-	tdir := filepath.Join(root, "t")
-	require.NoError(t, os.Mkdir(tdir, 0o755))
-	f := &File{root: root}
+	f, tdir := storeWithDir(t, "t")
 	syncs := countNewDirSyncs(f)
 	p := pauseDirFsyncs(f, tdir)
-	put := make(chan error, 1)
-	go func() { put <- f.Put(ctx, "t/part-0.parquet", nil, 0) }()
+	put := putAsync(ctx, f, "t/part-0.parquet")
 	require.Equal(t, 1, p.next(t)) // the publish's fsync of t runs
 	require.NoError(t, PrepareDir(ctx, f, "t/_delta_log"))
 	p.release <- nil
 	require.NoError(t, <-put)
 
-	commit := make(chan error, 1)
-	go func() { commit <- f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0")) }()
+	commit := putAsync(ctx, f, "t/_delta_log/0.json")
 	require.Equal(t, 2, p.next(t, commit), "the commit fsyncs t for _delta_log")
 	p.release <- nil
 	require.NoError(t, <-commit)

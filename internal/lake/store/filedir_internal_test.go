@@ -238,3 +238,25 @@ func TestAnFsyncOfTheParentThatStartedBeforeAPreparedDirectoryWasMadeDoesNotCoun
 	require.NoError(t, <-commit)
 	require.Equal(t, 1, syncs(filepath.Join(tdir, "_delta_log")))
 }
+
+// The creator's own write: it fsyncs the directories it made after its
+// file and before publishing, so a failed fsync leaves nothing published.
+func TestWriteWhoseNewDirectoryCannotBeFsyncedIntoItsParentPublishesNothing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	root := t.TempDir()
+	f := &File{root: root}
+	syncs := countNewDirSyncs(f, filepath.Join(root, "t", "d"))
+	for _, put := range []func() error{
+		func() error { return f.Put(ctx, "t/d/x", nil, 0) },
+		func() error { return f.PutIfAbsent(ctx, "t/d/y", []byte("y")) },
+	} {
+		require.ErrorContains(t, put(), "could not be fsynced into its parent")
+	}
+	for _, key := range []string{"t/d/x", "t/d/y"} {
+		_, err := f.Get(ctx, key)
+		require.ErrorIs(t, err, ErrNotFound, "%s was published", key)
+	}
+	require.Equal(t, 2, syncs(filepath.Join(root, "t", "d")), "each write fsyncs the parent of t/d again")
+	require.Equal(t, 1, syncs(filepath.Join(root, "t")))
+}

@@ -251,9 +251,18 @@ func (w *Writer) WriteFile(ctx context.Context, partitionValues map[string]*stri
 	layout, err := snap.dataLayout()
 	partCols := snap.metadata.PartitionColumns
 	statsCols := numIndexedCols(&snap.metadata)
+	fresh := snap.version < 0
 	w.mu.Unlock()
 	if err != nil {
 		return nil, err
+	}
+	if fresh {
+		// A table's first data file: make its log directory now, so the
+		// file store's fsync of the table directory after this file also
+		// carries the log directory's entry (store.PrepareDir).
+		if err := store.PrepareDir(ctx, w.st, LogDir); err != nil {
+			return nil, fmt.Errorf("delta: table %s: %w", w.table, err)
+		}
 	}
 	if len(partitionValues) != len(partCols) {
 		return nil, fmt.Errorf("delta: table %s has %d partition columns, got values for %d", w.table, len(partCols), len(partitionValues))

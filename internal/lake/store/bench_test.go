@@ -188,3 +188,80 @@ func processCPU(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkFileNewTenantTrees measures what an empty file lake asks of the
+// store when a drain meets new tenants (per-file flushes, the default):
+// for each tenant, four tables in three layers each get a data file Put
+// and their first commit's PutIfAbsent, and the tenant's witness directory
+// its first object — 13 new directories per tenant, each fsynced into its
+// parent. The jobs run in the drain's order (a tenant's tables one after
+// the other) on store.FileConcurrency goroutines. trees=existing is the
+// baseline in the same run: the same writes into trees made beforehand,
+// so the difference is what creating the directories costs. Each new
+// table's _delta_log/ is prepared before its data file, as the Delta
+// writer does (store.PrepareDir). ns/op and
+// cpu-µs/tenant are per tenant.
+func BenchmarkFileNewTenantTrees(b *testing.B) {
+	data := bytes.Repeat([]byte("parquet!"), 512)
+	commit := bytes.Repeat([]byte(`{"add":{"path":"part-00000.parquet","size":4096}}`+"\n"), 20)
+	tables := []string{"bronze/events", "silver/claims", "gold/lineage", "gold/workareas"}
+	// version v of job j of a tenant: 0-3 its tables, 4 its witness.
+	write := func(ctx context.Context, s *store.File, tenant, job, v int) error {
+		t := fmt.Sprintf("%08d-tenant", tenant)
+		if job == len(tables) {
+			return s.PutIfAbsent(ctx, fmt.Sprintf("_oml_witness/%s/%020d.json", t, v), commit)
+		}
+		table := t + "/" + tables[job] + "/"
+		if v == 0 { // as the Delta writer does before a new table's first data file
+			if err := store.PrepareDir(ctx, s, table+"_delta_log"); err != nil {
+				return err
+			}
+		}
+		if err := s.Put(ctx, fmt.Sprintf("%spart-%05d.parquet", table, v), bytes.NewReader(data), int64(len(data))); err != nil {
+			return err
+		}
+		return s.PutIfAbsent(ctx, fmt.Sprintf("%s_delta_log/%020d.json", table, v), commit)
+	}
+	for _, trees := range []string{"new", "existing"} {
+		b.Run("trees="+trees, func(b *testing.B) {
+			s, err := store.NewFile(b.TempDir())
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			jobs := len(tables) + 1
+			v := 0
+			if trees == "existing" {
+				v = 1 // new keys in the trees version 0 made
+				for i := range b.N {
+					for j := range jobs {
+						if err := write(ctx, s, i, j, 0); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+			}
+			var next atomic.Int64
+			var wg sync.WaitGroup
+			cpu0 := processCPU(b)
+			b.ResetTimer()
+			for range store.FileConcurrency {
+				wg.Go(func() {
+					for {
+						n := next.Add(1) - 1
+						if n >= int64(b.N*jobs) {
+							return
+						}
+						if err := write(ctx, s, int(n)/jobs, int(n)%jobs, v); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			b.StopTimer()
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/tenant")
+		})
+	}
+}

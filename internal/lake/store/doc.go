@@ -23,7 +23,10 @@
 //     modes (FileSync, the lake URL's ?sync=): per file (the default) it
 //     fsyncs the temporary file before publishing it, the directory it was
 //     published in after, and every directory it had to create into its
-//     parent; in group mode (groupsync.go) it waits, before publishing, for a
+//     parent (a directory's fsync is shared by the writes that need one of
+//     it at the same time, dirsync.go; PrepareDir leaves a new directory's
+//     to the next write below it or the next fsync of its parent); in group
+//     mode (groupsync.go) it waits, before publishing, for a
 //     syncfs(2) of the root's filesystem that started after the file was
 //     written and, before acknowledging, for one that started after the
 //     publish (which also covers the directories it created), sharing each

@@ -44,6 +44,31 @@ import (
 // that case too (the round after the publish flushes the other process's
 // mkdir as well).
 //
+// The fsyncs a per-file write still makes, each needed by durability:
+//
+//  1. The temporary file, before it is published: a name must never point
+//     at bytes a power loss can drop (the Delta log would reference a torn
+//     commit or data file).
+//  2. Each directory the write created, into its parent, before it
+//     publishes (after 1, so that on a journaling filesystem 1's commit
+//     usually carries the mkdirs already): otherwise the new directory,
+//     and the object in it, can vanish after the acknowledgement. A
+//     directory made by PrepareDir is paid by the first write below it,
+//     or by any fsync of its parent that started after its os.Mkdir (the
+//     Delta writer's data file publish in the table directory pays its
+//     _delta_log/, so a new table fsyncs its directory once, not twice).
+//  3. The directory the name was published in, after rename(2)/link(2) and
+//     before acknowledging: the rename or link is the commit point.
+//
+// 2 and 3 are fsyncs of directories, and each is shared by the writes of
+// the process that need one of the same directory at the same time
+// (dirsync.go): new tenants' directories in the lake root and in
+// _oml_witness/, a tenant's layers, two gold tables. Removing the
+// temporary name after link(2) needs none: a leftover after a crash is
+// ignored by List and swept by RemoveStaleTemp. A directory that exists
+// costs no call at all: the temporary file's open is the existence check,
+// and mkdirAll tries os.Mkdir before any stat.
+//
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.
 type File struct {
@@ -53,9 +78,11 @@ type File struct {
 	// Test hooks, nil outside tests (export_test.go sets them):
 	// beforeSyncNewDir runs between os.Mkdir and the parent's flush (an
 	// error stands for a failed fsync); waitingForDir runs when a write
-	// starts waiting for another write's creation of dir.
+	// starts waiting for another write's creation of dir; dirFsync, when
+	// set, runs the directory fsyncs this store's writes run (dirsync.go).
 	beforeSyncNewDir func(dir string) error
 	waitingForDir    func(dir string)
+	dirFsync         func(dir string) error
 }
 
 var _ Store = (*File)(nil)
@@ -187,18 +214,22 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 	base := filepath.Base(final)
 	tmp := tempName(dir, base)
 	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	var made []newDir // the directories this write created, to fsync into their parents
 	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
-		if merr := f.mkdirAll(ctx, dir); merr != nil {
+		if merr := f.mkdirAll(ctx, dir, &made); merr != nil {
+			f.syncNewDirs(made) // end the creations; the write fails anyway
 			return "", putSync{}, merr
 		}
 		fh, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	}
 	if err != nil {
+		f.syncNewDirs(made)
 		return "", putSync{}, err
 	}
 	fail := func(err error) (string, putSync, error) {
 		fh.Close()
 		os.Remove(tmp)
+		f.syncNewDirs(made)
 		return "", putSync{}, err
 	}
 	var n int64
@@ -220,6 +251,13 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 		return fail(err)
 	}
 	if err := fh.Close(); err != nil {
+		os.Remove(tmp)
+		f.syncNewDirs(made)
+		return "", putSync{}, err
+	}
+	// The file is flushed: now the new directories' entries, whose journal
+	// commit the file's fsync has most likely carried already (mkdirAll).
+	if err := f.syncNewDirs(made); err != nil {
 		os.Remove(tmp)
 		return "", putSync{}, err
 	}
@@ -415,16 +453,14 @@ func tempName(dir, base string) string {
 	return filepath.Join(dir, tempPrefix+base+"."+tempRun()+strconv.FormatUint(tempSeq.Add(1), 36)+tempSuffix)
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
+// syncDir fsyncs dir, sharing the fsync with the other writes of the
+// process that need one of dir at the same time (dirsync.go).
+func (f *File) syncDir(dir string) error {
+	fsync := fsyncDir
+	if f.dirFsync != nil {
+		fsync = f.dirFsync
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil && !errors.Is(err, syscall.EINVAL) {
-		return err
-	}
-	return nil
+	return syncDirShared(dir, fsync)
 }
 
 // copyBufs recycles the buffers of streamed puts (io.Copy into an

@@ -7,7 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 )
 
 // Directory creation and the fence that makes writes wait for it.
@@ -63,8 +66,31 @@ var creations = struct {
 // dirCreation is one directory creation in progress, or one whose parent
 // fsync failed.
 type dirCreation struct {
-	done chan struct{} // closed when the creation is over
-	err  error         // set before done is closed: the parent fsync failed
+	made     chan struct{} // closed when the creator's os.Mkdir has returned
+	madeOnce sync.Once
+	madeSeq  uint64        // mkdirSeq after the os.Mkdir; set before made is closed
+	done     chan struct{} // closed when the creation is over
+	err      error         // set before done is closed: the parent fsync failed, or is owed (errOwed)
+}
+
+// mkdirSeq counts the os.Mkdir calls that returned, so that an fsync of a
+// parent can tell which creations in it started before the fsync did
+// (healCreations).
+var mkdirSeq atomic.Uint64
+
+// errOwed marks a creation whose parent fsync was left to the next write
+// below it or to the next fsync of the parent (PrepareDir).
+var errOwed = errors.New("its parent has not been fsynced since it was created")
+
+func newCreation() *dirCreation {
+	return &dirCreation{made: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (c *dirCreation) markMade() {
+	c.madeOnce.Do(func() {
+		c.madeSeq = mkdirSeq.Add(1)
+		close(c.made)
+	})
 }
 
 // claimDir registers the creation of dir by the caller, or returns the
@@ -75,7 +101,7 @@ func claimDir(dir string) (c *dirCreation, mine bool) {
 	if c := creations.m[dir]; c != nil {
 		return c, false
 	}
-	c = &dirCreation{done: make(chan struct{})}
+	c = newCreation()
 	creations.m[dir] = c
 	return c, true
 }
@@ -83,45 +109,118 @@ func claimDir(dir string) (c *dirCreation, mine bool) {
 // finishDir ends the creation c of dir. A failed parent fsync (err) keeps
 // it registered, so later writes below dir fsync the parent again.
 func finishDir(dir string, c *dirCreation, err error) {
+	c.markMade()
 	creations.Lock()
 	c.err = err
-	if err == nil {
+	if err == nil && creations.m[dir] == c {
 		delete(creations.m, dir)
 	}
 	creations.Unlock()
 	close(c.done)
 }
 
-// mkdirAll creates dir and its missing parents, fsyncing each into its
-// parent, and returns once dir and every ancestor is durable as far as this
-// process knows: a directory that exists but that another write of this
-// process is still creating is waited for, not taken as done.
-func (f *File) mkdirAll(ctx context.Context, dir string) error {
-	if fi, err := os.Stat(dir); err == nil {
-		if !fi.IsDir() {
-			return errIsFile(dir)
-		}
-		return f.awaitDirs(ctx, dir)
+// forgetDir drops the finished creation c of dir, whose directory is gone
+// (its os.Mkdir failed, or it was removed since): there is nothing left to
+// make durable, and the next os.Mkdir of dir is a new creation.
+func forgetDir(dir string, c *dirCreation) {
+	creations.Lock()
+	if creations.m[dir] == c {
+		delete(creations.m, dir)
 	}
-	parent := filepath.Dir(dir)
-	if parent != dir {
-		if err := f.mkdirAll(ctx, parent); err != nil {
-			return err
-		}
-	}
-	return f.mkdir(ctx, dir)
+	creations.Unlock()
 }
 
-// mkdir creates dir, whose parent exists and is durable, and fsyncs the
-// parent.
-func (f *File) mkdir(ctx context.Context, dir string) error {
-	c, mine := claimDir(dir)
-	if !mine {
-		if err := f.awaitDir(ctx, dir); err != nil {
+// newDir is a directory a write created (or found just made by another
+// process) and has yet to fsync into its parent.
+type newDir struct {
+	dir string
+	c   *dirCreation
+}
+
+// mkdirAll creates dir and its missing parents and appends the ones it
+// created to made, outermost first. It does not fsync them: the write
+// first puts its temporary file down and flushes it, then fsyncs the new
+// directories into their parents (syncNewDirs) before it publishes. On a
+// journaling filesystem (ext4, xfs) the file's fsync usually commits the
+// journal with the mkdirs in it, so the parents' fsyncs that follow find
+// their change committed already instead of each committing one of their
+// own (the figures in docs/object-stores.md are from an ext4 without a
+// journal, where the order changes nothing: each fsync writes its
+// directory's blocks). Until
+// syncNewDirs, the creations stay registered, so every other write into
+// them waits (awaitDirs); a write holding creations waits for no other
+// write's fsync before its own syncNewDirs, so two writes creating nested
+// directories cannot wait for each other.
+//
+// It is called when a temporary file could not be opened because dir is
+// missing, so it tries os.Mkdir first and climbs only when the parent is
+// missing too: no stat on the way (a stat per level and one of the first
+// existing ancestor cost two calls more per created chain than the failed
+// os.Mkdir calls do).
+func (f *File) mkdirAll(ctx context.Context, dir string, made *[]newDir) error {
+	err := f.mkdir(ctx, dir, made)
+	if errors.Is(err, fs.ErrNotExist) {
+		parent := filepath.Dir(dir)
+		if parent == dir {
 			return err
 		}
-		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-			return f.mkdir(ctx, dir) // its os.Mkdir failed: try ours
+		if err := f.mkdirAll(ctx, parent, made); err != nil {
+			return err
+		}
+		err = f.mkdir(ctx, dir, made)
+	}
+	if errors.Is(err, syscall.ENOTDIR) {
+		return fileAbove(dir, err)
+	}
+	return err
+}
+
+// fileAbove names the file that os.Mkdir of dir met in its path
+// (ENOTDIR), for the error; a failure path only, so it may stat.
+func fileAbove(dir string, err error) error {
+	for d := filepath.Dir(dir); filepath.Dir(d) != d; d = filepath.Dir(d) {
+		if fi, serr := os.Stat(d); serr == nil && !fi.IsDir() {
+			return errIsFile(d)
+		}
+	}
+	return err
+}
+
+// mkdir creates dir, whose parent exists, and appends it to made. A
+// directory another write of this process is creating is not created
+// again: mkdir waits only for that write's os.Mkdir (never for its fsync,
+// see mkdirAll), and the write's own awaitDirs waits for the rest.
+func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
+	c, mine := claimDir(dir)
+	if !mine {
+		select {
+		case <-c.made:
+		default:
+			if f.waitingForDir != nil {
+				f.waitingForDir(dir)
+			}
+			select {
+			case <-c.made:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		fi, err := os.Stat(dir)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Its os.Mkdir failed (then it finishes at once), or the
+			// directory was removed since: try ours.
+			select {
+			case <-c.done:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			forgetDir(dir, c)
+			return f.mkdir(ctx, dir, made)
+		case err != nil:
+			return err
+		case !fi.IsDir():
+			return errIsFile(dir)
 		}
 		return nil
 	}
@@ -132,7 +231,7 @@ func (f *File) mkdir(ctx context.Context, dir string) error {
 			return errIsFile(dir)
 		}
 		// No creation of dir is in flight in this process (the claim is
-		// ours). Since the stat that sent us here either a write of this
+		// ours). Since the open that sent us here either a write of this
 		// process finished creating it (this fsync is then redundant) or
 		// another process made it, and that one may not have fsynced the
 		// parent yet: fsync it ourselves. One fsync, only when two writers
@@ -143,12 +242,78 @@ func (f *File) mkdir(ctx context.Context, dir string) error {
 		finishDir(dir, c, nil) // nothing was created, nothing to wait for
 		return err
 	}
-	err = f.syncNewDir(dir)
-	finishDir(dir, c, err)
+	c.markMade()
+	*made = append(*made, newDir{dir: dir, c: c})
+	return nil
+}
+
+// healCreations ends the creations in parent that an fsync of parent,
+// started when mkdirSeq was at seq, has made durable: those that were
+// owed or failed (nobody is fsyncing them) and made before it started.
+// A creation still in flight is left to its creator.
+func healCreations(parent string, seq uint64) {
+	creations.Lock()
+	defer creations.Unlock()
+	for dir, c := range creations.m {
+		select {
+		case <-c.done:
+		default:
+			continue
+		}
+		if c.err != nil && c.madeSeq <= seq && filepath.Dir(dir) == parent {
+			delete(creations.m, dir)
+		}
+	}
+}
+
+// PrepareDir creates the directory below which the store will hold the
+// keys starting with prefix (and its missing parents), and leaves their
+// fsyncs into their parents owed: the first write below one of them, or
+// the next fsync of its parent, pays it. The Delta writer prepares a new
+// table's _delta_log/ before it writes the table's first data file, so
+// that the fsync of the table directory after that file is published
+// also carries _delta_log's entry, and the first commit does not fsync
+// the table directory a second time. Other stores have no directories:
+// for them it does nothing.
+func PrepareDir(ctx context.Context, s Store, prefix string) error {
+	if sub, ok := s.(*subStore); ok {
+		s, prefix = sub.inner, sub.prefix+prefix
+	}
+	f, ok := s.(*File)
+	if !ok {
+		return nil
+	}
+	p, err := f.path(strings.Trim(prefix, "/"))
 	if err != nil {
-		return notDurable(dir, err)
+		return err
+	}
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return nil
+	}
+	var made []newDir
+	err = f.mkdirAll(ctx, p, &made)
+	for _, nd := range made {
+		finishDir(nd.dir, nd.c, errOwed)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: preparing directory %q: %w", f, prefix, err)
 	}
 	return nil
+}
+
+// syncNewDirs fsyncs each directory in made into its parent and ends its
+// creation, all of them even when one fails (each creation ends with its
+// own result); the first failure is the error.
+func (f *File) syncNewDirs(made []newDir) error {
+	var first error
+	for _, nd := range made {
+		err := f.syncNewDir(nd.dir)
+		finishDir(nd.dir, nd.c, err)
+		if err != nil && first == nil {
+			first = notDurable(nd.dir, err)
+		}
+	}
+	return first
 }
 
 // syncNewDir fsyncs the parent of dir, which this process created.
@@ -194,8 +359,9 @@ func (f *File) awaitDir(ctx context.Context, dir string) error {
 	}
 	select {
 	case <-c.done:
-		// Failed earlier: take it over.
-		retry := &dirCreation{done: make(chan struct{})}
+		// Failed earlier, or owed (PrepareDir): take it over.
+		retry := newCreation()
+		retry.markMade()
 		creations.m[dir] = retry
 		creations.Unlock()
 		err := f.syncNewDir(dir)
@@ -214,6 +380,9 @@ func (f *File) awaitDir(ctx context.Context, dir string) error {
 	case <-c.done:
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+	if c.err == errOwed {
+		return f.awaitDir(ctx, dir) // prepared, not failed: take it over
 	}
 	if c.err != nil {
 		return notDurable(dir, c.err)

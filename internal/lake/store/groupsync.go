@@ -228,6 +228,7 @@ func device(fi os.FileInfo) (uint64, error) {
 // putSync is how one put makes its two steps durable: per file (g nil) or
 // by the store's group rounds.
 type putSync struct {
+	f   *File
 	g   *groupSync
 	tmp string // the temporary file, for tests' observe
 }
@@ -247,10 +248,10 @@ func (f *File) flushWritten(fh *os.File) (putSync, error) {
 			return putSync{}, err
 		}
 		if ok {
-			return putSync{g: f.group, tmp: fh.Name()}, nil
+			return putSync{f: f, g: f.group, tmp: fh.Name()}, nil
 		}
 	}
-	return putSync{}, fh.Sync()
+	return putSync{f: f}, fh.Sync()
 }
 
 // beforePublish waits, in group mode, for a round that started after the
@@ -270,7 +271,7 @@ func (ps putSync) beforePublish(ctx context.Context) error {
 // failed commit and finds it; a retried Put replaces the object.
 func (ps putSync) afterPublish(ctx context.Context, dir string) error {
 	if ps.g == nil {
-		return syncDir(dir)
+		return ps.f.syncDir(dir)
 	}
 	ps.note(stepPublished)
 	if err := ps.g.wait(ctx); err != nil {
@@ -298,5 +299,5 @@ func (f *File) syncCreated(parent, dir string) error {
 			}
 		}
 	}
-	return syncDir(parent)
+	return f.syncDir(parent)
 }

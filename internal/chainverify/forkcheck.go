@@ -148,17 +148,22 @@ func (a Acceptances) Excuses(w *witness.Head) bool {
 // (seq, hash) the journal must still hold, except witnesses a
 // chain.fork_accepted excuses.
 func CheckWitnessExtends(ctx context.Context, q Querier, st store.Store, h *witness.Head, trusted witness.KeyLookup, acc Acceptances) error {
-	contains := func(ctx context.Context, seq int64, hash []byte) (bool, error) {
-		stored, err := journal.EventHash(ctx, q, h.Tenant, seq)
+	return witness.CheckExtends(ctx, st, h, trusted, JournalContains(q, h.Tenant), acc.Excuses)
+}
+
+// JournalContains is witness.Contains over tenant's journal: whether it
+// holds hash at seq (one indexed read).
+func JournalContains(q Querier, tenant uuid.UUID) witness.Contains {
+	return func(ctx context.Context, seq int64, hash []byte) (bool, error) {
+		stored, err := journal.EventHash(ctx, q, tenant, seq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("read the journal of tenant %s at seq %d: %w", h.Tenant, seq, err)
+			return false, fmt.Errorf("read the journal of tenant %s at seq %d: %w", tenant, seq, err)
 		}
 		return bytes.Equal(stored, hash), nil
 	}
-	return witness.CheckExtends(ctx, st, h, trusted, contains, acc.Excuses)
 }
 
 // ReadAcceptances reads every chain.fork_accepted event of the provider

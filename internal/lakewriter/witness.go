@@ -280,16 +280,14 @@ func (d *Drainer) publishHeads(ctx context.Context, signer witness.Signer, heads
 }
 
 // publishHead publishes one head (and its C2SP checkpoint); false if it
-// was not published.
+// was not published. The Publisher (witness.Publisher) remembers the
+// witness it put last for the tenant: the next publication lists the
+// tenant's witnesses from there (another writer's newer witness is in that
+// listing, and sends it down the full check), reads the journal once when
+// the head moved, and puts nothing when it did not.
 func (d *Drainer) publishHead(ctx context.Context, signer witness.Signer, h *witness.Head, trusted witness.KeyLookup, acc chainverify.Acceptances) bool {
-	if err := h.Sign(signer); err != nil {
-		d.log.Warn("could not sign a chain head", "tenant", h.Tenant.String(), "error", err)
-		return false
-	}
-	err := chainverify.CheckWitnessExtends(ctx, d.db, d.opts.Lake, h, trusted, acc)
-	if err == nil {
-		_, err = witness.Publish(ctx, d.opts.Lake, h)
-	}
+	_, cpErr, err := d.witnessPub.Publish(ctx, h, signer, witness.Check{Trusted: trusted,
+		Contains: chainverify.JournalContains(d.db, h.Tenant), Excused: acc.Excuses})
 	if errors.Is(err, witness.ErrConflict) || errors.Is(err, witness.ErrNotExtending) {
 		d.log.Error("the head does not extend the tenant's witnessed history: fork evidence; holding the tenant",
 			"tenant", h.Tenant.String(), "seq", h.Seq, "error", err)
@@ -300,13 +298,11 @@ func (d *Drainer) publishHead(ctx context.Context, signer witness.Signer, h *wit
 		d.log.Warn("could not publish a witnessed head; will try again with a later publication", "tenant", h.Tenant.String(), "error", err)
 		return false
 	}
-	d.opts.Metrics.witnessed()
+	d.opts.Metrics.witnessed() // put now, or unchanged since it was
 	// The same head in the C2SP checkpoint form, for external witnesses
 	// (best effort, like the JSON head).
-	if ns, ok := signer.(witness.NoteSigner); ok {
-		if err := witness.PublishCheckpoint(ctx, d.opts.Lake, h, ns); err != nil {
-			d.log.Warn("could not publish the head's signed checkpoint", "tenant", h.Tenant.String(), "seq", h.Seq, "error", err)
-		}
+	if cpErr != nil {
+		d.log.Warn("could not publish the head's signed checkpoint", "tenant", h.Tenant.String(), "seq", h.Seq, "error", cpErr)
 	}
 	return true
 }

@@ -203,3 +203,66 @@ func witnessPutOf(tenant uuid.UUID) (match func(store.OpKind, string) bool, arri
 		return true
 	}, ch
 }
+
+// TestWitness_AnotherWriterWitnessedAForkBetweenTwoPublications_TheTenantIsHeld:
+// the writer witnessed the tenant's head (and remembers that witness);
+// then another writer (`oml chain witness` against a primary that has
+// since failed over) witnessed seq head+1 of a chain the journal does not
+// hold. The writer's next publication, of a head past both, must not take
+// its own remembered witness as the newest: it reads the other one, finds
+// the head does not extend it and holds the tenant, putting nothing.
+func TestWitness_AnotherWriterWitnessedAForkBetweenTwoPublications_TheTenantIsHeld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	tenant := b.tenants[0]
+	b.load(t, workload.Config{Claims: 3, Seed: 101})
+	lake := store.NewMem()
+	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
+	b.drainAll(t, d)
+	var ours int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&ours))
+	require.Equal(t, path.Base(witness.Key(tenant, ours)), witnessedSeqs(t, lake)[tenant.String()])
+
+	b.load(t, workload.Config{Claims: 3, Seed: 102}) // the journal moves on past ours
+	heads, err := witness.Capture(ctx, b.pool, &tenant, time.Now())
+	require.NoError(t, err)
+	theirs := *heads[0]
+	theirs.Seq, theirs.Hash = ours+1, strings.Repeat("cd", 32) // not the journal's event at ours+1
+	require.NoError(t, theirs.Sign(b.key))
+	_, err = witness.Publish(ctx, lake, &theirs)
+	require.NoError(t, err)
+
+	d.PublishWitnessesNow(ctx, []uuid.UUID{tenant})
+	refused := d.Refused()
+	require.Len(t, refused, 1, "the other writer's witness was checked")
+	require.Equal(t, tenant, refused[0].Tenant)
+	require.Equal(t, chainverify.ReasonFork, refused[0].Reason)
+	require.Equal(t, path.Base(witness.Key(tenant, ours+1)), witnessedSeqs(t, lake)[tenant.String()], "no head was put past theirs")
+}
+
+// TestWitness_UnchangedHeads_AreListedNotPutAgain: a publication of heads
+// the writer witnessed already (tenants touched again with no new event)
+// lists each tenant's witnesses once, to see another writer's, and puts
+// and reads nothing.
+func TestWitness_UnchangedHeads_AreListedNotPutAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	b.load(t, workload.Config{Claims: 3, Seed: 103})
+	lake := store.NewFaulty(store.NewMem())
+	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
+	b.drainAll(t, d)
+	before := witnessedSeqs(t, lake)
+	for _, tenant := range b.tenants {
+		require.Contains(t, before, tenant.String())
+	}
+
+	lake.Reset()
+	d.PublishWitnessesNow(ctx, b.tenants)
+	require.Empty(t, d.Refused())
+	require.Equal(t, len(b.tenants), lake.Count(store.OpList))
+	require.Zero(t, lake.Count(store.OpPutIfAbsent))
+	require.Zero(t, lake.Count(store.OpGet))
+	require.Equal(t, before, witnessedSeqs(t, lake))
+}

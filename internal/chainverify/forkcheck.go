@@ -166,6 +166,37 @@ func JournalContains(q Querier, tenant uuid.UUID) witness.Contains {
 	}
 }
 
+// JournalHashes are the journal's hashes at one seq per tenant, read in
+// one query (ReadJournalHashes) for a publication of many heads.
+type JournalHashes struct {
+	q    Querier
+	at   map[uuid.UUID]int64
+	hash map[uuid.UUID][]byte
+}
+
+// ReadJournalHashes reads the journal's hash of each tenant at the seq at
+// names.
+func ReadJournalHashes(ctx context.Context, q Querier, at map[uuid.UUID]int64) (*JournalHashes, error) {
+	hash, err := journal.EventHashes(ctx, q, at)
+	if err != nil {
+		return nil, fmt.Errorf("read the journal's hashes of %d tenants: %w", len(at), err)
+	}
+	return &JournalHashes{q: q, at: at, hash: hash}, nil
+}
+
+// Contains is JournalContains for tenant, answering the seq read for it
+// from what was read, and any other seq from the journal.
+func (j *JournalHashes) Contains(tenant uuid.UUID) witness.Contains {
+	read := JournalContains(j.q, tenant)
+	return func(ctx context.Context, seq int64, hash []byte) (bool, error) {
+		if at, ok := j.at[tenant]; !ok || at != seq {
+			return read(ctx, seq, hash)
+		}
+		stored, ok := j.hash[tenant]
+		return ok && bytes.Equal(stored, hash), nil
+	}
+}
+
 // ReadAcceptances reads every chain.fork_accepted event of the provider
 // chain (it is short: keys, tenants and acceptances).
 func ReadAcceptances(ctx context.Context, q Querier) (Acceptances, error) {

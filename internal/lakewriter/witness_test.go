@@ -266,3 +266,46 @@ func TestWitness_UnchangedHeads_AreListedNotPutAgain(t *testing.T) {
 	require.Zero(t, lake.Count(store.OpGet))
 	require.Equal(t, before, witnessedSeqs(t, lake))
 }
+
+// TestWitness_ChainRewrittenAtOurWitness_FoundByTheBatchedJournalRead: the
+// writer witnessed the tenant at seq s; the tenant wrote on past s, and
+// then the journal came to hold another event at s (a rewritten chain,
+// planted here as another hash at s). The next publication reads the
+// journal at every remembered witness in one query; that read finds the
+// other event and the tenant is held, nothing put.
+func TestWitness_ChainRewrittenAtOurWitness_FoundByTheBatchedJournalRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	victim := b.tenants[0]
+	b.load(t, workload.Config{Claims: 3, Seed: 104})
+	lake := store.NewMem()
+	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
+	b.drainAll(t, d)
+	var ours int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, victim).Scan(&ours))
+	require.Equal(t, path.Base(witness.Key(victim, ours)), witnessedSeqs(t, lake)[victim.String()])
+
+	b.load(t, workload.Config{Claims: 3, Seed: 105})
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `ALTER TABLE oml.journal DISABLE TRIGGER journal_append_only_row`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE oml.journal SET hash = sha256(hash) WHERE tenant_id = $1 AND seq = $2`, victim, ours)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `ALTER TABLE oml.journal ENABLE TRIGGER journal_append_only_row`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	d.PublishWitnessesNow(ctx, b.tenants)
+	refused := d.Refused()
+	require.Len(t, refused, 1)
+	require.Equal(t, victim, refused[0].Tenant)
+	require.Equal(t, chainverify.ReasonFork, refused[0].Reason)
+	require.Contains(t, refused[0].Detail, "holds another event there")
+	require.Equal(t, path.Base(witness.Key(victim, ours)), witnessedSeqs(t, lake)[victim.String()], "nothing put past ours")
+	var other int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, b.tenants[1]).Scan(&other))
+	require.Equal(t, path.Base(witness.Key(b.tenants[1], other)), witnessedSeqs(t, lake)[b.tenants[1].String()], "the other tenant's head was witnessed")
+}

@@ -229,6 +229,22 @@ func (p *Publisher) noteKey(ns NoteSigner) noteKey {
 	return k
 }
 
+// WillAsk returns, for the heads whose tenant has a remembered witness
+// below them, the seq of that witness: the journal position Publish's
+// Contains will be asked about first, for the caller to read at once
+// (chainverify.ReadJournalHashes).
+func (p *Publisher) WillAsk(heads []*Head) map[uuid.UUID]int64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := map[uuid.UUID]int64{}
+	for _, h := range heads {
+		if l, ok := p.last[h.Tenant]; ok && l.seq < h.Seq {
+			out[h.Tenant] = l.seq
+		}
+	}
+	return out
+}
+
 // Remembered reports the witness p remembers for tenant (tests).
 func (p *Publisher) Remembered(tenant uuid.UUID) (seq int64, ok bool) {
 	p.mu.Lock()

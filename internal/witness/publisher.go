@@ -30,7 +30,8 @@ import (
 //     s, would be hidden behind ours for good. (A put-if-absent cannot see
 //     it: it only fails on the one key it writes.)
 //  2. The head at s with hash H again: nothing to publish (the witness at s
-//     is the same (seq, hash); Publish would be a no-op).
+//     is the same (seq, hash); Publish would be a no-op), but s's
+//     checkpoint when the listing lacks it (its best-effort put failed).
 //  3. A head past s: the chain of the head must hold H at s (contains,
 //     one journal read). A hash chain holding H at s holds everything
 //     before s as it was when ours was published, and ours extended every
@@ -113,6 +114,8 @@ func (p *Publisher) Publish(ctx context.Context, h *Head, s Signer, c Check) (ou
 	switch v {
 	case unchanged:
 		return Unchanged, nil, nil
+	case checkpointMissing:
+		return Unchanged, p.putCheckpoint(ctx, h, s), nil
 	case full:
 		p.forget(h.Tenant)
 		if err := CheckExtends(ctx, p.st, h, c.Trusted, c.Contains, c.Excused); err != nil {
@@ -128,6 +131,7 @@ type verdict int
 const (
 	full      verdict = iota // no memory, or it does not settle the head: the full path
 	unchanged                // step 2
+	checkpointMissing        // step 2, but the checkpoint's put failed before (or it is gone): put it
 	extends                  // step 3: checked, to be put
 )
 
@@ -147,12 +151,13 @@ func (p *Publisher) fast(ctx context.Context, h *Head, c Check) (verdict, error)
 	if err != nil {
 		return full, fmt.Errorf("list the witnesses of tenant %s in %s: %w", h.Tenant, p.st, err)
 	}
-	ownKey, ownCheckpoint, seen := Key(h.Tenant, l.seq), CheckpointKey(h.Tenant, l.seq), false
+	ownKey, ownCheckpoint, seen, cpSeen := Key(h.Tenant, l.seq), CheckpointKey(h.Tenant, l.seq), false, false
 	for _, info := range infos {
 		switch {
 		case info.Key == ownKey && info.Size == l.size:
 			seen = true
 		case info.Key == ownCheckpoint:
+			cpSeen = true
 		default:
 			return full, nil // newer, rewritten or unknown: the full path reads it
 		}
@@ -164,6 +169,9 @@ func (p *Publisher) fast(ctx context.Context, h *Head, c Check) (verdict, error)
 	if h.Seq == l.seq {
 		if h.Hash != l.hash {
 			return full, nil // another hash at our seq: the full path says what it is
+		}
+		if !cpSeen {
+			return checkpointMissing, nil
 		}
 		return unchanged, nil
 	}
@@ -188,15 +196,20 @@ func (p *Publisher) put(ctx context.Context, h *Head, s Signer) (Outcome, error,
 		return 0, nil, err
 	}
 	p.remember(h, size)
-	var cpErr error
-	if ns, ok := s.(NoteSigner); ok {
-		note, err := signCheckpoint(h, ns, p.noteKey(ns))
-		if err == nil {
-			err = publishCheckpoint(ctx, p.st, h, note)
-		}
-		cpErr = err
+	return Put, p.putCheckpoint(ctx, h, s), nil
+}
+
+// putCheckpoint signs and puts h's checkpoint when s can sign notes.
+func (p *Publisher) putCheckpoint(ctx context.Context, h *Head, s Signer) error {
+	ns, ok := s.(NoteSigner)
+	if !ok {
+		return nil
 	}
-	return Put, cpErr, nil
+	note, err := signCheckpoint(h, ns, p.noteKey(ns))
+	if err != nil {
+		return err
+	}
+	return publishCheckpoint(ctx, p.st, h, note)
 }
 
 func (p *Publisher) remember(h *Head, size int64) {

@@ -208,3 +208,28 @@ func errorsIsFork(err error) bool {
 }
 
 func hexOf(b []byte) string { return hex.EncodeToString(b) }
+
+// TestPublisher_UnchangedHead_ACheckpointWhosePutFailedIsPutAgain: the
+// checkpoint is best effort; when its put failed, the same head again puts
+// the checkpoint (only).
+func TestPublisher_UnchangedHead_ACheckpointWhosePutFailedIsPutAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	k := newKey(t)
+	j := &journal{tenant: uuid.New()}
+	st := store.NewFaulty(store.NewMem(), store.Rule{Ops: []store.OpKind{store.OpPutIfAbsent},
+		Key: witness.CheckpointKey(j.tenant, 5), Times: 1, Kind: store.FaultError})
+	p := witness.NewPublisher(st)
+	_, cpErr, err := p.Publish(ctx, j.head(5), k, j.check(k))
+	require.NoError(t, err)
+	require.Error(t, cpErr)
+
+	st.Reset()
+	out, cpErr, err := p.Publish(ctx, j.head(5), k, j.check(k))
+	require.NoError(t, err)
+	require.NoError(t, cpErr)
+	require.Equal(t, witness.Unchanged, out)
+	require.Equal(t, 1, st.Count(store.OpPutIfAbsent))
+	_, err = st.Get(ctx, witness.CheckpointKey(j.tenant, 5))
+	require.NoError(t, err)
+}

@@ -19,6 +19,10 @@
 // older one). NewestCached (cache.go) is Newest for reports, through a
 // summary of the witnesses verified before, kept in the lake; a witness
 // that does not verify is never kept, and nothing that writes uses it.
+// A Publisher (publisher.go) is CheckExtends + Publish + PublishCheckpoint
+// for a long-running publisher, remembering only witnesses it put itself
+// after a full check, and never skipping the listing that shows another
+// writer's newer witness.
 package witness
 
 import (

@@ -129,10 +129,10 @@ func (p *Publisher) Publish(ctx context.Context, h *Head, s Signer, c Check) (ou
 type verdict int
 
 const (
-	full      verdict = iota // no memory, or it does not settle the head: the full path
-	unchanged                // step 2
-	checkpointMissing        // step 2, but the checkpoint's put failed before (or it is gone): put it
-	extends                  // step 3: checked, to be put
+	full              verdict = iota // no memory, or it does not settle the head: the full path
+	unchanged                        // step 2
+	checkpointMissing                // step 2, but the checkpoint's put failed before (or it is gone): put it
+	extends                          // step 3: checked, to be put
 )
 
 // fast is steps 1–3 of the Publisher's comment.

@@ -216,13 +216,7 @@ func TestWitness_AnotherWriterWitnessedAForkBetweenTwoPublications_TheTenantIsHe
 	ctx := context.Background()
 	b := setup(t, 1)
 	tenant := b.tenants[0]
-	b.load(t, workload.Config{Claims: 3, Seed: 101})
-	lake := store.NewMem()
-	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
-	b.drainAll(t, d)
-	var ours int64
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&ours))
-	require.Equal(t, path.Base(witness.Key(tenant, ours)), witnessedSeqs(t, lake)[tenant.String()])
+	d, lake, ours := b.drainWitnessed(t, 101)
 
 	b.load(t, workload.Config{Claims: 3, Seed: 102}) // the journal moves on past ours
 	heads, err := witness.Capture(ctx, b.pool, &tenant, time.Now())
@@ -278,13 +272,7 @@ func TestWitness_ChainRewrittenAtOurWitness_FoundByTheBatchedJournalRead(t *test
 	ctx := context.Background()
 	b := setup(t, 2)
 	victim := b.tenants[0]
-	b.load(t, workload.Config{Claims: 3, Seed: 104})
-	lake := store.NewMem()
-	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
-	b.drainAll(t, d)
-	var ours int64
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, victim).Scan(&ours))
-	require.Equal(t, path.Base(witness.Key(victim, ours)), witnessedSeqs(t, lake)[victim.String()])
+	d, lake, ours := b.drainWitnessed(t, 104)
 
 	b.load(t, workload.Config{Claims: 3, Seed: 105})
 	tx, err := b.pool.Begin(ctx)
@@ -305,7 +293,27 @@ func TestWitness_ChainRewrittenAtOurWitness_FoundByTheBatchedJournalRead(t *test
 	require.Equal(t, chainverify.ReasonFork, refused[0].Reason)
 	require.Contains(t, refused[0].Detail, "holds another event there")
 	require.Equal(t, path.Base(witness.Key(victim, ours)), witnessedSeqs(t, lake)[victim.String()], "nothing put past ours")
-	var other int64
-	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, b.tenants[1]).Scan(&other))
-	require.Equal(t, path.Base(witness.Key(b.tenants[1], other)), witnessedSeqs(t, lake)[b.tenants[1].String()], "the other tenant's head was witnessed")
+	require.Equal(t, path.Base(witness.Key(b.tenants[1], b.headSeq(t, b.tenants[1]))), witnessedSeqs(t, lake)[b.tenants[1].String()], "the other tenant's head was witnessed")
+}
+
+// drainWitnessed loads claims (seed) for every tenant and drains them into
+// a new lake with a writer that witnesses every batch; it returns the
+// writer, the lake and the first tenant's head, which the writer witnessed.
+func (b *bundle) drainWitnessed(t *testing.T, seed uint64) (*lakewriter.Drainer, store.Store, int64) {
+	t.Helper()
+	b.load(t, workload.Config{Claims: 3, Seed: seed})
+	lake := store.NewMem()
+	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
+	b.drainAll(t, d)
+	head := b.headSeq(t, b.tenants[0])
+	require.Equal(t, path.Base(witness.Key(b.tenants[0], head)), witnessedSeqs(t, lake)[b.tenants[0].String()])
+	return d, lake, head
+}
+
+// headSeq is tenant's chain head in oml.chain_heads.
+func (b *bundle) headSeq(t *testing.T, tenant uuid.UUID) int64 {
+	t.Helper()
+	var seq int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&seq))
+	return seq
 }

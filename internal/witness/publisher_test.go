@@ -102,12 +102,9 @@ func TestPublisher_AnotherWriterWitnessedAForkBetweenOurs_IsStillRefused(t *test
 	t.Parallel()
 	ctx := context.Background()
 	p, st, j, k := publisherFixture(t)
-	other := j.head(7)
-	require.NoError(t, other.Sign(k))
-	_, err := witness.Publish(ctx, st, other)
-	require.NoError(t, err)
+	otherWriterPublishes(t, st, k, j.head(7))
 	j.forkAt = 6
-	_, _, err = p.Publish(ctx, j.head(9), k, j.check(k))
+	_, _, err := p.Publish(ctx, j.head(9), k, j.check(k))
 	require.ErrorIs(t, err, witness.ErrNotExtending)
 	require.Contains(t, err.Error(), "seq 7")
 	_, ok := p.Remembered(j.tenant)
@@ -123,11 +120,8 @@ func TestPublisher_AnotherWriterWitnessedANewerHead_AnUnchangedHeadIsRefused(t *
 	t.Parallel()
 	ctx := context.Background()
 	p, st, j, k := publisherFixture(t)
-	other := j.head(8)
-	require.NoError(t, other.Sign(k))
-	_, err := witness.Publish(ctx, st, other)
-	require.NoError(t, err)
-	_, _, err = p.Publish(ctx, j.head(5), k, j.check(k))
+	otherWriterPublishes(t, st, k, j.head(8))
+	_, _, err := p.Publish(ctx, j.head(5), k, j.check(k))
 	require.ErrorIs(t, err, witness.ErrNotExtending)
 	require.Contains(t, err.Error(), "committed events were lost")
 }
@@ -137,10 +131,7 @@ func TestPublisher_AnotherWriterWitnessedANewerHead_AnUnchangedHeadIsRefused(t *
 // as witnessed) is refused.
 func TestPublisher_HeadBelowOurWitness_TailLost_IsRefused(t *testing.T) {
 	t.Parallel()
-	p, _, j, k := publisherFixture(t)
-	_, _, err := p.Publish(context.Background(), j.head(3), k, j.check(k))
-	require.ErrorIs(t, err, witness.ErrNotExtending)
-	require.Contains(t, err.Error(), "committed events were lost")
+	requireNotExtending(t, 3, 0, "committed events were lost")
 }
 
 // TestPublisher_ChainRewrittenBelowOurWitness_IsRefused: after our witness
@@ -148,11 +139,18 @@ func TestPublisher_HeadBelowOurWitness_TailLost_IsRefused(t *testing.T) {
 // rolled-back chain written again after a failover) is refused.
 func TestPublisher_ChainRewrittenBelowOurWitness_IsRefused(t *testing.T) {
 	t.Parallel()
+	requireNotExtending(t, 9, 4, "holds another event there")
+}
+
+// requireNotExtending publishes the head at seq of the fixture's chain,
+// forked at forkAt (0: not), and requires ErrNotExtending saying why.
+func requireNotExtending(t *testing.T, seq, forkAt int64, why string) {
+	t.Helper()
 	p, _, j, k := publisherFixture(t)
-	j.forkAt = 4
-	_, _, err := p.Publish(context.Background(), j.head(9), k, j.check(k))
+	j.forkAt = forkAt
+	_, _, err := p.Publish(context.Background(), j.head(seq), k, j.check(k))
 	require.ErrorIs(t, err, witness.ErrNotExtending)
-	require.Contains(t, err.Error(), "holds another event there")
+	require.Contains(t, err.Error(), why)
 }
 
 // TestPublisher_OtherHashAtOurSeq_IsRefused: a head at our witness's seq 5
@@ -231,5 +229,14 @@ func TestPublisher_UnchangedHead_ACheckpointWhosePutFailedIsPutAgain(t *testing.
 	require.Equal(t, witness.Unchanged, out)
 	require.Equal(t, 1, st.Count(store.OpPutIfAbsent))
 	_, err = st.Get(ctx, witness.CheckpointKey(j.tenant, 5))
+	require.NoError(t, err)
+}
+
+// otherWriterPublishes puts h signed by k into st, as `oml chain witness`
+// does, behind the Publisher's back.
+func otherWriterPublishes(t *testing.T, st store.Store, k *keys.Key, h *witness.Head) {
+	t.Helper()
+	require.NoError(t, h.Sign(k))
+	_, err := witness.Publish(context.Background(), st, h)
 	require.NoError(t, err)
 }

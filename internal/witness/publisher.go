@@ -62,8 +62,8 @@ type Publisher struct {
 // with the same hash) for a tenant after its head passed the extends check.
 type ownWitness struct {
 	seq  int64
-	hash string // lowercase hex, as in Head
-	size int64  // the JSON object's size as stored
+	hash [32]byte
+	size int64 // the JSON object's size as stored
 }
 
 // noteKey is a NoteSigner's signed-note key name and key hash, computed
@@ -167,7 +167,7 @@ func (p *Publisher) fast(ctx context.Context, h *Head, c Check) (verdict, error)
 	}
 	// 2. The same head again.
 	if h.Seq == l.seq {
-		if h.Hash != l.hash {
+		if !h.SameHash(l.hash[:]) {
 			return full, nil // another hash at our seq: the full path says what it is
 		}
 		if !cpSeen {
@@ -176,7 +176,7 @@ func (p *Publisher) fast(ctx context.Context, h *Head, c Check) (verdict, error)
 		return unchanged, nil
 	}
 	// 3. The chain of the head must still hold ours (one journal read).
-	in, err := c.Contains(ctx, l.seq, (&Head{Hash: l.hash}).HashBytes())
+	in, err := c.Contains(ctx, l.seq, l.hash[:])
 	if err != nil {
 		return full, err
 	}
@@ -218,7 +218,9 @@ func (p *Publisher) remember(h *Head, size int64) {
 	if l, ok := p.last[h.Tenant]; ok && l.seq > h.Seq {
 		return // a later one of ours (two publications at once): keep it
 	}
-	p.last[h.Tenant] = ownWitness{seq: h.Seq, hash: h.Hash, size: size}
+	w := ownWitness{seq: h.Seq, size: size}
+	copy(w.hash[:], h.HashBytes()) // Publish refused a head without 32 bytes of hash
+	p.last[h.Tenant] = w
 }
 
 func (p *Publisher) forget(tenant uuid.UUID) {

@@ -44,12 +44,17 @@ import (
 //     the memory. The memory of the tenant is dropped first.
 //
 // What the memory saves is the previous witness's read and signature check
-// (and the journal read and both signatures of an unchanged head, whose
-// puts were no-ops); every check that can find a forged or rolled-back
-// witness is still made, against a witness this process itself put, which
-// it trusts more than a copy read back from the store. A remembered
-// witness is ours alone: nothing read from the store is ever remembered
-// without having been checked by the full path first.
+// and a second, always empty listing; for an unchanged head also the
+// journal read, both signatures and both puts (each wrote and fsynced a
+// temporary file before finding its key taken) and their read-backs. Every
+// check that can find a forged or rolled-back witness is still made,
+// against a witness this process itself put, which it trusts more than a
+// copy read back from the store. A remembered witness is ours alone:
+// nothing read from the store is ever remembered without having passed the
+// full path first. As without the memory, a witness another writer puts
+// between the listing and our put is not seen by this publication (unless
+// at the same seq: the put-if-absent fails and compares); the next
+// publication and the fork check see it.
 type Publisher struct {
 	st store.Store
 

@@ -148,17 +148,53 @@ func (a Acceptances) Excuses(w *witness.Head) bool {
 // (seq, hash) the journal must still hold, except witnesses a
 // chain.fork_accepted excuses.
 func CheckWitnessExtends(ctx context.Context, q Querier, st store.Store, h *witness.Head, trusted witness.KeyLookup, acc Acceptances) error {
-	contains := func(ctx context.Context, seq int64, hash []byte) (bool, error) {
-		stored, err := journal.EventHash(ctx, q, h.Tenant, seq)
+	return witness.CheckExtends(ctx, st, h, trusted, JournalContains(q, h.Tenant), acc.Excuses)
+}
+
+// JournalContains is witness.Contains over tenant's journal: whether it
+// holds hash at seq (one indexed read).
+func JournalContains(q Querier, tenant uuid.UUID) witness.Contains {
+	return func(ctx context.Context, seq int64, hash []byte) (bool, error) {
+		stored, err := journal.EventHash(ctx, q, tenant, seq)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return false, nil
 		}
 		if err != nil {
-			return false, fmt.Errorf("read the journal of tenant %s at seq %d: %w", h.Tenant, seq, err)
+			return false, fmt.Errorf("read the journal of tenant %s at seq %d: %w", tenant, seq, err)
 		}
 		return bytes.Equal(stored, hash), nil
 	}
-	return witness.CheckExtends(ctx, st, h, trusted, contains, acc.Excuses)
+}
+
+// JournalHashes are the journal's hashes at one seq per tenant, read in
+// one query (ReadJournalHashes) for a publication of many heads.
+type JournalHashes struct {
+	q    Querier
+	at   map[uuid.UUID]int64
+	hash map[uuid.UUID][]byte
+}
+
+// ReadJournalHashes reads the journal's hash of each tenant at the seq at
+// names.
+func ReadJournalHashes(ctx context.Context, q Querier, at map[uuid.UUID]int64) (*JournalHashes, error) {
+	hash, err := journal.EventHashes(ctx, q, at)
+	if err != nil {
+		return nil, fmt.Errorf("read the journal's hashes of %d tenants: %w", len(at), err)
+	}
+	return &JournalHashes{q: q, at: at, hash: hash}, nil
+}
+
+// Contains is JournalContains for tenant, answering the seq read for it
+// from what was read, and any other seq from the journal.
+func (j *JournalHashes) Contains(tenant uuid.UUID) witness.Contains {
+	read := JournalContains(j.q, tenant)
+	return func(ctx context.Context, seq int64, hash []byte) (bool, error) {
+		if at, ok := j.at[tenant]; !ok || at != seq {
+			return read(ctx, seq, hash)
+		}
+		stored, ok := j.hash[tenant]
+		return ok && bytes.Equal(stored, hash), nil
+	}
 }
 
 // ReadAcceptances reads every chain.fork_accepted event of the provider

@@ -22,6 +22,37 @@ func EventHash(ctx context.Context, q RowQuerier, tenant uuid.UUID, seq int64) (
 	return h, err
 }
 
+// EventHashes reads the hash of each tenant's journal event at the seq at
+// names, in one query (EventHash for many tenants at once: one round trip
+// instead of one per tenant). A tenant whose event is missing is absent
+// from the result; errors come back unwrapped.
+func EventHashes(ctx context.Context, q Querier, at map[uuid.UUID]int64) (map[uuid.UUID][]byte, error) {
+	out := make(map[uuid.UUID][]byte, len(at))
+	if len(at) == 0 {
+		return out, nil
+	}
+	tenants, seqs := make([]uuid.UUID, 0, len(at)), make([]int64, 0, len(at))
+	for t, s := range at {
+		tenants, seqs = append(tenants, t), append(seqs, s)
+	}
+	rows, err := q.Query(ctx, `
+SELECT j.tenant_id, j.hash FROM unnest($1::uuid[], $2::bigint[]) AS w(tenant_id, seq)
+JOIN oml.journal j ON j.tenant_id = w.tenant_id AND j.seq = w.seq`, tenants, seqs)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var t uuid.UUID
+		var h []byte
+		if err := rows.Scan(&t, &h); err != nil {
+			return nil, err
+		}
+		out[t] = h
+	}
+	return out, rows.Err()
+}
+
 // ProviderGenesis reads the provider chain's first event (`key.issued` of
 // the root key, made by `oml init`): its hash and key id. Before init it is
 // pgx.ErrNoRows; errors come back unwrapped.

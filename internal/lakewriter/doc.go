@@ -154,6 +154,13 @@
 // publication per batch (they would pile up behind a slow store, each
 // listing and reading the same tenants' witnesses) and stamping a tenant
 // before its publication (a failure then cost a whole interval).
+// A writer publishes through one witness.Publisher, which remembers the
+// witness it put last per tenant: the next publication of the tenant is
+// one listing from that witness on (another writer's newer witness shows
+// there and is checked in full), one journal read (all tenants' in one
+// query) and the two puts; a head that did not move puts nothing. Rejected:
+// trusting the memory without the listing (a fork another writer
+// witnessed after ours would be hidden behind our next witness for good).
 //
 // Pruned rows (rederive.go). `oml outbox prune` deletes rows every table has
 // applied. The readers here that could need them: the replay of the newest

@@ -23,6 +23,7 @@ import (
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/replication"
 	"github.com/omlhq/oml/internal/tenant"
+	"github.com/omlhq/oml/internal/witness"
 )
 
 // CrashPoint names a step of the drain protocol. Tests stop the writer there
@@ -201,6 +202,7 @@ type Drainer struct {
 	witnessedAt    map[uuid.UUID]time.Time
 	witnessPending map[uuid.UUID]struct{}
 	witnessRun     *witnessRun
+	witnessPub     *witness.Publisher // remembers the witness it put last per tenant
 
 	// complete is the tables known to hold every live row of theirs up to
 	// the frontier (complete.go): they skip the probe for missed rows.
@@ -287,11 +289,12 @@ func New(opts Options) (*Drainer, error) {
 		opts.WitnessInterval = DefaultWitnessInterval
 	}
 	d := &Drainer{
-		opts:   opts,
-		db:     opts.DB,
-		log:    opts.Log,
-		tables: newRegistry(opts.Lake, registryOptions{Delta: delta.Options{CheckpointInterval: opts.CheckpointInterval}, Lean: true, MaxOpen: opts.MaxOpenTables}),
-		chk:    newRowChecker(),
+		opts:       opts,
+		db:         opts.DB,
+		log:        opts.Log,
+		tables:     newRegistry(opts.Lake, registryOptions{Delta: delta.Options{CheckpointInterval: opts.CheckpointInterval}, Lean: true, MaxOpen: opts.MaxOpenTables}),
+		chk:        newRowChecker(),
+		witnessPub: witness.NewPublisher(opts.Lake),
 	}
 	d.tables.budget = opts.OpenTablesBytes
 	if !opts.NoLease {

@@ -203,3 +203,117 @@ func witnessPutOf(tenant uuid.UUID) (match func(store.OpKind, string) bool, arri
 		return true
 	}, ch
 }
+
+// TestWitness_AnotherWriterWitnessedAForkBetweenTwoPublications_TheTenantIsHeld:
+// the writer witnessed the tenant's head (and remembers that witness);
+// then another writer (`oml chain witness` against a primary that has
+// since failed over) witnessed seq head+1 of a chain the journal does not
+// hold. The writer's next publication, of a head past both, must not take
+// its own remembered witness as the newest: it reads the other one, finds
+// the head does not extend it and holds the tenant, putting nothing.
+func TestWitness_AnotherWriterWitnessedAForkBetweenTwoPublications_TheTenantIsHeld(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	tenant := b.tenants[0]
+	d, lake, ours := b.drainWitnessed(t, 101)
+
+	b.load(t, workload.Config{Claims: 3, Seed: 102}) // the journal moves on past ours
+	heads, err := witness.Capture(ctx, b.pool, &tenant, time.Now())
+	require.NoError(t, err)
+	theirs := *heads[0]
+	theirs.Seq, theirs.Hash = ours+1, strings.Repeat("cd", 32) // not the journal's event at ours+1
+	require.NoError(t, theirs.Sign(b.key))
+	_, err = witness.Publish(ctx, lake, &theirs)
+	require.NoError(t, err)
+
+	d.PublishWitnessesNow(ctx, []uuid.UUID{tenant})
+	refused := d.Refused()
+	require.Len(t, refused, 1, "the other writer's witness was checked")
+	require.Equal(t, tenant, refused[0].Tenant)
+	require.Equal(t, chainverify.ReasonFork, refused[0].Reason)
+	require.Equal(t, path.Base(witness.Key(tenant, ours+1)), witnessedSeqs(t, lake)[tenant.String()], "no head was put past theirs")
+}
+
+// TestWitness_UnchangedHeads_AreListedNotPutAgain: a publication of heads
+// the writer witnessed already (tenants touched again with no new event)
+// lists each tenant's witnesses once, to see another writer's, and puts
+// and reads nothing.
+func TestWitness_UnchangedHeads_AreListedNotPutAgain(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	b.load(t, workload.Config{Claims: 3, Seed: 103})
+	lake := store.NewFaulty(store.NewMem())
+	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
+	b.drainAll(t, d)
+	before := witnessedSeqs(t, lake)
+	for _, tenant := range b.tenants {
+		require.Contains(t, before, tenant.String())
+	}
+
+	lake.Reset()
+	d.PublishWitnessesNow(ctx, b.tenants)
+	require.Empty(t, d.Refused())
+	require.Equal(t, len(b.tenants), lake.Count(store.OpList))
+	require.Zero(t, lake.Count(store.OpPutIfAbsent))
+	require.Zero(t, lake.Count(store.OpGet))
+	require.Equal(t, before, witnessedSeqs(t, lake))
+}
+
+// TestWitness_ChainRewrittenAtOurWitness_FoundByTheBatchedJournalRead: the
+// writer witnessed the tenant at seq s; the tenant wrote on past s, and
+// then the journal came to hold another event at s (a rewritten chain,
+// planted here as another hash at s). The next publication reads the
+// journal at every remembered witness in one query; that read finds the
+// other event and the tenant is held, nothing put.
+func TestWitness_ChainRewrittenAtOurWitness_FoundByTheBatchedJournalRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	victim := b.tenants[0]
+	d, lake, ours := b.drainWitnessed(t, 104)
+
+	b.load(t, workload.Config{Claims: 3, Seed: 105})
+	tx, err := b.pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, `ALTER TABLE oml.journal DISABLE TRIGGER journal_append_only_row`)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `UPDATE oml.journal SET hash = sha256(hash) WHERE tenant_id = $1 AND seq = $2`, victim, ours)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, `ALTER TABLE oml.journal ENABLE TRIGGER journal_append_only_row`)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	d.PublishWitnessesNow(ctx, b.tenants)
+	refused := d.Refused()
+	require.Len(t, refused, 1)
+	require.Equal(t, victim, refused[0].Tenant)
+	require.Equal(t, chainverify.ReasonFork, refused[0].Reason)
+	require.Contains(t, refused[0].Detail, "holds another event there")
+	require.Equal(t, path.Base(witness.Key(victim, ours)), witnessedSeqs(t, lake)[victim.String()], "nothing put past ours")
+	require.Equal(t, path.Base(witness.Key(b.tenants[1], b.headSeq(t, b.tenants[1]))), witnessedSeqs(t, lake)[b.tenants[1].String()], "the other tenant's head was witnessed")
+}
+
+// drainWitnessed loads claims (seed) for every tenant and drains them into
+// a new lake with a writer that witnesses every batch; it returns the
+// writer, the lake and the first tenant's head, which the writer witnessed.
+func (b *bundle) drainWitnessed(t *testing.T, seed uint64) (*lakewriter.Drainer, store.Store, int64) {
+	t.Helper()
+	b.load(t, workload.Config{Claims: 3, Seed: seed})
+	lake := store.NewMem()
+	d, _ := b.witnessingDrainer(t, lake, time.Nanosecond)
+	b.drainAll(t, d)
+	head := b.headSeq(t, b.tenants[0])
+	require.Equal(t, path.Base(witness.Key(b.tenants[0], head)), witnessedSeqs(t, lake)[b.tenants[0].String()])
+	return d, lake, head
+}
+
+// headSeq is tenant's chain head in oml.chain_heads.
+func (b *bundle) headSeq(t *testing.T, tenant uuid.UUID) int64 {
+	t.Helper()
+	var seq int64
+	require.NoError(t, b.pool.QueryRow(context.Background(), `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, tenant).Scan(&seq))
+	return seq
+}

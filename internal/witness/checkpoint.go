@@ -96,18 +96,23 @@ func (h *Head) CheckpointBody() ([]byte, error) {
 
 // SignCheckpoint returns h's checkpoint as a signed note.
 func SignCheckpoint(h *Head, s NoteSigner) ([]byte, error) {
+	name := NoteKeyName(s.KeyID())
+	return signCheckpoint(h, s, noteKey{name: name, hash: noteKeyHash(name, s.Public())})
+}
+
+// signCheckpoint is SignCheckpoint with s's note key name and hash given.
+func signCheckpoint(h *Head, s Signer, k noteKey) ([]byte, error) {
 	body, err := h.CheckpointBody()
 	if err != nil {
 		return nil, err
 	}
-	name := NoteKeyName(s.KeyID())
 	sig := make([]byte, 4, 4+ed25519.SignatureSize)
-	binary.BigEndian.PutUint32(sig, noteKeyHash(name, s.Public()))
+	binary.BigEndian.PutUint32(sig, k.hash)
 	sig = append(sig, s.Sign(body)...)
 	var b bytes.Buffer
 	b.Write(body)
 	b.WriteByte('\n')
-	b.WriteString("\u2014 " + name + " " + base64.StdEncoding.EncodeToString(sig) + "\n")
+	b.WriteString("\u2014 " + k.name + " " + base64.StdEncoding.EncodeToString(sig) + "\n")
 	return b.Bytes(), nil
 }
 
@@ -120,8 +125,13 @@ func PublishCheckpoint(ctx context.Context, st store.Store, h *Head, s NoteSigne
 	if err != nil {
 		return err
 	}
+	return publishCheckpoint(ctx, st, h, note)
+}
+
+// publishCheckpoint puts note, h's signed checkpoint (PublishCheckpoint).
+func publishCheckpoint(ctx context.Context, st store.Store, h *Head, note []byte) error {
 	key := CheckpointKey(h.Tenant, h.Seq)
-	err = st.PutIfAbsent(ctx, key, note)
+	err := st.PutIfAbsent(ctx, key, note)
 	switch {
 	case err == nil:
 		return nil

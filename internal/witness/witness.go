@@ -19,6 +19,10 @@
 // older one). NewestCached (cache.go) is Newest for reports, through a
 // summary of the witnesses verified before, kept in the lake; a witness
 // that does not verify is never kept, and nothing that writes uses it.
+// A Publisher (publisher.go) is CheckExtends + Publish + PublishCheckpoint
+// for a long-running publisher, remembering only witnesses it put itself
+// after a full check, and never skipping the listing that shows another
+// writer's newer witness.
 package witness
 
 import (
@@ -147,27 +151,40 @@ var ErrConflict = errors.New("a different head is already witnessed at this seq"
 // head again is a no-op (the stored one is kept, never overwritten); a
 // different hash at the same seq returns ErrConflict with both hashes.
 func Publish(ctx context.Context, st store.Store, h *Head) (created bool, err error) {
+	created, _, err = publish(ctx, st, h)
+	return created, err
+}
+
+// publish is Publish, also returning the size of the JSON object stored
+// at h's key (ours, or the equal head found there).
+func publish(ctx context.Context, st store.Store, h *Head) (created bool, size int64, err error) {
 	data, err := json.Marshal(h)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	key := Key(h.Tenant, h.Seq)
 	err = st.PutIfAbsent(ctx, key, data)
 	switch {
 	case err == nil:
-		return true, nil
+		return true, int64(len(data)), nil
 	case errors.Is(err, store.ErrExists), errors.Is(err, store.ErrAmbiguous):
-		old, gerr := Read(ctx, st, key)
+		stored, gerr := st.Get(ctx, key)
+		var old Head
+		if gerr == nil {
+			if uerr := json.Unmarshal(stored, &old); uerr != nil {
+				gerr = fmt.Errorf("witness %s is not a signed head: %v", key, uerr)
+			}
+		}
 		if gerr != nil {
-			return false, fmt.Errorf("publish witness %s: %w (and reading it back failed: %v)", key, err, gerr)
+			return false, 0, fmt.Errorf("publish witness %s: %w (and reading it back failed: %v)", key, err, gerr)
 		}
 		if old.Hash != h.Hash {
-			return false, fmt.Errorf("%w: tenant %s seq %d is witnessed with hash %s, PostgreSQL has %s",
+			return false, 0, fmt.Errorf("%w: tenant %s seq %d is witnessed with hash %s, PostgreSQL has %s",
 				ErrConflict, h.Tenant, h.Seq, old.Hash, h.Hash)
 		}
-		return errors.Is(err, store.ErrAmbiguous), nil
+		return errors.Is(err, store.ErrAmbiguous), int64(len(stored)), nil
 	default:
-		return false, fmt.Errorf("publish witness %s to %s: %w", key, st, err)
+		return false, 0, fmt.Errorf("publish witness %s to %s: %w", key, st, err)
 	}
 }
 
@@ -353,23 +370,19 @@ type Contains func(ctx context.Context, seq int64, hash []byte) (bool, error)
 // read or two. Witnesses that do not verify are ignored here (they are a
 // finding of the fork check, and cannot block a publish).
 func CheckExtends(ctx context.Context, st store.Store, h *Head, trusted KeyLookup, contains Contains, excused func(*Head) bool) error {
+	// One listing: a store's List returns every key past startAfter (it
+	// pages internally), so asking again after the last key only ever
+	// found nothing, at the cost of a second listing per publish.
 	prefix := Prefix + h.Tenant.String() + "/"
+	infos, err := st.List(ctx, prefix, "")
+	if err != nil {
+		return fmt.Errorf("list the witnesses of tenant %s in %s: %w", h.Tenant, st, err)
+	}
 	var keys []string
-	after := ""
-	for {
-		infos, err := st.List(ctx, prefix, after)
-		if err != nil {
-			return fmt.Errorf("list the witnesses of tenant %s in %s: %w", h.Tenant, st, err)
+	for _, info := range infos {
+		if strings.HasSuffix(info.Key, ".json") {
+			keys = append(keys, info.Key)
 		}
-		if len(infos) == 0 {
-			break
-		}
-		for _, info := range infos {
-			if strings.HasSuffix(info.Key, ".json") {
-				keys = append(keys, info.Key)
-			}
-		}
-		after = infos[len(infos)-1].Key
 	}
 	for i := len(keys) - 1; i >= 0; i-- {
 		w, err := Read(ctx, st, keys[i])

@@ -523,8 +523,8 @@ func (w *Writer) txnFor(c Commit, now int64) (*Txn, error) {
 	if t.AppID == "" {
 		return nil, errors.New("delta: a txn needs an appId")
 	}
-	if cur, ok := s.txns[t.AppID]; ok && cur.Version >= t.Version && !c.RewindTxn {
-		return nil, fmt.Errorf("%w: table %s already holds txn %q version %d, this commit carries %d", ErrTxnNotNewer, w.table, t.AppID, cur.Version, t.Version)
+	if cur := s.txns.find(t.AppID); cur != nil && cur.txn.Version >= t.Version && !c.RewindTxn {
+		return nil, fmt.Errorf("%w: table %s already holds txn %q version %d, this commit carries %d", ErrTxnNotNewer, w.table, t.AppID, cur.txn.Version, t.Version)
 	}
 	if t.LastUpdated == nil {
 		t.LastUpdated = &now

@@ -568,7 +568,10 @@ func (w *Writer) commitInfo(c Commit, md *Metadata, now int64) (json.RawMessage,
 	if err != nil {
 		return nil, fmt.Errorf("delta: encoding commitInfo: %w", err)
 	}
-	return ciRaw, nil
+	// The snapshot keeps it (the txn's commitInfo) while the writer stays
+	// open: an exact copy, not the encoder's buffer, which grew to the
+	// next power of two (about 300 bytes more per open table).
+	return bytes.Clone(ciRaw), nil
 }
 
 // commitActions orders a commit's actions: commitInfo first, then

@@ -111,18 +111,16 @@ func commitLikeTheDrain(ctx context.Context, d *Drainer, key tables.TableKey, se
 	bounds := tables.BatchBounds{Start: seq - 1, End: seq + 9999, SystemIdentifier: "7715006151879041038", Timeline: 1, Rows: &rows,
 		Anchor: &tables.Anchor{Seq: seq + 9999, Tenant: key.Tenant, JournalSeq: 3,
 			EventHash: fmt.Sprintf("%064x", seq), Digest: fmt.Sprintf("%064x", seq+1)}}
-	v, err := w.Commit(ctx, delta.Commit{
+	if _, err := w.Commit(ctx, delta.Commit{
 		Operation:           "STREAMING UPDATE",
 		OperationParameters: map[string]any{"outputMode": "Append", "queryId": tables.AppID},
 		OperationMetrics:    map[string]any{"numAddedFiles": "1", "numOutputRows": "1", "numOutputBytes": fmt.Sprint(add.Size)},
 		Adds:                []*delta.Add{add},
 		Txn:                 &delta.Txn{AppID: tables.AppID, Version: bounds.End},
 		Extra:               bounds.CommitInfo(),
-	})
-	if err != nil {
+	}); err != nil {
 		return err
 	}
-	_ = v
 	d.tables.resized(key, w)
 	d.markComplete(key, bounds.End)
 	return nil

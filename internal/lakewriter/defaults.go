@@ -45,9 +45,21 @@ const (
 	// witnessed after a batch touched it.
 	DefaultWitnessInterval = 10 * time.Second
 	// DefaultMemory is the lake writer's memory budget (--memory): the Go
-	// runtime's soft memory limit, of which OpenTablesShare goes to the
-	// open table writers' snapshots (Options.OpenTablesBytes).
+	// runtime's soft memory limit is SoftLimitShare of it, and
+	// OpenTablesShare of it goes to the open table writers' snapshots
+	// (Options.OpenTablesBytes).
 	DefaultMemory = 256 << 20
+	// SoftLimitShare is the divisor of --memory given to the Go runtime as
+	// its soft memory limit (half). Below a limit it does not reach, the
+	// GC lets the heap grow to twice the live heap (GOGC=100), so peak RSS
+	// followed the live heap twice over as the tenant count grew (183 MiB
+	// at 10,000 tenants against 90 at 1,000, of which the live heap was
+	// under half: docs/lake-writer.md, memory). The other half of the
+	// budget holds what the runtime's limit does not count — the binary's
+	// code (about 29 MiB of RSS), memory freed and not yet returned — and
+	// the room the GC needs not to run back to back (a limit of 96 MiB
+	// tripled the collections of a 10,000-tenant drain, about +9 CPU-s).
+	SoftLimitShare = 2
 	// OpenTablesShare is the divisor of --memory that bounds the open
 	// table writers (a quarter: the batch itself, its decoded rows and the
 	// Parquet buffers need the rest).

@@ -171,7 +171,7 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	fl.IntVar(&opts.Parallel, "parallel", lakewriter.DefaultParallel, fmt.Sprintf("tables committed (and opened at start) at once; 0: what suits the store (%d on a file lake, %d on S3)", store.FileConcurrency, store.S3Concurrency))
 	fl.IntVar(&opts.MaxOpenTables, "max-open-tables", lakewriter.DefaultMaxOpenTables, "Delta table writers kept open between batches; beyond it the least recently used table is reopened from its log when next touched (bounds memory with many tenants)")
-	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: the Go runtime's soft memory limit, of which 1/%d bounds the open table writers' snapshots (least recently used closed first); 0: no budget beyond --max-open-tables", lakewriter.OpenTablesShare))
+	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: 1/%d of it is the Go runtime's soft memory limit and 1/%d bounds the open table writers' snapshots (least recently used closed first); 0: no budget beyond --max-open-tables", lakewriter.SoftLimitShare, lakewriter.OpenTablesShare))
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", lakewriter.DefaultLeaseTTL, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", lakewriter.DefaultHorizonTimeout, "with --once: how long to wait for open transactions to end")
 	fl.DurationVar(&opts.MaxOutage, "max-outage", lakewriter.DefaultMaxOutage, "with --once: how long to wait out an outage of the database or the store before exiting 1")
@@ -295,13 +295,7 @@ func openDrainer(ctx context.Context, f *cliutil.Factory, o *DrainOptions, log *
 		log.Info("serving Prometheus metrics", "addr", ln.Addr().String(), "path", "/metrics")
 	}
 
-	if o.memory > 0 {
-		// A soft limit (the GC works harder near it), never a crash; a
-		// GOMEMLIMIT in the environment wins.
-		if os.Getenv("GOMEMLIMIT") == "" {
-			debug.SetMemoryLimit(o.memory)
-		}
-	}
+	softMemoryLimit(o.memory, os.Getenv, debug.SetMemoryLimit)
 	d, err := lakewriter.New(lakewriter.Options{
 		DB: pool, Lake: lake, Signer: signer,
 		Limits:  outbox.Limits{Rows: o.BatchRows, Bytes: int(o.batchBytes)},
@@ -315,6 +309,17 @@ func openDrainer(ctx context.Context, f *cliutil.Factory, o *DrainOptions, log *
 		return nil, "", nil, err
 	}
 	return d, lake.String(), stop, nil
+}
+
+// softMemoryLimit gives the Go runtime its soft memory limit from the
+// --memory budget (lakewriter.SoftLimitShare of it): the GC works harder
+// near it, it never crashes the writer. A GOMEMLIMIT in the environment
+// wins; a budget of 0 sets none.
+func softMemoryLimit(budget int64, getenv func(string) string, set func(int64) int64) {
+	if budget <= 0 || getenv("GOMEMLIMIT") != "" {
+		return
+	}
+	set(budget / lakewriter.SoftLimitShare)
 }
 
 func evidence(m map[string]string) string {

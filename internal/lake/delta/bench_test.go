@@ -137,7 +137,7 @@ func benchCheckpoint(b *testing.B, nFiles int) {
 		snap.files[key] = a
 	}
 	lu := time.Now().UnixMilli()
-	snap.txns["oml-lakewriter"] = Txn{AppID: "oml-lakewriter", Version: 100000, LastUpdated: &lu}
+	snap.txns.put("oml-lakewriter").txn = Txn{AppID: "oml-lakewriter", Version: 100000, LastUpdated: &lu}
 	fs, err := store.NewFile(b.TempDir())
 	require.NoError(b, err)
 	runtime.GC()

@@ -266,8 +266,7 @@ func writeCheckpointRows(ctx context.Context, st store.Store, w io.Writer, snap 
 		strList(orEmptyList(md.PartitionColumns)), strEntries(orEmptyStr(md.Configuration)), created}, nil}); err != nil {
 		return pq.FileMeta{}, err
 	}
-	for _, appID := range sortedKeys(snap.txns) {
-		t := snap.txns[appID]
+	for _, t := range snap.txns.sorted() {
 		if err := emit(pq.Row{[]any{t.AppID, t.Version, optInt(t.LastUpdated)}, nil, nil, nil, nil}); err != nil {
 			return pq.FileMeta{}, err
 		}

@@ -120,3 +120,31 @@ func TestTxnCommitInfo_IsTheCommitThatSetTheTxn(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, 4, n, "the commit after the checkpoint")
 }
+
+// TestTxnCommitInfo_OtherEngineWritesCommitInfoAfterTheTxn: an engine may
+// put commitInfo after the txn in its commit; the txn's commitInfo is then
+// found when the commitInfo line is read, and a later commit without a txn
+// does not replace it.
+func TestTxnCommitInfo_OtherEngineWritesCommitInfoAfterTheTxn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.NewMem()
+	newTestTable(t, st)
+	for v, lines := range map[int64]string{
+		1: `{"txn":{"appId":"app","version":7}}` + "\n" + `{"commitInfo":{"operation":"WRITE","n":1}}` + "\n",
+		2: `{"commitInfo":{"operation":"OPTIMIZE","n":2}}` + "\n",
+	} {
+		require.NoError(t, st.PutIfAbsent(ctx, CommitKey(v), []byte(lines)))
+	}
+	loaded, err := Load(ctx, st)
+	require.NoError(t, err)
+	require.Equal(t, int64(2), loaded.Version())
+	ci, ok := loaded.TxnCommitInfo("app")
+	require.True(t, ok)
+	var got struct{ N int }
+	require.NoError(t, json.Unmarshal(ci, &got))
+	require.Equal(t, 1, got.N)
+	txn, ok := loaded.TxnVersion("app")
+	require.True(t, ok)
+	require.Equal(t, int64(7), txn)
+}

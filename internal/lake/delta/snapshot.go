@@ -35,16 +35,14 @@ type Snapshot struct {
 
 	files      map[string]*Add    // by decoded path
 	tombstones map[string]*Remove // by decoded path
-	txns       map[string]Txn
-	// txnInfo is, per appId, the commitInfo of the commit that set its
-	// txn, when that commit was replayed or made here (not when the txn
-	// came from a checkpoint, which keeps no commitInfo): a writer that
-	// records its progress in commitInfo (the lake writer's batch bounds)
-	// reads it from the snapshot instead of reading the log again.
-	// txnAt is the version that set each txn; lastInfo the newest
+	// txns holds, per appId, the latest txn, the version that set it, and
+	// the commitInfo of the commit that set it when that commit was
+	// replayed or made here (not when the txn came from a checkpoint,
+	// which keeps no commitInfo): a writer that records its progress in
+	// commitInfo (the lake writer's batch bounds) reads it from the
+	// snapshot instead of reading the log again. lastInfo is the newest
 	// commitInfo seen (an engine may write commitInfo after the txn).
-	txnInfo    map[string]json.RawMessage
-	txnAt      map[string]int64
+	txns       txnState
 	lastInfo   json.RawMessage
 	lastInfoAt int64
 
@@ -68,8 +66,7 @@ type Snapshot struct {
 func newSnapshot(table string) *Snapshot {
 	return &Snapshot{
 		table: table, version: -1, checkpointVersion: -1,
-		files: map[string]*Add{}, tombstones: map[string]*Remove{}, txns: map[string]Txn{},
-		txnInfo: map[string]json.RawMessage{}, txnAt: map[string]int64{}, lastInfoAt: -1,
+		files: map[string]*Add{}, tombstones: map[string]*Remove{}, lastInfoAt: -1,
 	}
 }
 
@@ -160,17 +157,20 @@ func (s *Snapshot) NumTombstones() int { return len(s.tombstones) }
 
 // Txns returns the latest txn per appId (a copy).
 func (s *Snapshot) Txns() map[string]Txn {
-	out := make(map[string]Txn, len(s.txns))
-	for k, v := range s.txns {
-		out[k] = v
+	out := make(map[string]Txn, s.txns.len())
+	for _, e := range s.txns.list {
+		out[e.txn.AppID] = e.txn
 	}
 	return out
 }
 
 // TxnVersion returns the latest committed txn version of appID.
 func (s *Snapshot) TxnVersion(appID string) (int64, bool) {
-	t, ok := s.txns[appID]
-	return t.Version, ok
+	e := s.txns.find(appID)
+	if e == nil {
+		return 0, false
+	}
+	return e.txn.Version, true
 }
 
 // TxnCommitInfo returns the commitInfo of the commit that set appID's
@@ -178,8 +178,11 @@ func (s *Snapshot) TxnVersion(appID string) (int64, bool) {
 // the txn came from a checkpoint or the commit had no commitInfo: read the
 // log, History, for it). Do not modify it.
 func (s *Snapshot) TxnCommitInfo(appID string) (json.RawMessage, bool) {
-	ci, ok := s.txnInfo[appID]
-	return ci, ok && len(ci) > 0
+	e := s.txns.find(appID)
+	if e == nil {
+		return nil, false
+	}
+	return e.info, len(e.info) > 0
 }
 
 // DecodePath decodes an add/remove path (a relative URI) into the object
@@ -264,18 +267,17 @@ func (s *Snapshot) apply(a *Action, v int64) error {
 			s.leanRemoved[key] = true
 		}
 	case a.Txn != nil:
-		s.txns[a.Txn.AppID] = *a.Txn
-		s.txnAt[a.Txn.AppID] = v
-		s.txnInfo[a.Txn.AppID] = nil
+		e := s.txns.put(a.Txn.AppID)
+		e.txn, e.at, e.info = *a.Txn, v, nil
 		if s.lastInfoAt == v && !s.inBase {
-			s.txnInfo[a.Txn.AppID] = s.lastInfo
+			e.info = s.lastInfo
 		}
 	case isSet(a.CommitInfo):
 		// Kept only for the txn set by the same commit (see txnInfo).
 		s.lastInfo, s.lastInfoAt = a.CommitInfo, v // decoded lines are copies
-		for app, at := range s.txnAt {
-			if at == v {
-				s.txnInfo[app] = s.lastInfo
+		for i := range s.txns.list {
+			if e := &s.txns.list[i]; e.at == v {
+				e.info = s.lastInfo
 			}
 		}
 	case isSet(a.Sidecar), isSet(a.CheckpointMetadata):
@@ -672,8 +674,8 @@ func (s *Snapshot) ApproxBytes() int64 {
 	for k := range s.leanRemoved {
 		n += 48 + int64(len(k))
 	}
-	for k, ci := range s.txnInfo {
-		n += perEntry + int64(len(k)+len(ci))
+	for _, e := range s.txns.list {
+		n += perEntry + int64(len(e.txn.AppID)+len(e.info))
 	}
 	return n + int64(len(s.lastInfo))
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
@@ -16,7 +17,8 @@ import (
 // fsync already running when the write asks may have passed the entry, so
 // it does not count. Each directory has at most one fsync running; writes
 // that ask meanwhile queue for the next one, and when the running one ends
-// the first of them runs it for all (no timer, no goroutine of its own).
+// the first of them runs it for all (no timer, no goroutine of its own):
+// the same queue of rounds as group mode's syncfs (roundQueue, rounds.go).
 // On an empty lake that is what new tenants do: their directories are
 // created in the lake's root and in _oml_witness/ at about the same time,
 // a tenant's layers in the tenant's directory, its gold tables in gold/.
@@ -32,65 +34,34 @@ import (
 // trade-offs).
 var dirSyncs = struct {
 	sync.Mutex
-	m map[string]*dirSyncQueue // by absolute directory path; idle ones are removed
-}{m: map[string]*dirSyncQueue{}}
-
-// dirSyncQueue is one directory's running and next fsync. Rounds are the
-// group mode's syncRound: done, err, waiters.
-type dirSyncQueue struct {
-	running *syncRound // the fsync in progress, nil when none
-	pending *syncRound // the one the next arrivals join; run when none runs
-}
+	m map[string]*roundQueue // by absolute directory path; idle ones are removed
+}{m: map[string]*roundQueue{}}
 
 // syncDirShared returns once an fsync of dir that started after the call
 // began has finished, with its error. fsync runs it (fsyncDir, or a test's
-// stand-in); the caller that runs a round uses its own.
+// stand-in); the caller that runs a round uses its own. A directory's
+// queue is dropped once no round runs and none is pending.
 func syncDirShared(dir string, fsync func(dir string) error) error {
 	dirSyncs.Lock()
 	q := dirSyncs.m[dir]
 	if q == nil {
-		q = &dirSyncQueue{}
+		q = &roundQueue{}
 		dirSyncs.m[dir] = q
 	}
-	if q.pending == nil {
-		q.pending = &syncRound{done: make(chan struct{})}
-	}
-	r := q.pending
-	r.waiters++
-	for {
-		switch {
-		case q.running == r: // another caller runs it
-			dirSyncs.Unlock()
-			<-r.done
-			return r.err
-		case q.pending != r: // it ran and finished while we waited
-			dirSyncs.Unlock()
-			return r.err
-		case q.running == nil:
-			q.running, q.pending = r, nil
-			dirSyncs.Unlock()
-			seq := mkdirSeq.Load()
-			err := fsync(dir)
-			if err == nil {
-				healCreations(dir, seq)
-			}
-			dirSyncs.Lock()
-			r.err = err
-			q.running = nil
-			if q.pending == nil {
-				delete(dirSyncs.m, dir)
-			}
-			close(r.done)
-			dirSyncs.Unlock()
-			return err
+	run := func() error {
+		seq := mkdirSeq.Load()
+		err := fsync(dir)
+		if err == nil {
+			healCreations(dir, seq)
 		}
-		// An earlier fsync runs: it may have started before our change,
-		// so it does not count; wait for it to end, then run or join ours.
-		earlier := q.running
-		dirSyncs.Unlock()
-		<-earlier.done
-		dirSyncs.Lock()
+		return err
 	}
+	ended := func() {
+		if q.pending == nil {
+			delete(dirSyncs.m, dir)
+		}
+	}
+	return q.await(context.Background(), &dirSyncs.Mutex, run, ended)
 }
 
 // dirSyncWaiters is how many callers have joined dir's next fsync, not yet

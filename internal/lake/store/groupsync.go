@@ -71,9 +71,8 @@ type groupSync struct {
 	// replaces it.
 	round func() error
 
-	mu      sync.Mutex
-	running *syncRound // the round in progress, nil when none
-	pending *syncRound // the round the next arrivals join; started when none runs
+	mu     sync.Mutex // guards rounds
+	rounds roundQueue
 
 	// observe, set by tests, sees each put's steps (named by its
 	// temporary file) as they happen.
@@ -82,12 +81,6 @@ type groupSync struct {
 	rootMu  sync.Mutex // guards rootFD and rootDev
 	rootFD  *os.File   // the root directory, opened on first use, never closed
 	rootDev uint64
-}
-
-type syncRound struct {
-	done    chan struct{} // closed when the round has finished
-	err     error         // set before done is closed
-	waiters int           // callers that joined it (tests wait for arrivals)
 }
 
 // putStep is a step of a group-mode put, for tests (groupSync.observe).
@@ -110,54 +103,7 @@ func newGroupSync(root string) *groupSync {
 // caller's step is then not known durable).
 func (g *groupSync) wait(ctx context.Context) error {
 	g.mu.Lock()
-	if g.pending == nil {
-		g.pending = &syncRound{done: make(chan struct{})}
-	}
-	r := g.pending
-	r.waiters++
-	for {
-		switch {
-		case g.running == r: // another waiter runs it
-			g.mu.Unlock()
-			return waitRound(ctx, r)
-		case g.pending != r: // it ran and finished while we were away
-			g.mu.Unlock()
-			return r.err
-		case g.running == nil:
-			g.running, g.pending = r, nil
-			g.mu.Unlock()
-			g.run(r)
-			return r.err
-		}
-		// An earlier round runs: it may have started before our step
-		// finished, so it does not count; wait for it to end.
-		earlier := g.running
-		g.mu.Unlock()
-		if err := waitRound(ctx, earlier); err != nil && ctx.Err() != nil {
-			return err
-		}
-		g.mu.Lock()
-	}
-}
-
-// waitRound waits for r to finish and returns its error, or ctx's.
-func waitRound(ctx context.Context, r *syncRound) error {
-	select {
-	case <-r.done:
-		return r.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// run runs round r, which the caller made the running one.
-func (g *groupSync) run(r *syncRound) {
-	err := g.round()
-	g.mu.Lock()
-	r.err = err
-	g.running = nil
-	close(r.done)
-	g.mu.Unlock()
+	return g.rounds.await(ctx, &g.mu, g.round, nil)
 }
 
 // rootDir opens the root directory once (it need not exist when the store is

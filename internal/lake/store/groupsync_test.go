@@ -138,7 +138,7 @@ func waitJoined(t *testing.T, g *groupSync, n int) {
 	require.Eventually(t, func() bool {
 		g.mu.Lock()
 		defer g.mu.Unlock()
-		return g.pending != nil && g.pending.waiters == n
+		return g.rounds.pending != nil && g.rounds.pending.waiters == n
 	}, 10*time.Second, time.Millisecond)
 }
 

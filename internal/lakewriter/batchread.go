@@ -78,22 +78,22 @@ func splitRange(from, to int64, n int, span int64) []seqRange {
 }
 
 // helperReader opens a reader for a split read, and the function that
-// closes it; a nil querier with a nil error means none is to be had.
+// closes it.
 type helperReader func(ctx context.Context) (querier, func(), error)
 
-// loadBatchSplit is loadBatch of (from, to] for every table, read by first
-// and up to helpers readers from open, over ranges of at least
-// batchReadRangeSpan seqs (two per reader, so a reader that starts late or
-// a range that is slow does not leave the others idle).
-func loadBatchSplit(ctx context.Context, first querier, helpers int, open helperReader, chk *rowChecker, from, to int64) ([]*item, error) {
-	ranges := splitRange(from, to, 2*(helpers+1), batchReadRangeSpan)
-	return loadRanges(ctx, first, helpers, open, chk, from, to, ranges)
+// batchRanges are the ranges a split read of (from, to] with helpers
+// helper readers takes: at least batchReadRangeSpan seqs each, two per
+// reader (so a reader that starts late or a range that is slow does not
+// leave the others idle); one range when the batch is too small to split.
+func batchRanges(from, to int64, helpers int) []seqRange {
+	return splitRange(from, to, 2*(helpers+1), batchReadRangeSpan)
 }
 
-// loadRanges is loadBatchSplit over the given ranges of (from, to].
-func loadRanges(ctx context.Context, first querier, helpers int, open helperReader, chk *rowChecker, from, to int64, ranges []seqRange) ([]*item, error) {
+// loadRanges is loadBatch of the batch the contiguous ranges tile, for
+// every table, read by first and up to helpers readers from open.
+func loadRanges(ctx context.Context, first querier, helpers int, open helperReader, chk *rowChecker, ranges []seqRange) ([]*item, error) {
 	if len(ranges) == 1 || helpers == 0 || open == nil {
-		return loadBatch(ctx, first, chk, from, to, nil)
+		return loadBatch(ctx, first, chk, ranges[0].from, ranges[len(ranges)-1].to, nil)
 	}
 	parts := make([][]*item, len(ranges))
 	var next atomic.Int64
@@ -119,7 +119,7 @@ func loadRanges(ctx context.Context, first querier, helpers int, open helperRead
 	for range min(helpers, len(ranges)-1) {
 		g.Go(func() error {
 			q, closeReader, err := open(opening)
-			if err != nil || q == nil {
+			if err != nil {
 				return nil // the first reader reads what this one would have
 			}
 			defer closeReader()
@@ -182,5 +182,6 @@ func (d *Drainer) readRange(ctx context.Context, from, to int64, scope *tables.T
 		return loadBatch(ctx, d.db, d.chk, from, to, scope)
 	}
 	pool := func(context.Context) (querier, func(), error) { return d.db, func() {}, nil }
-	return loadBatchSplit(ctx, d.db, batchReaders(d.db.Stat().MaxConns())-1, pool, d.chk, from, to)
+	helpers := batchReaders(d.db.Stat().MaxConns()) - 1
+	return loadRanges(ctx, d.db, helpers, pool, d.chk, batchRanges(from, to, helpers))
 }

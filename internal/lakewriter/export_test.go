@@ -67,7 +67,7 @@ func ReadSplit(ctx context.Context, pool *pgxpool.Pool, tx pgx.Tx, from, to int6
 	if blockHelpers {
 		open = func(ctx context.Context) (querier, func(), error) { <-ctx.Done(); return nil, nil, ctx.Err() }
 	}
-	items, err := loadRanges(ctx, tx, helpers, open, newRowChecker(), from, to, splitRange(from, to, parts, 1))
+	items, err := loadRanges(ctx, tx, helpers, open, newRowChecker(), splitRange(from, to, parts, 1))
 	return verdicts(items), err
 }
 

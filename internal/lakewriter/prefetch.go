@@ -159,14 +159,15 @@ func (d *Drainer) readBatchAhead(ctx context.Context, f *prefetch) error {
 	}
 	f.id, f.anchor, f.prevNow = id, rec.Anchor, now
 	helpers := batchReaders(d.db.Stat().MaxConns()) - 1
+	ranges := batchRanges(f.from, end, helpers)
 	var open helperReader
-	if helpers > 0 && end-f.from >= 2*batchReadRangeSpan {
+	if helpers > 0 && len(ranges) > 1 {
 		// The other readers read in this snapshot (batchread.go).
 		if open, err = exportSnapshot(ctx, tx, d.db); err != nil {
 			return err
 		}
 	}
-	items, err := loadBatchSplit(ctx, tx, helpers, open, d.chk, f.from, end)
+	items, err := loadRanges(ctx, tx, helpers, open, d.chk, ranges)
 	if err != nil {
 		return err
 	}

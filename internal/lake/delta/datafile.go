@@ -334,7 +334,7 @@ const maxRune = "\U0010FFFF"
 // ISO strings with the max rounded up; values JSON cannot hold exactly
 // (Inf, decimals beyond double precision) are omitted.
 func StatsJSON(meta pq.FileMeta, numIndexed int) (string, error) {
-	minV, maxV, nulls := map[string]any{}, map[string]any{}, map[string]any{}
+	var minV, maxV, nulls []statLeaf
 	indexed := 0
 	for _, c := range meta.Columns {
 		if c.Repeated {
@@ -344,7 +344,7 @@ func StatsJSON(meta pq.FileMeta, numIndexed int) (string, error) {
 			break
 		}
 		indexed++
-		setNested(nulls, c.Path, c.NullCount)
+		nulls = append(nulls, statLeaf{c.Path, c.NullCount})
 		if c.Min == nil || c.Max == nil {
 			continue
 		}
@@ -353,39 +353,36 @@ func StatsJSON(meta pq.FileMeta, numIndexed int) (string, error) {
 			continue
 		}
 		if lo != nil {
-			setNested(minV, c.Path, lo)
+			minV = append(minV, statLeaf{c.Path, lo})
 		}
 		if hi != nil {
-			setNested(maxV, c.Path, hi)
+			maxV = append(maxV, statLeaf{c.Path, hi})
 		}
 	}
-	out := map[string]any{"numRecords": meta.NumRows}
-	if len(minV) > 0 {
-		out["minValues"] = minV
+	// The members in encoding/json's map order, as before this was
+	// appended by hand (jsonappend.go).
+	b := make([]byte, 0, 64+48*len(meta.Columns))
+	b = append(b, '{')
+	var err error
+	for _, m := range []struct {
+		key    string
+		leaves []statLeaf
+	}{{"maxValues", maxV}, {"minValues", minV}, {"nullCount", nulls}} {
+		if len(m.leaves) == 0 {
+			continue
+		}
+		b = append(b, '"')
+		b = append(b, m.key...)
+		b = append(b, '"', ':')
+		if b, err = appendNested(b, m.leaves); err != nil {
+			return "", fmt.Errorf("delta: encoding stats: %w", err)
+		}
+		b = append(b, ',')
 	}
-	if len(maxV) > 0 {
-		out["maxValues"] = maxV
-	}
-	if len(nulls) > 0 {
-		out["nullCount"] = nulls
-	}
-	b, err := marshalNoEscape(out)
-	if err != nil {
-		return "", fmt.Errorf("delta: encoding stats: %w", err)
-	}
+	b = append(b, `"numRecords":`...)
+	b = strconv.AppendInt(b, meta.NumRows, 10)
+	b = append(b, '}')
 	return string(b), nil
-}
-
-func setNested(m map[string]any, path []string, v any) {
-	for _, p := range path[:len(path)-1] {
-		inner, ok := m[p].(map[string]any)
-		if !ok {
-			inner = map[string]any{}
-			m[p] = inner
-		}
-		m = inner
-	}
-	m[path[len(path)-1]] = v
 }
 
 // statBounds converts one column's exact extremes into safe JSON bounds.

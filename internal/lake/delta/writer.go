@@ -564,13 +564,13 @@ func (w *Writer) commitInfo(c Commit, md *Metadata, now int64) (json.RawMessage,
 	if md == nil {
 		ci["readVersion"] = w.snap.version
 	}
-	ciRaw, err := marshalNoEscape(ci)
+	ciRaw, err := appendJSON(make([]byte, 0, 512), ci)
 	if err != nil {
 		return nil, fmt.Errorf("delta: encoding commitInfo: %w", err)
 	}
 	// The snapshot keeps it (the txn's commitInfo) while the writer stays
-	// open: an exact copy, not the encoder's buffer, which grew to the
-	// next power of two (about 300 bytes more per open table).
+	// open: an exact copy, not the 512-byte (or grown) buffer it was
+	// appended to.
 	return bytes.Clone(ciRaw), nil
 }
 
@@ -628,7 +628,7 @@ func stringValues(m map[string]any) (map[string]any, error) {
 		case nil, string:
 			out[k] = v
 		default:
-			b, err := marshalNoEscape(v)
+			b, err := appendJSON(nil, v)
 			if err != nil {
 				return nil, fmt.Errorf("value of %q: %w", k, err)
 			}

@@ -299,7 +299,9 @@ func DecodeCommitBytes(b []byte) ([]Action, error) {
 }
 
 // EncodeCommit renders actions as one commit file: one compact JSON object
-// per line, each line ending in '\n'.
+// per line, each line ending in '\n'. Adds, txns and commitInfos (every
+// line of a lake writer's commit) are appended by hand (appendAction),
+// the others through encoding/json; the bytes are encoding/json's either way.
 func EncodeCommit(actions []Action) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
@@ -308,7 +310,13 @@ func EncodeCommit(actions []Action) ([]byte, error) {
 		if n := actions[i].count(); n != 1 {
 			return nil, fmt.Errorf("delta: action %d holds %d actions, want exactly one", i, n)
 		}
-		if err := enc.Encode(&actions[i]); err != nil { // Encode appends '\n'
+		b, ok, err := appendAction(buf.AvailableBuffer(), &actions[i])
+		if err == nil && !ok {
+			err = enc.Encode(&actions[i]) // Encode appends '\n'
+		} else if ok {
+			buf.Write(append(b, '\n'))
+		}
+		if err != nil {
 			return nil, fmt.Errorf("delta: encoding action %d: %w", i, err)
 		}
 	}

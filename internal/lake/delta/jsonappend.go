@@ -1,6 +1,8 @@
 package delta
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math"
@@ -228,4 +230,78 @@ func appendNested(dst []byte, leaves []statLeaf) ([]byte, error) {
 // isPrefix reports whether p is a proper prefix of q.
 func isPrefix(p, q []string) bool {
 	return len(p) < len(q) && slices.Equal(p, q[:len(p)])
+}
+
+// appendAction appends a's line (without its '\n') when a is an add with
+// none of the fields this writer refuses, a txn or a commitInfo, and
+// reports false, appending nothing, for any other action.
+func appendAction(dst []byte, a *Action) ([]byte, bool, error) {
+	switch {
+	case a.Add != nil:
+		add := a.Add
+		if add.DeletionVector != nil || add.BaseRowID != nil || add.DefaultRowCommitVersion != nil || add.ClusteringProvider != nil {
+			return dst, false, nil
+		}
+		dst = append(dst, `{"add":{"path":`...)
+		dst = appendJSONString(dst, add.Path)
+		dst = append(dst, `,"partitionValues":`...)
+		dst = appendStringPtrMap(dst, add.PartitionValues)
+		dst = append(dst, `,"size":`...)
+		dst = strconv.AppendInt(dst, add.Size, 10)
+		dst = append(dst, `,"modificationTime":`...)
+		dst = strconv.AppendInt(dst, add.ModificationTime, 10)
+		dst = append(dst, `,"dataChange":`...)
+		dst = strconv.AppendBool(dst, add.DataChange)
+		if add.Stats != "" {
+			dst = append(dst, `,"stats":`...)
+			dst = appendJSONString(dst, add.Stats)
+		}
+		if len(add.Tags) > 0 {
+			dst = append(dst, `,"tags":`...)
+			dst = appendStringPtrMap(dst, add.Tags)
+		}
+		return append(dst, "}}"...), true, nil
+	case a.Txn != nil:
+		dst = append(dst, `{"txn":{"appId":`...)
+		dst = appendJSONString(dst, a.Txn.AppID)
+		dst = append(dst, `,"version":`...)
+		dst = strconv.AppendInt(dst, a.Txn.Version, 10)
+		if a.Txn.LastUpdated != nil {
+			dst = append(dst, `,"lastUpdated":`...)
+			dst = strconv.AppendInt(dst, *a.Txn.LastUpdated, 10)
+		}
+		return append(dst, "}}"...), true, nil
+	case len(a.CommitInfo) > 0:
+		// encoding/json writes a RawMessage compacted (HTML escaping off).
+		var b bytes.Buffer
+		if err := json.Compact(&b, a.CommitInfo); err != nil {
+			return dst, false, nil // encoding/json reports it, in its words
+		}
+		dst = append(dst, `{"commitInfo":`...)
+		dst = append(dst, b.Bytes()...)
+		return append(dst, '}'), true, nil
+	}
+	return dst, false, nil
+}
+
+// appendStringPtrMap appends a map of optional strings (partition values,
+// tags): null for a nil map or value, keys sorted.
+func appendStringPtrMap(dst []byte, m map[string]*string) []byte {
+	if m == nil {
+		return append(dst, "null"...)
+	}
+	dst = append(dst, '{')
+	for i, k := range slices.Sorted(maps.Keys(m)) {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendJSONString(dst, k)
+		dst = append(dst, ':')
+		if v := m[k]; v == nil {
+			dst = append(dst, "null"...)
+		} else {
+			dst = appendJSONString(dst, *v)
+		}
+	}
+	return append(dst, '}')
 }

@@ -1,6 +1,7 @@
 package delta
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"math/big"
@@ -274,4 +275,92 @@ func BenchmarkStatsJSON(b *testing.B) {
 			_, _ = StatsJSON(meta, 32)
 		}
 	})
+}
+
+// encodeCommitViaEncoder is EncodeCommit as it was before appendAction:
+// every line through encoding/json. It is the oracle.
+func encodeCommitViaEncoder(actions []Action) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for i := range actions {
+		if err := enc.Encode(&actions[i]); err != nil {
+			return nil, err
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+func randomStringPtrMap(r *rand.Rand) map[string]*string {
+	if r.IntN(4) == 0 {
+		return nil
+	}
+	m := map[string]*string{}
+	for n := r.IntN(4); n > 0; n-- {
+		if r.IntN(3) == 0 {
+			m[randomJSONString(r, 5)] = nil
+		} else {
+			v := randomJSONString(r, 8)
+			m[randomJSONString(r, 5)] = &v
+		}
+	}
+	return m
+}
+
+func randomAction(r *rand.Rand) Action {
+	switch r.IntN(6) {
+	case 0, 1:
+		add := &Add{Path: randomJSONString(r, 30), PartitionValues: randomStringPtrMap(r), Size: r.Int64(),
+			ModificationTime: r.Int64() - r.Int64(), DataChange: r.IntN(2) == 0, Tags: randomStringPtrMap(r)}
+		if r.IntN(3) > 0 {
+			meta := pq.FileMeta{NumRows: r.Int64N(1000), Columns: randomStatColumns(r)}
+			add.Stats, _ = StatsJSON(meta, 32)
+		}
+		if r.IntN(10) == 0 {
+			n := r.Int64()
+			add.BaseRowID = &n // handed to encoding/json
+		}
+		return Action{Add: add}
+	case 2:
+		txn := &Txn{AppID: randomJSONString(r, 10), Version: r.Int64()}
+		if r.IntN(2) == 0 {
+			n := r.Int64()
+			txn.LastUpdated = &n
+		}
+		return Action{Txn: txn}
+	case 3:
+		v := randomJSONValue(r, 0)
+		b, err := json.MarshalIndent(map[string]any{"operation": "WRITE <&>", "x": v}, " ", "\t")
+		if err != nil {
+			b = []byte(`{"operation": "WRITE"}`)
+		}
+		return Action{CommitInfo: b}
+	case 4:
+		return Action{Protocol: &Protocol{MinReaderVersion: 1, MinWriterVersion: 2}}
+	default:
+		return Action{Remove: &Remove{Path: randomJSONString(r, 20), DataChange: true}}
+	}
+}
+
+func TestEncodeCommit_RandomActions_SameBytesAsEncodingJSON(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := 0; i < 3000; i++ {
+		actions := make([]Action, 1+r.IntN(6))
+		for j := range actions {
+			actions[j] = randomAction(r)
+		}
+		want, err := encodeCommitViaEncoder(actions)
+		require.NoError(t, err)
+		got, err := EncodeCommit(actions)
+		require.NoError(t, err)
+		require.Equal(t, string(want), string(got))
+	}
+}
+
+func TestEncodeCommit_InvalidCommitInfo_FailsAsInEncodingJSON(t *testing.T) {
+	actions := []Action{{CommitInfo: json.RawMessage(`{"a":`)}}
+	_, wantErr := encodeCommitViaEncoder(actions)
+	_, err := EncodeCommit(actions)
+	require.Error(t, wantErr)
+	require.ErrorContains(t, err, wantErr.Error())
 }

@@ -295,7 +295,12 @@ func (d *Drainer) publishHeads(ctx context.Context, signer witness.Signer, heads
 // listing, and sends it down the full check), reads the journal once when
 // the head moved, and puts nothing when it did not.
 func (d *Drainer) publishHead(ctx context.Context, signer witness.Signer, h *witness.Head, c witness.Check) bool {
-	_, cpErr, err := d.witnessPub.Publish(ctx, h, signer, c)
+	out, cpErr, err := d.witnessPub.Publish(ctx, h, signer, c)
+	if out == witness.Superseded {
+		// Another publisher witnessed a later head the journal holds
+		// after this one was read: nothing to put, nothing lost.
+		d.log.Debug("a newer witness of the tenant is already published; this head is stale", "tenant", h.Tenant.String(), "seq", h.Seq)
+	}
 	if errors.Is(err, witness.ErrConflict) || errors.Is(err, witness.ErrNotExtending) {
 		d.log.Error("the head does not extend the tenant's witnessed history: fork evidence; holding the tenant",
 			"tenant", h.Tenant.String(), "seq", h.Seq, "error", err)

@@ -3,6 +3,7 @@ package witness
 import (
 	"context"
 	"crypto/ed25519"
+	"errors"
 	"fmt"
 	"sync"
 
@@ -103,6 +104,10 @@ const (
 	// Unchanged: the head is the witness this Publisher put last for the
 	// tenant, and nothing newer is witnessed: nothing new to put.
 	Unchanged
+	// Superseded: a newer witness than the head is published (by another
+	// publisher, after the head was read) and the chain holds it: the head
+	// is stale, nothing was put, and nothing was lost (ErrSuperseded).
+	Superseded
 )
 
 // Publish checks h (unsigned; Time, seq, hash and identity filled) against
@@ -123,7 +128,9 @@ func (p *Publisher) Publish(ctx context.Context, h *Head, s Signer, c Check) (ou
 		return Unchanged, p.putCheckpoint(ctx, h, s), nil
 	case full:
 		p.forget(h.Tenant)
-		if err := CheckExtends(ctx, p.st, h, c.Trusted, c.Contains, c.Excused); err != nil {
+		if err := CheckExtends(ctx, p.st, h, c.Trusted, c.Contains, c.Excused); errors.Is(err, ErrSuperseded) {
+			return Superseded, nil, nil
+		} else if err != nil {
 			return 0, nil, err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 type journal struct {
 	tenant uuid.UUID
 	forkAt int64 // 0: not forked
+	end    int64 // the last seq it holds (0: no end; a head of ours is read at its end)
 	reads  int
 }
 
@@ -31,6 +32,11 @@ func (j *journal) hash(seq int64) []byte {
 	return h
 }
 
+// holds reports whether the journal holds hash at seq now.
+func (j *journal) holds(seq int64, hash []byte) bool {
+	return (j.end == 0 || seq <= j.end) && string(j.hash(seq)) == string(hash)
+}
+
 func (j *journal) head(seq int64) *witness.Head {
 	h := benchHead(j.tenant, seq)
 	h.Hash = hexOf(j.hash(seq))
@@ -40,7 +46,7 @@ func (j *journal) head(seq int64) *witness.Head {
 func (j *journal) check(k *keys.Key) witness.Check {
 	return witness.Check{Trusted: trust(k), Contains: func(_ context.Context, seq int64, hash []byte) (bool, error) {
 		j.reads++
-		return string(j.hash(seq)) == string(hash), nil
+		return j.holds(seq, hash), nil
 	}}
 }
 
@@ -121,7 +127,32 @@ func TestPublisher_AnotherWriterWitnessedANewerHead_AnUnchangedHeadIsRefused(t *
 	ctx := context.Background()
 	p, st, j, k := publisherFixture(t)
 	otherWriterPublishes(t, st, k, j.head(8))
+	j.end = 5 // 6–8 lost
 	_, _, err := p.Publish(ctx, j.head(5), k, j.check(k))
+	require.ErrorIs(t, err, witness.ErrNotExtending)
+	require.Contains(t, err.Error(), "committed events were lost")
+}
+
+// TestPublisher_AnotherWriterWitnessedANewerHeadAfterOurRead_StaleHeadIsSupersededNotAFork:
+// our head at 7 was read, then another writer (`oml chain witness`)
+// witnessed seq 9, which the journal holds: nothing was lost, our head is
+// only older than theirs. It is not fork evidence (before, the tenant was
+// held as if committed events were lost), and nothing is put.
+func TestPublisher_AnotherWriterWitnessedANewerHeadAfterOurRead_StaleHeadIsSupersededNotAFork(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p, st, j, k := publisherFixture(t)
+	stale := j.head(7)
+	otherWriterPublishes(t, st, k, j.head(9))
+	st.Reset()
+	out, cpErr, err := p.Publish(ctx, stale, k, j.check(k))
+	require.NoError(t, err)
+	require.NoError(t, cpErr)
+	require.Equal(t, witness.Superseded, out)
+	require.Zero(t, st.Count(store.OpPutIfAbsent))
+	// The same with the journal ending at 7 after all: 8–9 lost, refused.
+	j.end = 7
+	_, _, err = p.Publish(ctx, stale, k, j.check(k))
 	require.ErrorIs(t, err, witness.ErrNotExtending)
 	require.Contains(t, err.Error(), "committed events were lost")
 }
@@ -148,6 +179,7 @@ func requireNotExtending(t *testing.T, seq, forkAt int64, why string) {
 	t.Helper()
 	p, _, j, k := publisherFixture(t)
 	j.forkAt = forkAt
+	j.end = seq // the head is the journal's end
 	_, _, err := p.Publish(context.Background(), j.head(seq), k, j.check(k))
 	require.ErrorIs(t, err, witness.ErrNotExtending)
 	require.Contains(t, err.Error(), why)

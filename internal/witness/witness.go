@@ -354,14 +354,24 @@ func (h *Head) SameHash(hash []byte) bool { return bytes.Equal(h.HashBytes(), ha
 // that lost or rewrote what was witnessed.
 var ErrNotExtending = errors.New("the head does not extend an earlier witness of its tenant")
 
+// ErrSuperseded means a head is older than a witness already published for
+// its tenant (by another publisher, after the head was read) and the chain
+// holds that newer witness: nothing was lost, the head is only stale, and
+// publishing it would add nothing. It is not fork evidence.
+var ErrSuperseded = errors.New("a newer witness the chain holds is already published for the tenant")
+
 // Contains reports whether the chain of the head being published holds
-// hash at seq (for a journal head: the journal's hash at seq).
+// hash at seq: for a journal head, the journal's hash at seq as it is now,
+// which may be past the head's own seq (a head read before the journal
+// grew).
 type Contains func(ctx context.Context, seq int64, hash []byte) (bool, error)
 
 // CheckExtends returns nil when h extends every earlier trusted witness of
 // its tenant in st, else an error wrapping ErrNotExtending naming the first
-// earlier witness it does not extend. excused (may be nil) exempts earlier
-// witnesses whose loss was accepted (chain.fork_accepted).
+// earlier witness it does not extend, or ErrSuperseded when the newest
+// witness is past h and the chain holds it (h is stale, nothing was lost).
+// excused (may be nil) exempts earlier witnesses whose loss was accepted
+// (chain.fork_accepted).
 //
 // Earlier witnesses are visited newest first, and the walk stops at the
 // first one h's chain contains: every witness published through
@@ -393,11 +403,18 @@ func CheckExtends(ctx context.Context, st store.Store, h *Head, trusted KeyLooku
 		if !ok || w.Verify(pub) != nil {
 			continue
 		}
-		in := false
-		if w.Seq <= h.Seq {
-			if in, err = contains(ctx, w.Seq, w.HashBytes()); err != nil {
-				return err
-			}
+		// A witness past h that the chain holds after all: h was read
+		// before another publisher (oml chain witness, a second writer)
+		// witnessed a later head. contains answers for the chain as it is
+		// now (the journal), so holding it means no committed event was
+		// lost; only h is stale.
+		in, err := contains(ctx, w.Seq, w.HashBytes())
+		if err != nil {
+			return err
+		}
+		if in && w.Seq > h.Seq {
+			return fmt.Errorf("%w: tenant %s is witnessed at seq %d, past the head to publish (seq %d), and its journal holds that event",
+				ErrSuperseded, h.Tenant, w.Seq, h.Seq)
 		}
 		if in {
 			return nil

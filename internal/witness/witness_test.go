@@ -188,6 +188,32 @@ func TestCheckExtends_RefusesAHeadThatDoesNotExtendAnEarlierWitness(t *testing.T
 	require.NoError(t, witness.CheckExtends(ctx, st, head(t, k, a, 30, 7), trust(k), contains, excused))
 }
 
+// TestCheckExtends_HeadReadBeforeANewerWitnessTheJournalHolds_IsSupersededNotLost:
+// a head at 8 read before another publisher witnessed seq 12, which the
+// journal holds: ErrSuperseded, not ErrNotExtending (no event was lost).
+func TestCheckExtends_HeadReadBeforeANewerWitnessTheJournalHolds_IsSupersededNotLost(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := store.NewMem()
+	k := newKey(t)
+	a := uuid.New()
+	_, err := witness.Publish(ctx, st, head(t, k, a, 12, 2))
+	require.NoError(t, err)
+	chain := map[int64]byte{8: 7, 12: 2}
+	contains := func(_ context.Context, seq int64, hash []byte) (bool, error) {
+		b, ok := chain[seq]
+		return ok && hash[0] == b, nil
+	}
+	err = witness.CheckExtends(ctx, st, head(t, k, a, 8, 7), trust(k), contains, nil)
+	require.ErrorIs(t, err, witness.ErrSuperseded)
+	require.NotErrorIs(t, err, witness.ErrNotExtending)
+	// The journal holds another event at 12 (a fork over a lost tail):
+	// still refused as not extending.
+	chain[12] = 9
+	err = witness.CheckExtends(ctx, st, head(t, k, a, 8, 7), trust(k), contains, nil)
+	require.ErrorIs(t, err, witness.ErrNotExtending)
+}
+
 func TestNewest_InvalidNewerWitnessesDoNotHideAnOlderValidOne(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -302,6 +302,9 @@ func witnessRoundFake(kind string) *witnessRound {
 		if kind == "conflict" {
 			return false, fmt.Errorf("%w: seq 3 is below the witnessed seq 5", witness.ErrNotExtending)
 		}
+		if kind == "superseded" {
+			return false, fmt.Errorf("%w: tenant initech is witnessed at seq 5, past the head to publish (seq 3), and its journal holds that event", witness.ErrSuperseded)
+		}
 		return false, nil
 	}
 	r.checkpoint = func(context.Context, *witness.Head) error { return nil }
@@ -309,12 +312,15 @@ func witnessRoundFake(kind string) *witnessRound {
 }
 
 // `oml chain witness`: the state of each head, nothing witnessed (exit 0)
-// while a standby lags, exit 1 for a head that does not extend a witness.
+// while a standby lags, exit 1 for a head that does not extend a witness,
+// exit 0 for a head the lake writer witnessed past after it was read.
 func TestWitnessRun_StatesAndExits(t *testing.T) {
 	cases := []kindCase{
 		{name: "tty", tty: true},
 		{name: "json", json: true},
 		{name: "conflict", kind: "conflict", wantCode: cliutil.ExitFindings},
+		{name: "superseded", kind: "superseded", tty: true},
+		{name: "superseded-json", kind: "superseded", json: true},
 		{name: "lagging", kind: "lagging"},
 		{name: "lagging-json", kind: "lagging", json: true},
 	}

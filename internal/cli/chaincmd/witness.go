@@ -94,7 +94,10 @@ type witnessRow struct {
 	Hash    string    `json:"hash"`
 	Key     string    `json:"key"`
 	Created bool      `json:"created"`
-	Error   string    `json:"error,omitempty"`
+	// Superseded: a newer witness the journal holds was published after
+	// the head was read; nothing was put.
+	Superseded bool   `json:"superseded,omitempty"`
+	Error      string `json:"error,omitempty"`
 }
 
 // witnessRound is one run of `oml chain witness` up to the decisions: the
@@ -196,6 +199,10 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 		row := witnessRow{Tenant: h.Tenant, Name: names[h.Tenant], Seq: h.Seq, Hash: h.Hash, Key: witness.Key(h.Tenant, h.Seq)}
 		created, err := r.publish(ctx, h)
 		switch {
+		case errors.Is(err, witness.ErrSuperseded):
+			// A later head was witnessed (by the lake writer) after this
+			// one was read, and the journal holds it: nothing to add.
+			row.Superseded = true
 		case errors.Is(err, witness.ErrConflict), errors.Is(err, witness.ErrNotExtending):
 			conflicts++
 			row.Error = err.Error()
@@ -225,6 +232,8 @@ func witnessRun(ctx context.Context, opts *WitnessOptions) error {
 			switch {
 			case r.Error != "":
 				state = "CONFLICT"
+			case r.Superseded:
+				state = "already witnessed (newer)"
 			case !r.Created:
 				state = "already witnessed"
 			}

@@ -1,13 +1,16 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -60,56 +63,128 @@ type lister struct {
 // dir lists the open directory fd (path, for errors; rel, its key, "" for
 // the root) and closes it.
 func (l *lister) dir(fd int, path, rel string) error {
-	d := os.NewFile(uintptr(fd), path) // closes fd
-	defer d.Close()
+	defer unix.Close(fd)
 	if err := l.ctx.Err(); err != nil {
 		return err
 	}
-	entries, err := d.ReadDir(-1)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		name := e.Name()
-		key := name
-		if rel != "" {
-			key = rel + "/" + name
+	bp := direntBufs.Get().(*[]byte)
+	defer direntBufs.Put(bp)
+	for {
+		n, err := readDirents(fd, *bp)
+		if err != nil {
+			return &os.PathError{Op: "readdirent", Path: path, Err: err}
 		}
-		switch t := e.Type(); {
-		case t.IsDir():
-			// Prune directories that cannot hold a matching key.
-			if !strings.HasPrefix(key+"/", l.prefix) && !strings.HasPrefix(l.prefix, key+"/") {
+		if n == 0 {
+			return nil
+		}
+		for buf := (*bp)[:n]; len(buf) > 0; {
+			name, typ, next, ok := parseDirent(buf)
+			if !ok {
+				return &os.PathError{Op: "readdirent", Path: path, Err: errors.New("a malformed directory entry")}
+			}
+			buf = next
+			if name == "." || name == ".." || name == "" {
 				continue
 			}
-			sub, err := openDirNoFollow(fd, name)
-			if missingDir(err) {
-				continue // removed (or replaced) while listing
-			}
-			if err != nil {
-				return &os.PathError{Op: "open", Path: filepath.Join(path, name), Err: err}
-			}
-			if err := l.dir(sub, filepath.Join(path, name), key); err != nil {
+			if err := l.entry(fd, path, rel, name, typ); err != nil {
 				return err
 			}
-		case t.IsRegular():
-			if isTempName(name) || !strings.HasPrefix(key, l.prefix) || key <= l.startAfter {
-				continue
-			}
-			var st unix.Stat_t
-			err := statAt(fd, name, &st)
-			if errors.Is(err, unix.ENOENT) {
-				continue // removed while listing
-			}
-			if err != nil {
-				return &os.PathError{Op: "lstat", Path: filepath.Join(path, name), Err: err}
-			}
-			if st.Mode&unix.S_IFMT != unix.S_IFREG {
-				continue // replaced by something else while listing
-			}
-			l.out = append(l.out, ObjectInfo{Key: key, Size: st.Size, ModTime: time.Unix(st.Mtim.Unix())})
 		}
 	}
-	return nil
+}
+
+// entry lists one directory entry of dir fd: a directory below it that
+// can hold a matching key, or a regular file whose key matches.
+func (l *lister) entry(fd int, path, rel, name string, typ byte) error {
+	if typ == unix.DT_UNKNOWN { // a file system that does not say: ask
+		var st unix.Stat_t
+		err := statAt(fd, name, &st)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // removed while listing
+		}
+		if err != nil {
+			return &os.PathError{Op: "lstat", Path: filepath.Join(path, name), Err: err}
+		}
+		typ = direntType(st.Mode)
+	}
+	key := name
+	if rel != "" {
+		key = rel + "/" + name
+	}
+	switch typ {
+	case unix.DT_DIR:
+		// Prune directories that cannot hold a matching key.
+		if !strings.HasPrefix(key+"/", l.prefix) && !strings.HasPrefix(l.prefix, key+"/") {
+			return nil
+		}
+		sub, err := openDirNoFollow(fd, name)
+		if missingDir(err) {
+			return nil // removed (or replaced) while listing
+		}
+		if err != nil {
+			return &os.PathError{Op: "open", Path: filepath.Join(path, name), Err: err}
+		}
+		return l.dir(sub, filepath.Join(path, name), key)
+	case unix.DT_REG:
+		if isTempName(name) || !strings.HasPrefix(key, l.prefix) || key <= l.startAfter {
+			return nil
+		}
+		var st unix.Stat_t
+		err := statAt(fd, name, &st)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // removed while listing
+		}
+		if err != nil {
+			return &os.PathError{Op: "lstat", Path: filepath.Join(path, name), Err: err}
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFREG {
+			return nil // replaced by something else while listing
+		}
+		l.out = append(l.out, ObjectInfo{Key: key, Size: st.Size, ModTime: time.Unix(st.Mtim.Unix())})
+	}
+	return nil // a link, a device, a socket: not an object
+}
+
+// direntBufs are getdents buffers, one per directory being read.
+var direntBufs = sync.Pool{New: func() any { b := make([]byte, 16<<10); return &b }}
+
+// readDirents is getdents64 into buf: 0 at the end of the directory.
+func readDirents(fd int, buf []byte) (int, error) {
+	for {
+		n, err := unix.Getdents(fd, buf)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
+
+// parseDirent splits the first linux_dirent64 off buf: d_ino (8 bytes),
+// d_off (8), d_reclen (2), d_type (1), then the name, NUL-terminated.
+func parseDirent(buf []byte) (name string, typ byte, rest []byte, ok bool) {
+	const nameOff = 19
+	if len(buf) < nameOff {
+		return "", 0, nil, false
+	}
+	reclen := int(binary.NativeEndian.Uint16(buf[16:18]))
+	if reclen < nameOff || reclen > len(buf) {
+		return "", 0, nil, false
+	}
+	raw := buf[nameOff:reclen]
+	if i := bytes.IndexByte(raw, 0); i >= 0 {
+		raw = raw[:i]
+	}
+	return string(raw), buf[18], buf[reclen:], true
+}
+
+// direntType is the d_type of a file of mode m.
+func direntType(m uint32) byte {
+	switch m & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFREG:
+		return unix.DT_REG
+	}
+	return unix.DT_LNK // anything else is not listed; only DIR and REG are looked at
 }
 
 // openDirNoFollow opens the directory name (relative to dirfd) for

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 )
 
 // walkList is File.List as it was before filelist.go: a filepath.WalkDir
@@ -194,4 +195,28 @@ func BenchmarkFileList(b *testing.B) {
 			}
 		})
 	}
+}
+
+// A file system that gives no entry types (DT_UNKNOWN: some network and
+// FUSE ones): each entry is stat'ed, and files and directories are listed
+// as when the type is given; links still are not.
+func TestFileList_EntryTypeUnknown_StatedAndListedTheSame(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(root, "d", "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "d", "f"), []byte("abc"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(root, "d", "sub", "g"), []byte("x"), 0o644))
+	require.NoError(t, os.Symlink(filepath.Join(root, "d", "f"), filepath.Join(root, "d", "link")))
+	fd, err := openDirNoFollow(unix.AT_FDCWD, filepath.Join(root, "d"))
+	require.NoError(t, err)
+	defer unix.Close(fd)
+	l := lister{ctx: context.Background(), prefix: "d/"}
+	for _, name := range []string{"f", "sub", "link", "gone"} {
+		require.NoError(t, l.entry(fd, filepath.Join(root, "d"), "d", name, unix.DT_UNKNOWN))
+	}
+	var keys []string
+	for _, o := range l.out {
+		keys = append(keys, o.Key)
+	}
+	require.Equal(t, []string{"d/f", "d/sub/g"}, keys)
+	require.Equal(t, int64(3), l.out[0].Size)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -659,10 +660,13 @@ func checkAnchorsSeq(ctx context.Context, q Querier, as []anchorCheck) ([]*Findi
 	seqsOut := make([]int64, len(as))
 	for lo := 0; lo < len(as); lo += anchorChunk {
 		hi := min(lo+anchorChunk, len(as))
-		tenants := make([]uuid.UUID, 0, hi-lo)
+		// pgtype.UUID, not uuid.UUID: pgx encodes it straight to binary,
+		// where uuid.UUID goes through its text driver.Valuer (4% of a
+		// doctor run's CPU at 20,000 tables).
+		tenants := make([]pgtype.UUID, 0, hi-lo)
 		seqs := make([]int64, 0, hi-lo)
 		for _, a := range as[lo:hi] {
-			tenants = append(tenants, a.tenant)
+			tenants = append(tenants, pgtype.UUID{Bytes: a.tenant, Valid: true})
 			seqs = append(seqs, a.head.Seq)
 		}
 		rows, err := q.Query(ctx, `

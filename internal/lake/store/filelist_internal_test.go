@@ -220,3 +220,27 @@ func TestFileList_EntryTypeUnknown_StatedAndListedTheSame(t *testing.T) {
 	require.Equal(t, []string{"d/f", "d/sub/g"}, keys)
 	require.Equal(t, int64(3), l.out[0].Size)
 }
+
+// A directory whose entries take several getdents64 reads (3,000 commits
+// in one _delta_log, about 100 KB of entries against a 16 KB buffer):
+// every one is listed, in key order, from startAfter on.
+func TestFileList_DirectoryLargerThanOneRead_EveryEntryListed(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "_delta_log")
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	const n = 3000
+	for v := range n {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, fmt.Sprintf("%020d.json", v)), nil, 0o644))
+	}
+	f, err := NewFile(root)
+	require.NoError(t, err)
+	got, err := f.List(context.Background(), "_delta_log/", "")
+	require.NoError(t, err)
+	require.Len(t, got, n)
+	for v, o := range got {
+		require.Equal(t, fmt.Sprintf("_delta_log/%020d.json", v), o.Key)
+	}
+	got, err = f.List(context.Background(), "_delta_log/", fmt.Sprintf("_delta_log/%020d.json", n-2))
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+}

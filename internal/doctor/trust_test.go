@@ -73,13 +73,7 @@ func TestDoctor_WitnessSignedByARevokedKeyPastItsRevocation_IsABadWitness(t *tes
 	require.NoError(t, err)
 	_, err = workload.Run(ctx, b.pool, next, workload.Config{Tenants: b.tenants, Claims: 3, Seed: 13})
 	require.NoError(t, err)
-	heads, err := witness.Capture(ctx, b.pool, nil, time.Now())
-	require.NoError(t, err)
-	for _, h := range heads {
-		require.NoError(t, h.Sign(b.key))
-		_, err := witness.Publish(ctx, b.lake, h)
-		require.NoError(t, err)
-	}
+	b.witnessAll(t) // signed by the revoked key
 	c := requireStatus(t, b.doctor(t, nil), doctor.IDFork, doctor.StatusFail)
 	// The tenant's head is past the point; the provider chain's is the
 	// revocation itself, which the revoked key still vouches for.

@@ -33,14 +33,10 @@ import (
 // by side: about a quarter less CPU per listing, all of what is left in
 // the system calls themselves.
 func (f *File) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error) {
-	if err := validatePrefix(prefix); err != nil {
+	base, start, err := f.listStart(prefix)
+	if err != nil {
 		return nil, err
 	}
-	base := ""
-	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		base = prefix[:i]
-	}
-	start := filepath.Join(f.root, filepath.FromSlash(base))
 	l := lister{ctx: ctx, prefix: prefix, startAfter: startAfter}
 	fd, err := openDirNoFollow(unix.AT_FDCWD, start)
 	switch {
@@ -54,6 +50,18 @@ func (f *File) List(ctx context.Context, prefix, startAfter string) ([]ObjectInf
 	}
 	sort.Slice(l.out, func(i, j int) bool { return l.out[i].Key < l.out[j].Key })
 	return l.out, nil
+}
+
+// listStart is where a listing of prefix starts: the key of the directory
+// that contains it (the part up to its last '/') and its path.
+func (f *File) listStart(prefix string) (base, start string, err error) {
+	if err := validatePrefix(prefix); err != nil {
+		return "", "", err
+	}
+	if i := strings.LastIndex(prefix, "/"); i >= 0 {
+		base = prefix[:i]
+	}
+	return base, filepath.Join(f.root, filepath.FromSlash(base)), nil
 }
 
 // lister is one List's walk.
@@ -100,13 +108,9 @@ func (l *lister) dir(fd int, path, rel string) error {
 // can hold a matching key, or a regular file whose key matches.
 func (l *lister) entry(fd int, path, rel, name string, typ byte) error {
 	if typ == unix.DT_UNKNOWN { // a file system that does not say: ask
-		var st unix.Stat_t
-		err := statAt(fd, name, &st)
-		if errors.Is(err, unix.ENOENT) {
-			return nil // removed while listing
-		}
-		if err != nil {
-			return &os.PathError{Op: "lstat", Path: filepath.Join(path, name), Err: err}
+		st, ok, err := lstatEntry(fd, path, name)
+		if !ok {
+			return err
 		}
 		typ = direntType(st.Mode)
 	}
@@ -132,13 +136,9 @@ func (l *lister) entry(fd int, path, rel, name string, typ byte) error {
 		if isTempName(name) || !strings.HasPrefix(key, l.prefix) || key <= l.startAfter {
 			return nil
 		}
-		var st unix.Stat_t
-		err := statAt(fd, name, &st)
-		if errors.Is(err, unix.ENOENT) {
-			return nil // removed while listing
-		}
-		if err != nil {
-			return &os.PathError{Op: "lstat", Path: filepath.Join(path, name), Err: err}
+		st, ok, err := lstatEntry(fd, path, name)
+		if !ok {
+			return err
 		}
 		if st.Mode&unix.S_IFMT != unix.S_IFREG {
 			return nil // replaced by something else while listing
@@ -200,6 +200,20 @@ func openDirNoFollow(dirfd int, name string) (int, error) {
 			return fd, err
 		}
 	}
+}
+
+// lstatEntry is lstat of the entry name of directory dirfd (path, for
+// errors); ok is false when it is gone (removed while listing: err nil) or
+// cannot be stat'ed (err).
+func lstatEntry(dirfd int, path, name string) (st unix.Stat_t, ok bool, err error) {
+	err = statAt(dirfd, name, &st)
+	switch {
+	case errors.Is(err, unix.ENOENT):
+		return st, false, nil
+	case err != nil:
+		return st, false, &os.PathError{Op: "lstat", Path: filepath.Join(path, name), Err: err}
+	}
+	return st, true, nil
 }
 
 // statAt is lstat of name in the directory dirfd.

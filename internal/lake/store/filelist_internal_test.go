@@ -22,16 +22,12 @@ import (
 // of the prefix's directory. It is the oracle the descriptor-relative
 // listing must agree with.
 func (f *File) walkList(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error) {
-	if err := validatePrefix(prefix); err != nil {
+	_, start, err := f.listStart(prefix)
+	if err != nil {
 		return nil, err
 	}
-	base := ""
-	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		base = prefix[:i]
-	}
-	start := filepath.Join(f.root, filepath.FromSlash(base))
 	var out []ObjectInfo
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
 				return fs.SkipAll

@@ -409,29 +409,15 @@ func TestForkCheck_AgainstPublishedWitnesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	d := newDeployment(t)
-	st, err := store.NewFile(t.TempDir())
-	require.NoError(t, err)
-	heads, err := witness.Capture(ctx, d.pool, nil, time.Now())
-	require.NoError(t, err)
+	st, heads := witnessedLake(t, d)
 	require.Len(t, heads, 4)
-	for _, h := range heads {
-		require.NoError(t, h.Sign(d.key))
-		_, err := witness.Publish(ctx, st, h)
-		require.NoError(t, err)
-	}
 	res, err := chainverify.ForkCheck(ctx, d.pool, st, nil)
 	require.NoError(t, err)
 	require.Empty(t, res.Findings)
 	require.Len(t, res.Witnessed, 4)
 
 	id := d.tenants[2]
-	d.tamper(t, func(tx pgx.Tx) {
-		mustExec(t, tx, `DELETE FROM oml.journal WHERE tenant_id = $1 AND seq > 20`, id)
-		// The lost tail's outbox rows went with it (they commit together).
-		mustExec(t, tx, `DELETE FROM oml.outbox WHERE tenant_id = $1 AND journal_seq > 20`, id)
-		mustExec(t, tx, `UPDATE oml.chain_heads h SET seq = j.seq, hash = j.hash
-FROM oml.journal j WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 20`, id)
-	})
+	loseTailAfter20(t, d, id)
 	res, err = chainverify.ForkCheck(ctx, d.pool, st, nil)
 	require.NoError(t, err)
 	require.Len(t, res.Findings, 1)
@@ -461,6 +447,74 @@ FROM oml.journal j WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 20`, 
 	require.NoError(t, w.Sign(d.key))
 	_, err = witness.Publish(ctx, st, w)
 	require.ErrorIs(t, err, witness.ErrConflict)
+}
+
+// The fork check's anchors in several statements, side by side on the
+// pool (one anchor each here; 5,000 in production, three statements at
+// 5,000 tenants), and the chain check's in its transaction one after
+// another: a lost tail in any chunk is found, with its evidence.
+func TestForkCheck_AnchorsInSeveralChunks_LostTailFound(t *testing.T) { //nolint:paralleltest // sets the package's chunk size
+	defer chainverify.SetAnchorChunk(1)()
+	ctx := context.Background()
+	d := newDeployment(t)
+	st, heads := witnessedLake(t, d)
+	res, err := chainverify.ForkCheck(ctx, d.pool, st, nil)
+	require.NoError(t, err)
+	require.Empty(t, res.Findings)
+	require.Len(t, res.Witnessed, len(heads))
+
+	for _, id := range []uuid.UUID{d.tenants[0], d.tenants[2]} {
+		loseTailAfter20(t, d, id)
+	}
+	res, err = chainverify.ForkCheck(ctx, d.pool, st, nil)
+	require.NoError(t, err)
+	require.Len(t, res.Findings, 2)
+	for _, id := range []uuid.UUID{d.tenants[0], d.tenants[2]} {
+		f, forked := res.Forked(id)
+		require.True(t, forked, "tenant %s", id)
+		require.Equal(t, chainverify.ReasonTailLost, f.Reason)
+		require.EqualValues(t, 21, f.Seq)
+		require.Equal(t, "20", f.Evidence["db_seq"])
+	}
+
+	witnessed := map[uuid.UUID]chainverify.Head{}
+	for _, h := range heads {
+		witnessed[h.Tenant] = chainverify.Head{Seq: h.Seq, Hash: h.HashBytes()}
+	}
+	rep, err := chainverify.VerifyDB(ctx, d.pool, chainverify.DBOptions{NoCheckpoint: true,
+		Witnessed: func(id uuid.UUID) (chainverify.Head, bool) { h, ok := witnessed[id]; return h, ok }})
+	require.NoError(t, err)
+	require.Len(t, rep.Findings, 2, "the chain check's witness anchors, one chunk after another in its transaction")
+}
+
+// witnessedLake is a file lake holding every chain's current head,
+// witnessed as `oml chain witness` does.
+func witnessedLake(t *testing.T, d *deployment) (store.Store, []*witness.Head) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	heads, err := witness.Capture(ctx, d.pool, nil, time.Now())
+	require.NoError(t, err)
+	for _, h := range heads {
+		require.NoError(t, h.Sign(d.key))
+		_, err := witness.Publish(ctx, st, h)
+		require.NoError(t, err)
+	}
+	return st, heads
+}
+
+// loseTailAfter20 drops tenant id's events after seq 20, as a failover
+// that lost them would: the journal, their outbox rows (they commit
+// together) and the head.
+func loseTailAfter20(t *testing.T, d *deployment, id uuid.UUID) {
+	t.Helper()
+	d.tamper(t, func(tx pgx.Tx) {
+		mustExec(t, tx, `DELETE FROM oml.journal WHERE tenant_id = $1 AND seq > 20`, id)
+		mustExec(t, tx, `DELETE FROM oml.outbox WHERE tenant_id = $1 AND journal_seq > 20`, id)
+		mustExec(t, tx, `UPDATE oml.chain_heads h SET seq = j.seq, hash = j.hash
+FROM oml.journal j WHERE h.tenant_id = $1 AND j.tenant_id = $1 AND j.seq = 20`, id)
+	})
 }
 
 func TestVerifyDB_UnmigratedDatabaseSaysMigrate(t *testing.T) {

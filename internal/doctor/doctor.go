@@ -2,18 +2,21 @@ package doctor
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/omlhq/oml/internal/chainverify"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lakesummary"
 	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/witness"
 )
 
 // Status is a check's verdict. The strings are part of the JSON contract.
@@ -290,6 +293,38 @@ func (p *providerTrust) wait(ctx context.Context) (map[string]*chainverify.Key, 
 	case <-ctx.Done():
 		return nil, nil, false
 	}
+}
+
+// keyTrust is the provider chain's keys for the fork check, resolved on
+// first use: the chain check's (providerTrust), else read here
+// (chainverify.ProviderTrustSinceCheckpoint).
+type keyTrust struct {
+	get func() (witness.KeyLookup, error)
+}
+
+// lazyTrust returns the fork check's keys, waited for or read only when
+// first asked for.
+func (r *run) lazyTrust(ctx context.Context) keyTrust {
+	return keyTrust{get: sync.OnceValues(func() (witness.KeyLookup, error) {
+		keys, revoked, ok := r.trust.wait(ctx)
+		if !ok {
+			var err error
+			if keys, revoked, err = chainverify.ProviderTrustSinceCheckpoint(ctx, r.pool); err != nil {
+				return nil, err
+			}
+		}
+		return chainverify.KeyLookup(keys, revoked), nil
+	})}
+}
+
+// lookup is the keys as a witness.KeyLookup: none is trusted when they
+// could not be had (get's error, which fails the check).
+func (t keyTrust) lookup(keyID string, tenant uuid.UUID, seq int64) (ed25519.PublicKey, bool) {
+	l, err := t.get()
+	if err != nil {
+		return nil, false
+	}
+	return l(keyID, tenant, seq)
 }
 
 // checkDef is one check: how to run it and what it needs.

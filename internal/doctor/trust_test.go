@@ -14,6 +14,7 @@ import (
 	"github.com/omlhq/oml/internal/keyring"
 	"github.com/omlhq/oml/internal/keys"
 	"github.com/omlhq/oml/internal/witness"
+	"github.com/omlhq/oml/internal/workload"
 )
 
 // The fork check trusts the provider keys the chain check verified in the
@@ -53,4 +54,29 @@ func TestDoctor_WitnessSignedByAKeyIssuedAfterABadProviderSignature_IsABadWitnes
 	c = requireStatus(t, rep, doctor.IDFork, doctor.StatusFail)
 	require.Len(t, c.Data["untrusted_witnesses"], len(heads))
 	require.Contains(t, strings.Join(c.Details, "\n"), "which the verified provider chain never issued")
+}
+
+// The keys the fork check takes from the chain check (when its first
+// witness needs them, not before it lists them) carry the provider
+// chain's revocations: a witness of a head past the point a revocation
+// recorded, signed by the revoked key, is a bad-witness.
+func TestDoctor_WitnessSignedByARevokedKeyPastItsRevocation_IsABadWitness(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 1)
+	b.load(t, 3, 0, 12)
+	next, err := keys.Generate()
+	require.NoError(t, err)
+	_, err = keyring.Rotate(ctx, b.pool, b.key, next)
+	require.NoError(t, err)
+	_, err = keyring.Revoke(ctx, b.pool, next, b.key.KeyID(), "test", "leaked")
+	require.NoError(t, err)
+	_, err = workload.Run(ctx, b.pool, next, workload.Config{Tenants: b.tenants, Claims: 3, Seed: 13})
+	require.NoError(t, err)
+	b.witnessAll(t) // signed by the revoked key
+	c := requireStatus(t, b.doctor(t, nil), doctor.IDFork, doctor.StatusFail)
+	// The tenant's head is past the point; the provider chain's is the
+	// revocation itself, which the revoked key still vouches for.
+	require.Len(t, c.Data["untrusted_witnesses"], 1)
+	require.Contains(t, c.Data["untrusted_witnesses"].([]string)[0], b.tenants[0].String())
 }

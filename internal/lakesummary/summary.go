@@ -12,9 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
-
-	"golang.org/x/sync/errgroup"
 
 	"github.com/google/uuid"
 
@@ -153,21 +152,25 @@ func ReadDeferred(ctx context.Context, lake store.Store, keys []tables.TableKey,
 	out := make([]Table, len(keys))
 	fresh := make([]*entry, len(keys))
 	kept := make([]bool, len(keys))
-	var g errgroup.Group
-	g.SetLimit(store.Concurrency(lake))
-	for i, k := range keys {
-		g.Go(func() error {
-			if e := old[k]; e != nil && !scrub[k] {
-				if t, ok := e.verify(ctx, lake, &opts, now); ok {
-					out[i], fresh[i], kept[i] = t, e, true
-					return nil
+	// store.Concurrency workers take the tables in turn: a goroutine per
+	// table (20,000 at 5,000 tenants) grew a fresh stack for each.
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(store.Concurrency(lake), len(keys)) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < len(keys); i = int(next.Add(1) - 1) {
+				k := keys[i]
+				if e := old[k]; e != nil && !scrub[k] {
+					if t, ok := e.verify(ctx, lake, &opts, now); ok {
+						out[i], fresh[i], kept[i] = t, e, true
+						continue
+					}
 				}
+				out[i], fresh[i] = readFull(ctx, lake, k, &opts, now) // a failure is this table's, kept in out
 			}
-			out[i], fresh[i] = readFull(ctx, lake, k, &opts, now)
-			return nil
 		})
 	}
-	_ = g.Wait() // every failure is one table's, kept in out
+	wg.Wait()
 	var oldest time.Time
 	for i, k := range keys {
 		switch {

@@ -11,9 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -345,67 +343,6 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("%s: put-if-absent %q: sync directory: %w", f, key, err)
 	}
 	return nil
-}
-
-// List walks the directory that contains prefix (the part up to its last
-// '/'), keeps regular files whose keys start with prefix and sort after
-// startAfter, skips temporary files, and sorts by key bytes like S3 does.
-func (f *File) List(ctx context.Context, prefix, startAfter string) ([]ObjectInfo, error) {
-	if err := validatePrefix(prefix); err != nil {
-		return nil, err
-	}
-	base := ""
-	if i := strings.LastIndex(prefix, "/"); i >= 0 {
-		base = prefix[:i]
-	}
-	start := filepath.Join(f.root, filepath.FromSlash(base))
-	var out []ObjectInfo
-	err := filepath.WalkDir(start, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if p == start && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
-				return fs.SkipAll
-			}
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil // removed while walking
-			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if p == start {
-				return nil
-			}
-			rel := filepath.ToSlash(strings.TrimPrefix(p, f.root+string(filepath.Separator)))
-			// Prune directories that cannot hold a matching key.
-			if !strings.HasPrefix(rel+"/", prefix) && !strings.HasPrefix(prefix, rel+"/") {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		if !d.Type().IsRegular() || isTempName(d.Name()) {
-			return nil
-		}
-		rel := filepath.ToSlash(strings.TrimPrefix(p, f.root+string(filepath.Separator)))
-		if !strings.HasPrefix(rel, prefix) || rel <= startAfter {
-			return nil
-		}
-		fi, err := d.Info()
-		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
-				return nil
-			}
-			return err
-		}
-		out = append(out, ObjectInfo{Key: rel, Size: fi.Size(), ModTime: fi.ModTime()})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%s: list %q: %w", f, prefix, err)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
 }
 
 // Delete removes key. Empty parent directories are left in place: removing

@@ -203,6 +203,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 	}
 	stopAhead := d.startPipeline(ctx) // the next batch is read while one commits (prefetch.go)
 	defer stopAhead()
+	defer d.stopRecheck() // a fork check beside the batches ends with the loop (forkrecheck.go)
 	var (
 		fence        outbox.Fence
 		haveFence    bool

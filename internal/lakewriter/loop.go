@@ -287,7 +287,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 				continue
 			}
 			if pendingSince.IsZero() {
-				pendingSince = time.Now()
+				pendingSince = d.pendingSince(ctx) // fanout.go: as old as its oldest row
 			}
 			full := end < stable || n >= d.opts.Limits.Rows
 			due := full

@@ -76,10 +76,7 @@ func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
 		return err
 	}
 	if d.opts.NoForkCheck {
-		d.heldMu.Lock()
-		d.lastForkCheck = time.Now()
-		d.held = nil
-		d.heldMu.Unlock()
+		d.noForkCheck()
 		return nil
 	}
 	d.startRecheck(ctx)

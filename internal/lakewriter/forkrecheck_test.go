@@ -57,9 +57,19 @@ func (g *recheckGate) waitEntered(t *testing.T, i int) {
 	}
 }
 
-// runLoop runs d's long-running loop until the test ends (gate.stop is
-// closed first, so no check waits on its gate then).
-func runLoop(t *testing.T, d *lakewriter.Drainer, g *recheckGate) {
+// runRechecking loads the bundle's tenants (seed) and runs, until the test
+// ends, a long-running writer that witnesses every head and checks for
+// forks every 20 ms, its first gates checks held at their gates (gate.stop
+// is closed first at cleanup, so no check waits on its gate then).
+func (b *bundle) runRechecking(t *testing.T, seed uint64, gates int) (*lakewriter.Drainer, store.Store, *recheckGate) {
+	b.load(t, workload.Config{Claims: 3, Seed: seed})
+	lake := store.NewMem()
+	o := b.opts(lake)
+	o.WitnessInterval = time.Nanosecond
+	o.ForkCheckInterval = 20 * time.Millisecond
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	g := newRecheckGate(t, d, gates)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- d.Run(ctx) }()
@@ -73,6 +83,7 @@ func runLoop(t *testing.T, d *lakewriter.Drainer, g *recheckGate) {
 			t.Error("Run did not return")
 		}
 	})
+	return d, lake, g
 }
 
 // TestRun_ForkCheckBesideTheBatches_BatchesCommitWhileItReads_ThenItsFindingHolds:
@@ -86,15 +97,7 @@ func TestRun_ForkCheckBesideTheBatches_BatchesCommitWhileItReads_ThenItsFindingH
 	ctx := context.Background()
 	b := setup(t, 2)
 	victim, other := b.tenants[0], b.tenants[1]
-	b.load(t, workload.Config{Claims: 3, Seed: 111})
-	lake := store.NewMem()
-	o := b.opts(lake)
-	o.WitnessInterval = time.Nanosecond
-	o.ForkCheckInterval = 20 * time.Millisecond
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
-	g := newRecheckGate(t, d, 1)
-	runLoop(t, d, g)
+	d, lake, g := b.runRechecking(t, 111, 1)
 
 	g.waitEntered(t, 0)
 	b.load(t, workload.Config{Tenants: []uuid.UUID{other}, Claims: 2, Seed: 112})
@@ -126,15 +129,7 @@ func TestRun_PublicationHoldsATenantWhileTheForkCheckReads_TheCheckKeepsTheHold(
 	ctx := context.Background()
 	b := setup(t, 2)
 	victim := b.tenants[0]
-	b.load(t, workload.Config{Claims: 3, Seed: 113})
-	lake := store.NewMem()
-	o := b.opts(lake)
-	o.WitnessInterval = time.Nanosecond
-	o.ForkCheckInterval = 20 * time.Millisecond
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
-	g := newRecheckGate(t, d, 2)
-	runLoop(t, d, g)
+	d, lake, g := b.runRechecking(t, 113, 2)
 
 	g.waitEntered(t, 0)
 	require.Empty(t, d.Refused())

@@ -27,10 +27,7 @@ func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	// meanwhile: only a batch's end starts one).
 	d.waitWitness(ctx)
 	if d.opts.NoForkCheck {
-		d.heldMu.Lock()
-		d.lastForkCheck = time.Now()
-		d.held = nil
-		d.heldMu.Unlock()
+		d.noForkCheck()
 		return nil
 	}
 	var read chainverify.HeadReader
@@ -43,6 +40,14 @@ func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	}
 	d.setHolds(res, nil)
 	return nil
+}
+
+// noForkCheck is a fork check with Options.NoForkCheck: no tenant is held.
+func (d *Drainer) noForkCheck() {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	d.lastForkCheck = time.Now()
+	d.held = nil
 }
 
 // setHolds makes the tenants res found forked the held ones, and those

@@ -120,7 +120,11 @@ func newLake(b *testing.B, kind string) store.Store {
 	b.Helper()
 	switch kind {
 	case "file":
-		st, err := store.Open(context.Background(), "file://"+b.TempDir())
+		url := "file://" + b.TempDir()
+		if *benchFileSync != "" {
+			url += "?sync=" + *benchFileSync // -bench.file-sync: the baseline's and BenchmarkFrontierLag's file lake
+		}
+		st, err := store.Open(context.Background(), url)
 		require.NoError(b, err)
 		return st
 	default:

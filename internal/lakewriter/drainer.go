@@ -192,9 +192,15 @@ type Drainer struct {
 	heldTables    map[tables.TableKey]TableHold // tables held for a fault of their own (faults.go)
 	outageLimit   time.Duration                 // DrainOnce: give up on an outage after this (0: never)
 	lastForkCheck time.Time
-	replayed      *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
-	startScan     *tableScan   // while recover replays the newest batch: the start-up scan
-	deadMu        sync.Mutex
+	// heldDuringCheck collects the tenants publications held while the
+	// fork check beside the batches ran (nil when none runs): its result,
+	// read before, must not release them (forkrecheck.go).
+	heldDuringCheck map[uuid.UUID]chainverify.Finding
+	recheck         *forkRecheck // the fork check beside the batches, if one runs (the loop's goroutine only)
+	onForkRecheck   func()       // tests: called by that check after its read
+	replayed        *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
+	startScan       *tableScan   // while recover replays the newest batch: the start-up scan
+	deadMu          sync.Mutex
 
 	// The witness publisher (witness.go): when each tenant was last
 	// witnessed, the tenants touched since, the publication in flight.
@@ -327,7 +333,7 @@ func (d *Drainer) recover(ctx context.Context) error {
 		return nil
 	}
 	d.resetComplete()
-	if err := d.recheckHeldTables(ctx); err != nil {
+	if _, err := d.recheckHeldTables(ctx); err != nil {
 		return err
 	}
 	tenants, err := d.tenants(ctx)

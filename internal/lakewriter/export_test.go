@@ -95,3 +95,8 @@ func SplitRanges(from, to int64, n int, span int64) [][2]int64 {
 	}
 	return out
 }
+
+// OnForkRecheck sets a hook the long-running loop's fork check beside the
+// batches calls once it has read, before the loop takes its result
+// (forkrecheck.go), on the check's goroutine.
+func (d *Drainer) OnForkRecheck(fn func()) { d.onForkRecheck = fn }

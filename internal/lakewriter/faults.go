@@ -171,11 +171,12 @@ func (d *Drainer) HeldTables() []TableHold {
 
 // recheckHeldTables retries every held table, and the tables whose hold
 // records are in the lake from an earlier run: a table that opens again is
-// released (the catch-up that follows brings it up to the frontier).
-func (d *Drainer) recheckHeldTables(ctx context.Context) error {
+// released (the catch-up that follows brings it up to the frontier) and
+// returned.
+func (d *Drainer) recheckHeldTables(ctx context.Context) (released []tables.TableKey, _ error) {
 	recorded, err := ReadHolds(ctx, d.opts.Lake)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	keys := map[tables.TableKey]bool{}
 	for _, h := range recorded {
@@ -190,13 +191,14 @@ func (d *Drainer) recheckHeldTables(ctx context.Context) error {
 		switch {
 		case err == nil:
 			d.releaseTable(ctx, key)
+			released = append(released, key)
 		case classify(err) == faultTable:
 			d.holdTable(ctx, key, err)
 		default:
-			return err
+			return released, err
 		}
 	}
-	return nil
+	return released, nil
 }
 
 // ReadHolds lists the table holds recorded in the lake.

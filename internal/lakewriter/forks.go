@@ -26,11 +26,8 @@ func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	// publication in flight, which writes both, ends first (none starts
 	// meanwhile: only a batch's end starts one).
 	d.waitWitness(ctx)
-	d.heldMu.Lock()
-	defer d.heldMu.Unlock()
-	d.lastForkCheck = time.Now()
 	if d.opts.NoForkCheck {
-		d.held = nil
+		d.noForkCheck()
 		return nil
 	}
 	var read chainverify.HeadReader
@@ -41,6 +38,22 @@ func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	if err != nil {
 		return fmt.Errorf("fork check against the witnessed heads: %w", err)
 	}
+	d.setHolds(res, nil)
+	return nil
+}
+
+// noForkCheck is a fork check with Options.NoForkCheck: no tenant is held.
+func (d *Drainer) noForkCheck() {
+	d.heldMu.Lock()
+	defer d.heldMu.Unlock()
+	d.lastForkCheck = time.Now()
+	d.held = nil
+}
+
+// setHolds makes the tenants res found forked the held ones, and those
+// in keep (held by publications since res was read) too, and returns the
+// tenants it released: held before, and neither found nor kept now.
+func (d *Drainer) setHolds(res *chainverify.ForkCheckResult, keep map[uuid.UUID]chainverify.Finding) []uuid.UUID {
 	for _, e := range res.Untrusted {
 		d.log.Warn("ignoring a witnessed head whose signature does not verify (tampered witness store?)", "error", e)
 	}
@@ -50,19 +63,31 @@ func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	held := map[uuid.UUID]chainverify.Finding{}
 	for _, f := range res.Findings {
 		held[f.Tenant] = f
-		if _, was := d.held[f.Tenant]; !was {
+	}
+	for t, f := range keep {
+		if _, ok := held[t]; !ok {
+			held[t] = f
+		}
+	}
+	d.heldMu.Lock()
+	var released []uuid.UUID
+	for t, f := range held {
+		if _, was := d.held[t]; !was {
 			d.log.Error("refusing to materialize a tenant whose chain disagrees with its witnessed head; other tenants continue",
-				"tenant", f.Tenant.String(), "reason", string(f.Reason), "seq", f.Seq, "detail", f.Detail, "evidence", f.Evidence)
+				"tenant", t.String(), "reason", string(f.Reason), "seq", f.Seq, "detail", f.Detail, "evidence", f.Evidence)
 		}
 	}
 	for t := range d.held {
 		if _, still := held[t]; !still {
+			released = append(released, t)
 			d.log.Info("tenant's chain agrees with its witnessed head again; catching its tables up", "tenant", t.String())
 		}
 	}
 	d.held = held
+	d.lastForkCheck = time.Now()
+	d.heldMu.Unlock()
 	d.stateChanged() // a batch read ahead was read under the old holds (prefetch.go)
-	return nil
+	return released
 }
 
 // Refused returns the tenants currently held for a forked chain.
@@ -223,32 +248,6 @@ func (d *Drainer) markCaughtUp(tenants []uuid.UUID, scan *tableScan, caught []ca
 			d.markComplete(key, txn)
 		}
 	}
-}
-
-// maybeRecheckForks re-runs the fork check (and the catch-up of tenants it
-// releases) every ForkCheckInterval in the long-running loop.
-func (d *Drainer) maybeRecheckForks(ctx context.Context) error {
-	d.heldMu.Lock()
-	due := time.Since(d.lastForkCheck) >= d.opts.ForkCheckInterval
-	d.heldMu.Unlock()
-	if !due {
-		return nil
-	}
-	if err := d.recheckHeldTables(ctx); err != nil {
-		return err
-	}
-	tenants, err := d.tenants(ctx)
-	if err != nil {
-		return err
-	}
-	scan, err := d.scanTables(ctx, tenants, scanOptions{BronzeHeads: !d.opts.NoForkCheck})
-	if err != nil {
-		return err
-	}
-	if err := d.checkForks(ctx, scan); err != nil {
-		return err
-	}
-	return d.catchUp(ctx, tenants, scan)
 }
 
 // currentSigner is the signing key to use for one signed thing (a

@@ -203,6 +203,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 	}
 	stopAhead := d.startPipeline(ctx) // the next batch is read while one commits (prefetch.go)
 	defer stopAhead()
+	defer d.stopRecheck() // a fork check beside the batches ends with the loop (forkrecheck.go)
 	var (
 		fence        outbox.Fence
 		haveFence    bool
@@ -286,7 +287,7 @@ func (d *Drainer) runLeader(ctx context.Context) error {
 				continue
 			}
 			if pendingSince.IsZero() {
-				pendingSince = time.Now()
+				pendingSince = d.pendingSince(ctx) // fanout.go: as old as its oldest row
 			}
 			full := end < stable || n >= d.opts.Limits.Rows
 			due := full

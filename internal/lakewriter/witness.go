@@ -46,6 +46,11 @@ type witnessRun struct {
 	cancel context.CancelFunc
 	done   chan struct{} // closed once it ended
 	again  bool          // a batch ended while it ran: publish once more (under witnessMu)
+	// passed is closed when the pass in flight ends, and replaced by the
+	// next pass's (under witnessMu): the fork check beside the batches
+	// waits for the pass it started during, not for the run, which goes on
+	// as long as batches end meanwhile (waitWitnessPass).
+	passed chan struct{}
 }
 
 // witnessFinalWait bounds the wait for the publication in flight when the
@@ -110,7 +115,7 @@ func (d *Drainer) claimWitness(parent context.Context) *witnessRun {
 		d.witnessRun.again = true
 		return nil
 	}
-	run := &witnessRun{done: make(chan struct{})}
+	run := &witnessRun{done: make(chan struct{}), passed: make(chan struct{})}
 	run.ctx, run.cancel = context.WithCancel(parent)
 	d.witnessRun = run
 	return run
@@ -129,6 +134,8 @@ func (d *Drainer) runWitness(run *witnessRun) {
 		if !again {
 			d.witnessRun = nil
 		}
+		close(run.passed)
+		run.passed = make(chan struct{})
 		d.witnessMu.Unlock()
 		if !again {
 			return
@@ -162,6 +169,28 @@ func (d *Drainer) waitWitness(ctx context.Context) {
 		"waited", witnessFinalWait)
 	run.cancel()
 	<-run.done
+}
+
+// waitWitnessPass returns once the publication pass in flight when it was
+// called has ended (at once when none runs), or ctx ended: every witness
+// that pass put is in the store then. Unlike waitWitness it does not wait
+// for the passes batches ending meanwhile start.
+func (d *Drainer) waitWitnessPass(ctx context.Context) {
+	d.witnessMu.Lock()
+	run := d.witnessRun
+	var passed chan struct{}
+	if run != nil {
+		passed = run.passed
+	}
+	d.witnessMu.Unlock()
+	if run == nil {
+		return
+	}
+	select {
+	case <-passed:
+	case <-run.done:
+	case <-ctx.Done():
+	}
 }
 
 // publishDue publishes the heads of the pending tenants that are due. The
@@ -333,6 +362,9 @@ func (d *Drainer) holdForked(f chainverify.Finding) {
 	}
 	held[f.Tenant] = f
 	d.held = held
+	if d.heldDuringCheck != nil {
+		d.heldDuringCheck[f.Tenant] = f // the fork check beside the batches keeps it (forkrecheck.go)
+	}
 	d.heldMu.Unlock()
 	d.stateChanged() // a batch read ahead was read under the old holds (prefetch.go)
 }

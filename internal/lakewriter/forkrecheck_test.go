@@ -1,0 +1,151 @@
+package lakewriter_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/omlhq/oml/internal/chainverify"
+	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lakewriter"
+	"github.com/omlhq/oml/internal/witness"
+	"github.com/omlhq/oml/internal/workload"
+)
+
+// recheckGate makes the long-running loop's fork checks beside the batches
+// stop after their read until the test lets each go on: entered[i] is
+// closed when check i has read, release[i] lets it end; checks past the
+// gates go on at once. stop, closed at cleanup before the run is stopped,
+// lets every check go on.
+type recheckGate struct {
+	entered, release []chan struct{}
+	stop             chan struct{}
+	n                atomic.Int32
+}
+
+func newRecheckGate(t *testing.T, d *lakewriter.Drainer, gates int) *recheckGate {
+	g := &recheckGate{stop: make(chan struct{})}
+	for range gates {
+		g.entered = append(g.entered, make(chan struct{}))
+		g.release = append(g.release, make(chan struct{}))
+	}
+	d.OnForkRecheck(func() {
+		i := int(g.n.Add(1)) - 1
+		if i >= len(g.entered) {
+			return
+		}
+		close(g.entered[i])
+		select {
+		case <-g.release[i]:
+		case <-g.stop:
+		}
+	})
+	return g
+}
+
+func (g *recheckGate) waitEntered(t *testing.T, i int) {
+	t.Helper()
+	select {
+	case <-g.entered[i]:
+	case <-time.After(time.Minute):
+		t.Fatalf("fork check %d beside the batches never ran", i+1)
+	}
+}
+
+// runRechecking loads the bundle's tenants (seed) and runs, until the test
+// ends, a long-running writer that witnesses every head and checks for
+// forks every 20 ms, its first gates checks held at their gates (gate.stop
+// is closed first at cleanup, so no check waits on its gate then).
+func (b *bundle) runRechecking(t *testing.T, seed uint64, gates int) (*lakewriter.Drainer, store.Store, *recheckGate) {
+	b.load(t, workload.Config{Claims: 3, Seed: seed})
+	lake := store.NewMem()
+	o := b.opts(lake)
+	o.WitnessInterval = time.Nanosecond
+	o.ForkCheckInterval = 20 * time.Millisecond
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	g := newRecheckGate(t, d, gates)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- d.Run(ctx) }()
+	t.Cleanup(func() {
+		close(g.stop)
+		cancel()
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(time.Minute):
+			t.Error("Run did not return")
+		}
+	})
+	return d, lake, g
+}
+
+// TestRun_ForkCheckBesideTheBatches_BatchesCommitWhileItReads_ThenItsFindingHolds:
+// the loop's periodic fork check is held after its read; meanwhile new
+// rows are cut, committed and the frontier moves (on the batch path the
+// check held every batch back for as long as it read: 10–28 s at 10,000
+// tenants). Once it goes on, a later check finds a tenant whose tail was
+// lost and holds it.
+func TestRun_ForkCheckBesideTheBatches_BatchesCommitWhileItReads_ThenItsFindingHolds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	victim, other := b.tenants[0], b.tenants[1]
+	d, lake, g := b.runRechecking(t, 111, 1)
+
+	g.waitEntered(t, 0)
+	b.load(t, workload.Config{Tenants: []uuid.UUID{other}, Claims: 2, Seed: 112})
+	want := b.lastSeq(t)
+	require.Eventually(t, func() bool { return d.Frontier() >= want }, time.Minute, 10*time.Millisecond,
+		"batches commit while the fork check reads")
+	close(g.release[0])
+
+	var witnessed int64
+	require.Eventually(t, func() bool {
+		seqs := witnessedSeqs(t, lake)
+		return seqs[victim.String()] != ""
+	}, time.Minute, 10*time.Millisecond, "the victim's head is witnessed")
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, victim).Scan(&witnessed))
+	loseTail(t, b.pool, victim, witnessed-2)
+	require.Eventually(t, func() bool {
+		r := d.Refused()
+		return len(r) == 1 && r[0].Tenant == victim && r[0].Reason == chainverify.ReasonTailLost
+	}, time.Minute, 10*time.Millisecond, "a later periodic check holds the tenant that lost its tail")
+}
+
+// TestRun_PublicationHoldsATenantWhileTheForkCheckReads_TheCheckKeepsTheHold:
+// the periodic check has read (nothing wrong then); before the loop takes
+// its result, a witness publication finds a witness the tenant's chain
+// does not extend and holds the tenant. Taking the check's result must
+// not release it: the check read before the evidence was there.
+func TestRun_PublicationHoldsATenantWhileTheForkCheckReads_TheCheckKeepsTheHold(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	victim := b.tenants[0]
+	d, lake, g := b.runRechecking(t, 113, 2)
+
+	g.waitEntered(t, 0)
+	require.Empty(t, d.Refused())
+	heads, err := witness.Capture(ctx, b.pool, &victim, time.Now())
+	require.NoError(t, err)
+	theirs := *heads[0]
+	theirs.Seq, theirs.Hash = theirs.Seq+100, strings.Repeat("cd", 32) // a chain the journal does not hold
+	require.NoError(t, theirs.Sign(b.key))
+	_, err = witness.Publish(ctx, lake, &theirs)
+	require.NoError(t, err)
+	d.PublishWitnessesNow(ctx, []uuid.UUID{victim})
+	require.Len(t, d.Refused(), 1, "the publication held the tenant")
+
+	close(g.release[0])
+	g.waitEntered(t, 1) // the loop took the first check's result before it started the second (held at its gate)
+	refused := d.Refused()
+	require.Len(t, refused, 1, "the first check's result did not release the tenant the publication held")
+	require.Equal(t, victim, refused[0].Tenant)
+}

@@ -132,7 +132,13 @@ func (c *rowChecker) check(ctx context.Context, q querier, items []*item) error 
 	if err := checkOnce(ctx, q, items); err != nil {
 		return err
 	}
-	return checkPruned(ctx, q, items)
+	if err := checkPruned(ctx, q, items); err != nil {
+		return err
+	}
+	for _, it := range items {
+		it.shed()
+	}
+	return nil
 }
 
 // checkPruned marks the rows that cite an event whose rows of the table

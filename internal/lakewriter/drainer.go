@@ -530,9 +530,9 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.
 		}
 		items, res.Held = d.dropHeld(items)
 		res.Rows = len(items)
-		groups, order := group(items)
+		order, parts := group(items)
 		res.touched = order
-		results, err := d.applyAll(ctx, groups, order, from, to, scope != nil)
+		results, err := d.applyAll(ctx, order, parts, from, to, scope != nil)
 		if err != nil {
 			return res, err
 		}
@@ -564,16 +564,21 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.
 	return res, nil
 }
 
-func group(items []*item) (map[tables.TableKey][]*item, []tables.TableKey) {
-	groups := map[tables.TableKey][]*item{}
-	var order []tables.TableKey
+// group splits a batch's items by table, in first-seen order: parts[i]
+// are order[i]'s rows, in seq order.
+func group(items []*item) (order []tables.TableKey, parts [][]*item) {
+	index := map[tables.TableKey]int{}
 	for _, it := range items {
-		if _, ok := groups[it.table]; !ok {
+		i, ok := index[it.table]
+		if !ok {
+			i = len(order)
+			index[it.table] = i
 			order = append(order, it.table)
+			parts = append(parts, nil)
 		}
-		groups[it.table] = append(groups[it.table], it)
+		parts[i] = append(parts[i], it)
 	}
-	return groups, order
+	return order, parts
 }
 
 // applyAll applies every table's part of the batch, parallel() tables at a
@@ -583,14 +588,21 @@ func group(items []*item) (map[tables.TableKey][]*item, []tables.TableKey) {
 // any table fails the batch (after the others finished: what they
 // committed stays committed and is skipped on the retry), so the group
 // carries no cancelling context.
-func (d *Drainer) applyAll(ctx context.Context, groups map[tables.TableKey][]*item, order []tables.TableKey, from, to int64, catchUp bool) ([]tableResult, error) {
+//
+// A table's rows are let go of (parts[i] = nil) once it is applied, so the
+// batch being committed shrinks while the next one is read ahead
+// (prefetch.go) instead of staying whole until its last table commits;
+// a retry reads the batch again.
+func (d *Drainer) applyAll(ctx context.Context, order []tables.TableKey, parts [][]*item, from, to int64, catchUp bool) ([]tableResult, error) {
 	results := make([]tableResult, len(order))
 	errs := make([]error, len(order))
 	var g errgroup.Group
 	g.SetLimit(d.parallel())
 	for i, key := range order {
 		g.Go(func() error {
-			r, err := d.applyTable(ctx, key, groups[key], from, to, catchUp)
+			items := parts[i]
+			parts[i] = nil
+			r, err := d.applyTable(ctx, key, items, from, to, catchUp)
 			if err == nil && r.committed >= 0 {
 				err = d.crash(AfterTableCommit, key)
 			}

@@ -2,9 +2,13 @@ package lakewriter
 
 import (
 	"context"
+	"runtime"
+	"weak"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/omlhq/oml/internal/lake/tables"
 )
 
 // BeforeBatch runs the per-batch continuity check for (from, to] (the
@@ -100,3 +104,62 @@ func SplitRanges(from, to int64, n int, span int64) [][2]int64 {
 // batches calls once it has read, before the loop takes its result
 // (forkrecheck.go), on the check's goroutine.
 func (d *Drainer) OnForkRecheck(fn func()) { d.onForkRecheck = fn }
+
+// CheckOnlyLeft counts the rows of a checked read of (from, to] that still
+// hold what only the row check needed (the cited event, a decoded payload
+// other than a gold.workareas row's), and the gold.workareas rows without
+// their event's time.
+func CheckOnlyLeft(ctx context.Context, q pgx.Tx, from, to int64) (held, workareasWithoutTime, rows int, err error) {
+	items, err := loadBatch(ctx, q, newRowChecker(), from, to, nil)
+	for _, it := range items {
+		if it.ev != nil || it.bronze != nil || it.mat != nil || it.ret != nil || (it.lin != nil && it.table.Kind != tables.Workareas) {
+			held++
+		}
+		if it.table.Kind == tables.Workareas && it.poison == nil && it.recordedAt.IsZero() {
+			workareasWithoutTime++
+		}
+	}
+	return held, workareasWithoutTime, len(items), err
+}
+
+// ApplyOneTableAtATime reads (from, to] and applies it one table at a
+// time (as applyRange does, without the frontier), reporting at each
+// table's commit how many rows of the tables committed before it are
+// still reachable after a GC.
+func (d *Drainer) ApplyOneTableAtATime(ctx context.Context, from, to int64) (stillHeld []int, tablesApplied int, err error) {
+	items, err := d.readRange(ctx, from, to, nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	order, parts := group(items)
+	items = nil
+	watch := make([][]weak.Pointer[item], len(order))
+	at := map[tables.TableKey]int{}
+	for i, p := range parts {
+		at[order[i]] = i
+		for _, it := range p {
+			watch[i] = append(watch[i], weak.Make(it))
+		}
+	}
+	crash, parallel := d.opts.Crash, d.opts.Parallel
+	defer func() { d.opts.Crash, d.opts.Parallel = crash, parallel }()
+	d.opts.Parallel = 1
+	d.opts.Crash = func(p CrashPoint, key tables.TableKey) error {
+		if p != AfterTableCommit {
+			return nil
+		}
+		runtime.GC()
+		n := 0
+		for _, w := range watch[:at[key]] {
+			for _, p := range w {
+				if p.Value() != nil {
+					n++
+				}
+			}
+		}
+		stillHeld = append(stillHeld, n)
+		return nil
+	}
+	_, err = d.applyAll(ctx, order, parts, from, to, false)
+	return stillHeld, len(order), err
+}

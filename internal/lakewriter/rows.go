@@ -45,6 +45,27 @@ type item struct {
 	// derived: re-derived from the journal because prune deleted the
 	// outbox row (rederive.go); seq is 0 and the lake row's outbox_seq NULL.
 	derived bool
+	// recordedAt is the cited event's time, kept for a gold.workareas
+	// change when shed drops ev.
+	recordedAt time.Time
+}
+
+// shed drops what only the row check needed once it has run: the cited
+// event (its payload is a second copy of a bronze row's, and the only
+// copy of the others', which the lake rows do not hold) and the decoded
+// payloads, except a gold.workareas row's (its commit folds the change
+// into its workarea's row). A checked batch waits in memory for its
+// commits while the next one is read (prefetch.go), so this is about
+// half of what the two batches in flight hold (docs/lake-writer.md,
+// memory).
+func (it *item) shed() {
+	if it.ev != nil {
+		it.recordedAt = it.ev.recordedAt
+	}
+	it.ev, it.bronze, it.mat, it.ret = nil, nil, nil, nil
+	if it.table.Kind != tables.Workareas {
+		it.lin = nil
+	}
 }
 
 type retract struct {

@@ -43,10 +43,7 @@ func decodeWorkarea(it *item, payload string) error {
 // workareaChange is the change the (checked) row adds to its workarea.
 func workareaChange(it *item) tables.WorkareaChange {
 	c := tables.WorkareaChange{StateBefore: it.lin.StateBefore, StateAfter: it.lin.StateAfter, Writer: it.lin.Writer,
-		JournalSeq: it.journalSeq, OutboxSeq: it.seq}
-	if it.ev != nil {
-		c.RecordedAt = it.ev.recordedAt
-	}
+		JournalSeq: it.journalSeq, OutboxSeq: it.seq, RecordedAt: it.recordedAt}
 	if it.derived {
 		c.OutboxSeq = 0 // its outbox row was pruned (rederive.go)
 	}

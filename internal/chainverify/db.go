@@ -10,6 +10,7 @@ import (
 	"iter"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -837,6 +838,14 @@ func ProviderTrustSinceCheckpoint(ctx context.Context, q Querier) (map[string]*K
 }
 
 func providerTrust(ctx context.Context, q Querier, signed *Head) (map[string]*Key, map[string]Revocation, error) {
+	keys, revoked, _, err := providerTrustHead(ctx, q, signed)
+	return keys, revoked, err
+}
+
+// providerTrustHead is providerTrust that also returns the provider
+// chain's head when the whole chain as read verified (nil when it has a
+// finding or no event).
+func providerTrustHead(ctx context.Context, q Querier, signed *Head) (map[string]*Key, map[string]Revocation, *Head, error) {
 	src := func(yield func(*Event, error) bool) {
 		ev := &Event{}
 		var after int64
@@ -852,11 +861,16 @@ func providerTrust(ctx context.Context, q Querier, signed *Head) (map[string]*Ke
 			after = ev.Seq
 		}
 	}
-	sum, err := Verify(ctx, src, Options{ProviderSigned: signed})
+	var verified atomic.Pointer[Head]
+	sum, err := Verify(ctx, src, Options{ProviderSigned: signed, OnChain: func(r ChainResult) {
+		if r.Tenant == ProviderTenant && r.Finding == nil && r.Events > 0 {
+			verified.Store(&Head{Seq: r.Last.Seq, Hash: bytes.Clone(r.Last.Hash)})
+		}
+	}})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return sum.Keys, sum.Revocations, nil
+	return sum.Keys, sum.Revocations, verified.Load(), nil
 }
 
 func journalPageRead(ctx context.Context, tx Querier, tenant uuid.UUID, after int64, page int, ev *Event,

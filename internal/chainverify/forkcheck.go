@@ -303,7 +303,17 @@ func ForkCheck(ctx context.Context, q Querier, st store.Store, only *uuid.UUID) 
 // snapshots it loaded anyway, so a start reads each table's log once. read
 // must read bronze now, before the journal is read (see ForkCheck).
 func ForkCheckWith(ctx context.Context, q Querier, st store.Store, only *uuid.UUID, read HeadReader) (*ForkCheckResult, error) {
-	trusted, err := IssuedKeys(ctx, q)
+	return ForkCheckCaching(ctx, q, st, only, read, nil)
+}
+
+// ForkCheckCaching is ForkCheckWith reading the witness keys through
+// cache (nil: a full verification of the provider chain).
+func ForkCheckCaching(ctx context.Context, q Querier, st store.Store, only *uuid.UUID, read HeadReader, cache *ProviderTrustCache) (*ForkCheckResult, error) {
+	issued := IssuedKeys
+	if cache != nil {
+		issued = cache.IssuedKeys
+	}
+	trusted, err := issued(ctx, q)
 	if err != nil {
 		return nil, err
 	}

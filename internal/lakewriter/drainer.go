@@ -209,6 +209,10 @@ type Drainer struct {
 	witnessPending map[uuid.UUID]struct{}
 	witnessRun     *witnessRun
 	witnessPub     *witness.Publisher // remembers the witness it put last per tenant
+	// providerTrust verifies the provider chain's signatures once per
+	// process, then only those past the head it verified (the fork checks
+	// and every witness publication read the keys).
+	providerTrust chainverify.ProviderTrustCache
 
 	// complete is the tables known to hold every live row of theirs up to
 	// the frontier (complete.go): they skip the probe for missed rows.

@@ -108,7 +108,7 @@ func (d *Drainer) startRecheck(ctx context.Context) {
 	go func() {
 		defer close(r.done)
 		d.waitWitnessPass(rctx)
-		r.res, r.err = chainverify.ForkCheckWith(rctx, d.db, d.opts.Lake, nil, nil)
+		r.res, r.err = chainverify.ForkCheckCaching(rctx, d.db, d.opts.Lake, nil, nil, &d.providerTrust)
 		if d.onForkRecheck != nil {
 			d.onForkRecheck()
 		}

@@ -34,7 +34,7 @@ func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	if scan != nil {
 		read = scan.headReader(d.opts.Lake)
 	}
-	res, err := chainverify.ForkCheckWith(ctx, d.db, d.opts.Lake, nil, read)
+	res, err := chainverify.ForkCheckCaching(ctx, d.db, d.opts.Lake, nil, read, &d.providerTrust)
 	if err != nil {
 		return fmt.Errorf("fork check against the witnessed heads: %w", err)
 	}

@@ -223,7 +223,7 @@ func (d *Drainer) publishDue(ctx context.Context) {
 	}
 	// Every head must extend the tenant's earlier witnesses (not only
 	// differ from none at its seq), except losses a fork acceptance excuses.
-	trusted, err := chainverify.IssuedKeys(ctx, d.db)
+	trusted, err := d.providerTrust.IssuedKeys(ctx, d.db)
 	if err != nil {
 		d.log.Warn("could not read the issued keys to witness heads", "error", err)
 		return

@@ -34,9 +34,10 @@ func Concurrency(s Store) int {
 }
 
 // Concurrency of a local file system (see FileConcurrency and
-// FileGroupConcurrency).
+// FileGroupConcurrency): that of the mode in effect, which in sync=auto
+// can change between two calls.
 func (f *File) Concurrency() int {
-	if f.group != nil {
+	if f.SyncInEffect() == SyncGroup {
 		return FileGroupConcurrency
 	}
 	return FileConcurrency

@@ -73,7 +73,11 @@ import (
 // both exist.
 type File struct {
 	root  string
-	group *groupSync // the shared syncfs rounds; nil: SyncPerFile
+	mode  FileSync   // as opened (WithSync)
+	group *groupSync // the shared syncfs rounds; nil: per file only
+	auto  *autoSync  // sync=auto's choice between rounds and per file; nil: no choice
+	// kernel, set by tests, stands for kernelRelease (sync=auto's check).
+	kernel func() string
 
 	// Test hooks, nil outside tests (export_test.go sets them):
 	// beforeSyncNewDir runs between os.Mkdir and the parent's flush (an
@@ -97,10 +101,11 @@ func NewFile(root string, opts ...FileOption) (*File, error) {
 	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("file store root %s exists but is not a directory", root)
 	}
-	f := &File{root: root}
+	f := &File{root: root, mode: SyncPerFile}
 	for _, o := range opts {
 		o(f)
 	}
+	f.setUpSync()
 	return f, nil
 }
 
@@ -256,8 +261,9 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 		return "", putSync{}, err
 	}
 	// The file is flushed: now the new directories' entries, whose journal
-	// commit the file's fsync has most likely carried already (mkdirAll).
-	if err := f.syncNewDirs(made); err != nil {
+	// commit the file's fsync has most likely carried already (mkdirAll),
+	// or, in group mode, the round before publishing.
+	if err := ps.createdDirs(made); err != nil {
 		os.Remove(tmp)
 		return "", putSync{}, err
 	}
@@ -287,7 +293,7 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 		os.Remove(tmp)
 		return err
 	}
-	if err := f.awaitDirs(ctx, filepath.Dir(p)); err != nil {
+	if err := f.awaitDirs(ctx, filepath.Dir(p), ps.g); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
@@ -323,7 +329,7 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := f.awaitDirs(ctx, filepath.Dir(p)); err != nil {
+	if err := f.awaitDirs(ctx, filepath.Dir(p), ps.g); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
 	if err := os.Link(tmp, p); err != nil {
@@ -459,6 +465,10 @@ func (f *File) syncDir(dir string) error {
 	fsync := fsyncDir
 	if f.dirFsync != nil {
 		fsync = f.dirFsync
+	}
+	if f.auto != nil {
+		inner := fsync
+		fsync = func(dir string) error { return f.auto.fsync(func() error { return inner(dir) }) }
 	}
 	return syncDirShared(dir, fsync)
 }

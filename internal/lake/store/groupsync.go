@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,37 +28,58 @@ const (
 	// for everyone waiting. It flushes everything dirty on that filesystem,
 	// other programs' writes included (see docs/object-stores.md).
 	SyncGroup FileSync = "group"
+	// SyncAuto uses SyncGroup's rounds on Linux 5.8 or later while they
+	// cost less than per-file fsyncs would, and SyncPerFile otherwise,
+	// choosing put by put (autosync.go).
+	SyncAuto FileSync = "auto"
+	// DefaultFileSync is what a file lake URL without ?sync= gets.
+	DefaultFileSync = SyncAuto
 )
 
 // FileOption configures a file store (NewFile).
 type FileOption func(*File)
 
-// WithSync selects how the store flushes (SyncPerFile when not given).
+// WithSync selects how the store flushes (SyncPerFile when not given;
+// Open gives DefaultFileSync).
 func WithSync(mode FileSync) FileOption {
-	return func(f *File) {
-		f.group = nil
-		if mode == SyncGroup {
-			f.group = newGroupSync(f.root)
+	return func(f *File) { f.mode = mode }
+}
+
+// setUpSync prepares the rounds the store's mode needs (NewFile, after
+// the options): group mode always, auto mode on a kernel whose syncfs
+// reports write-back errors.
+func (f *File) setUpSync() {
+	f.group, f.auto = nil, nil
+	switch f.mode {
+	case SyncGroup:
+		f.group = newGroupSync(f.root)
+	case SyncAuto:
+		release := f.kernel
+		if release == nil {
+			release = kernelRelease
 		}
+		if syncfsReportsErrors(release()) {
+			f.group = newGroupSync(f.root)
+			f.auto = newAutoSync()
+			f.group.onRound = f.auto.roundDone
+		}
+	default:
+		f.mode = SyncPerFile
 	}
 }
 
 // parseFileSync is the sync parameter of a file lake URL.
 func parseFileSync(v string) (FileSync, error) {
 	switch m := FileSync(v); m {
-	case SyncPerFile, SyncGroup:
+	case SyncPerFile, SyncGroup, SyncAuto:
 		return m, nil
 	}
-	return "", fmt.Errorf("sync=%q is not a sync mode: write sync=file (fsync each file and directory, the default) or sync=group (one syncfs shared by concurrent writes)", v)
+	return "", fmt.Errorf("sync=%q is not a sync mode: write sync=auto (group rounds while they are fast, per-file fsyncs otherwise, the default), sync=file (fsync each file and directory) or sync=group (one syncfs shared by concurrent writes)", v)
 }
 
-// SyncMode is how the store flushes its writes.
-func (f *File) SyncMode() FileSync {
-	if f.group != nil {
-		return SyncGroup
-	}
-	return SyncPerFile
-}
+// SyncMode is the mode the store was opened with (SyncAuto included; see
+// SyncInEffect for what its writes do now).
+func (f *File) SyncMode() FileSync { return f.mode }
 
 // groupSync runs the syncfs rounds that group-mode puts share. A put is
 // durable after a round that started after its step (the temporary file
@@ -73,6 +97,10 @@ type groupSync struct {
 
 	mu     sync.Mutex // guards rounds
 	rounds roundQueue
+
+	// onRound, when set (sync=auto, autosync.go), sees each round's
+	// duration and how many callers it served.
+	onRound func(d time.Duration, waiters int)
 
 	// observe, set by tests, sees each put's steps (named by its
 	// temporary file) as they happen.
@@ -103,7 +131,40 @@ func newGroupSync(root string) *groupSync {
 // caller's step is then not known durable).
 func (g *groupSync) wait(ctx context.Context) error {
 	g.mu.Lock()
-	return g.rounds.await(ctx, &g.mu, g.round, nil)
+	return g.rounds.await(ctx, &g.mu, g.runRound, nil)
+}
+
+// runRound runs one round for waiters callers. A round that succeeds also
+// ends the creations of directories that were owed or had failed (PrepareDir,
+// a failed round) and were made before it started: it flushed their entries.
+// onRound, when set (sync=auto), is told how long the round took.
+func (g *groupSync) runRound(waiters int) error {
+	seq := mkdirSeq.Load()
+	start := time.Now()
+	err := g.round()
+	if g.onRound != nil {
+		g.onRound(time.Since(start), waiters)
+	}
+	if err == nil {
+		healCovered(seq, g.coversDir)
+	}
+	return err
+}
+
+// coversDir reports whether a round flushes directory dir's entry in its
+// parent (dir, which this process created, is on the root's filesystem).
+// Only directories below this store's root count: another store's
+// rounds may be a test's stand-in for syncfs.
+func (g *groupSync) coversDir(dir string) bool {
+	if !strings.HasPrefix(dir, strings.TrimSuffix(g.root, string(filepath.Separator))+string(filepath.Separator)) {
+		return false
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	ok, err := g.covers(fi)
+	return err == nil && ok
 }
 
 // rootDir opens the root directory once (it need not exist when the store is
@@ -171,43 +232,68 @@ func device(fi os.FileInfo) (uint64, error) {
 	return uint64(st.Dev), nil // Dev is narrower on some platforms
 }
 
-// putSync is how one put makes its two steps durable: per file (g nil) or
-// by the store's group rounds.
+// putSync is how one put makes its steps durable: per file (g nil) or by
+// the store's group rounds. The choice is made once, when its temporary
+// file is written (flushWritten), and the put follows that protocol to the
+// end; in sync=auto a put's neighbours may follow the other one.
 type putSync struct {
-	f   *File
-	g   *groupSync
-	tmp string // the temporary file, for tests' observe
+	f    *File
+	g    *groupSync
+	tmp  string   // the temporary file, for tests' observe
+	made []newDir // in group mode, the directories the put created, ended by beforePublish
 }
 
 // flushWritten makes a fully written temporary file durable, or decides
-// that a round will: per file it is fsynced; in group mode a file on the
-// root's filesystem is left to the rounds and one elsewhere fsynced (and
-// its put then flushed per file throughout).
+// that a round will: per file it is fsynced; in group mode (or sync=auto
+// while it uses rounds) a file on the root's filesystem is left to the
+// rounds and one elsewhere fsynced (and its put then flushed per file
+// throughout).
 func (f *File) flushWritten(fh *os.File) (putSync, error) {
-	if f.group != nil {
+	if g := f.groupNow(); g != nil {
 		fi, err := fh.Stat()
 		if err != nil {
 			return putSync{}, err
 		}
-		ok, err := f.group.covers(fi)
+		ok, err := g.covers(fi)
 		if err != nil {
 			return putSync{}, err
 		}
 		if ok {
-			return putSync{f: f, g: f.group, tmp: fh.Name()}, nil
+			return putSync{f: f, g: g, tmp: fh.Name()}, nil
 		}
 	}
-	return putSync{f: f}, fh.Sync()
+	return putSync{f: f}, f.timedFsync(fh.Sync)
+}
+
+// createdDirs makes the directories the put created durable in their
+// parents: per file by fsyncing each parent now (after the file's fsync);
+// in group mode by the round beforePublish waits for, which started after
+// every mkdir on the way. Until then their creations stay registered, so
+// no write of this process, in either mode, publishes below them first.
+func (ps *putSync) createdDirs(made []newDir) error {
+	if ps.g == nil {
+		return ps.f.syncNewDirs(made)
+	}
+	ps.made = made
+	return nil
 }
 
 // beforePublish waits, in group mode, for a round that started after the
 // temporary file was written: no name may point at bytes a crash can lose.
+// The same round made the put's new directories durable: their creations
+// end with its result.
 func (ps putSync) beforePublish(ctx context.Context) error {
 	if ps.g == nil {
 		return nil
 	}
 	ps.note(stepWritten)
-	return ps.g.wait(ctx)
+	// A failed round leaves them registered as failed: a later write below
+	// them makes them durable again before it publishes.
+	err := ps.g.wait(ctx)
+	for _, nd := range ps.made {
+		finishDir(nd.dir, nd.c, err)
+	}
+	return err
 }
 
 // afterPublish makes the published name durable: the directory's fsync per
@@ -233,17 +319,13 @@ func (ps putSync) note(step putStep) {
 	}
 }
 
-// syncCreated makes directory dir, just created in parent, durable: per
-// file parent is fsynced; in group mode a directory on the root's
-// filesystem needs nothing, since the round after the put's publish
-// started after the mkdir and covers parent's entry too.
-func (f *File) syncCreated(parent, dir string) error {
-	if f.group != nil {
-		if fi, err := os.Lstat(dir); err == nil {
-			if ok, err := f.group.covers(fi); err == nil && ok {
-				return nil
-			}
-		}
+// syncCreated makes directory dir, created in parent earlier, durable for
+// a put that syncs as g says: per file (g nil) parent is fsynced; in group
+// mode a directory on the root's filesystem waits for a round that starts
+// now, after its mkdir.
+func (f *File) syncCreated(ctx context.Context, g *groupSync, parent, dir string) error {
+	if g != nil && g.coversDir(dir) {
+		return g.wait(ctx)
 	}
 	return f.syncDir(parent)
 }

@@ -78,7 +78,7 @@ type autoSync struct {
 }
 
 func newAutoSync() *autoSync {
-	return &autoSync{now: time.Now, group: true, since: time.Now(), backoff: autoBackoffMin, fileCost: autoFileCostPrior}
+	return &autoSync{now: time.Now, group: true, backoff: autoBackoffMin, fileCost: autoFileCostPrior}
 }
 
 // useGroup reports whether the next put uses rounds, and starts a retry
@@ -90,6 +90,15 @@ func (a *autoSync) useGroup() bool {
 		a.group, a.since, a.rounds, a.roundCost = true, a.now(), 0, 0
 	}
 	return a.group
+}
+
+// round runs one group round that serves waiters steps and takes in its
+// cost.
+func (a *autoSync) round(waiters int, run func() error) error {
+	start := a.now()
+	err := run()
+	a.roundDone(a.now().Sub(start), waiters)
+	return err
 }
 
 // roundDone takes in a round that lasted d and served waiters steps, and
@@ -115,12 +124,19 @@ func (a *autoSync) roundDone(d time.Duration, waiters int) {
 	a.fallbacks++
 }
 
+// fallbackCount is how many times the store went per file.
+func (a *autoSync) fallbackCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.fallbacks
+}
+
 // fsync runs one fsync and takes in its cost.
 func (a *autoSync) fsync(run func() error) error {
 	k := a.inflight.Add(1)
-	start := time.Now()
+	start := a.now()
 	err := run()
-	d := time.Since(start)
+	d := a.now().Sub(start)
 	a.inflight.Add(-1)
 	a.fsyncsSeen.Add(1)
 	a.fsyncDone(d, k)

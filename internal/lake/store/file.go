@@ -79,7 +79,7 @@ type File struct {
 	// kernel, set by tests, stands for kernelRelease (sync=auto's check).
 	kernel func() string
 
-	// Test hooks, nil outside tests (export_test.go sets them):
+	// Test hooks, nil outside tests (export_test.go sets some):
 	// beforeSyncNewDir runs between os.Mkdir and the parent's flush (an
 	// error stands for a failed fsync); waitingForDir runs when a write
 	// starts waiting for another write's creation of dir; dirFsync, when
@@ -87,6 +87,9 @@ type File struct {
 	beforeSyncNewDir func(dir string) error
 	waitingForDir    func(dir string)
 	dirFsync         func(dir string) error
+	// observe sees each put's steps (named by its temporary file; group:
+	// whether the put uses rounds) as they happen.
+	observe func(step putStep, tmp string, group bool)
 }
 
 var _ Store = (*File)(nil)

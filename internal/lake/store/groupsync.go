@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -61,7 +60,7 @@ func (f *File) setUpSync() {
 		if syncfsReportsErrors(release()) {
 			f.group = newGroupSync(f.root)
 			f.auto = newAutoSync()
-			f.group.onRound = f.auto.roundDone
+			f.group.measure = f.auto.round
 		}
 	default:
 		f.mode = SyncPerFile
@@ -98,26 +97,24 @@ type groupSync struct {
 	mu     sync.Mutex // guards rounds
 	rounds roundQueue
 
-	// onRound, when set (sync=auto, autosync.go), sees each round's
-	// duration and how many callers it served.
-	onRound func(d time.Duration, waiters int)
+	// measure, when set (sync=auto, autosync.go), runs each round and
+	// takes in its duration and how many callers it served.
+	measure func(waiters int, round func() error) error
 
-	// observe, set by tests, sees each put's steps (named by its
-	// temporary file) as they happen.
-	observe func(step putStep, tmp string)
 
 	rootMu  sync.Mutex // guards rootFD and rootDev
 	rootFD  *os.File   // the root directory, opened on first use, never closed
 	rootDev uint64
 }
 
-// putStep is a step of a group-mode put, for tests (groupSync.observe).
+// putStep is a step of a put, for tests (File.observe).
 type putStep int
 
 const (
 	stepWritten   putStep = iota // the temporary file is written
+	stepSynced                   // per file: the temporary file is fsynced
 	stepPublished                // renamed or linked under its key
-	stepDurable                  // a round after the publish succeeded
+	stepDurable                  // the publish is flushed: a round after it, or its directory's fsync
 )
 
 func newGroupSync(root string) *groupSync {
@@ -137,13 +134,14 @@ func (g *groupSync) wait(ctx context.Context) error {
 // runRound runs one round for waiters callers. A round that succeeds also
 // ends the creations of directories that were owed or had failed (PrepareDir,
 // a failed round) and were made before it started: it flushed their entries.
-// onRound, when set (sync=auto), is told how long the round took.
+// measure, when set (sync=auto), runs the round and takes in its cost.
 func (g *groupSync) runRound(waiters int) error {
 	seq := mkdirSeq.Load()
-	start := time.Now()
-	err := g.round()
-	if g.onRound != nil {
-		g.onRound(time.Since(start), waiters)
+	var err error
+	if g.measure != nil {
+		err = g.measure(waiters, g.round)
+	} else {
+		err = g.round()
 	}
 	if err == nil {
 		healCovered(seq, g.coversDir)
@@ -262,7 +260,13 @@ func (f *File) flushWritten(fh *os.File) (putSync, error) {
 			return putSync{f: f, g: g, tmp: fh.Name()}, nil
 		}
 	}
-	return putSync{f: f}, f.timedFsync(fh.Sync)
+	ps := putSync{f: f, tmp: fh.Name()}
+	ps.note(stepWritten)
+	if err := f.timedFsync(fh.Sync); err != nil {
+		return ps, err
+	}
+	ps.note(stepSynced)
+	return ps, nil
 }
 
 // createdDirs makes the directories the put created durable in their
@@ -302,11 +306,14 @@ func (ps putSync) beforePublish(ctx context.Context) error {
 // the directory's fsync fails: the Delta writer re-reads the log after any
 // failed commit and finds it; a retried Put replaces the object.
 func (ps putSync) afterPublish(ctx context.Context, dir string) error {
-	if ps.g == nil {
-		return ps.f.syncDir(dir)
-	}
 	ps.note(stepPublished)
-	if err := ps.g.wait(ctx); err != nil {
+	var err error
+	if ps.g == nil {
+		err = ps.f.syncDir(dir)
+	} else {
+		err = ps.g.wait(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	ps.note(stepDurable)
@@ -314,8 +321,8 @@ func (ps putSync) afterPublish(ctx context.Context, dir string) error {
 }
 
 func (ps putSync) note(step putStep) {
-	if ps.g.observe != nil {
-		ps.g.observe(step, ps.tmp)
+	if ps.f.observe != nil {
+		ps.f.observe(step, ps.tmp, ps.g != nil)
 	}
 }
 

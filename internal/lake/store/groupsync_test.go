@@ -48,7 +48,7 @@ func TestFileGroupSync_ManyConcurrentPuts_PublishAfterARoundStartedAfterTheWrite
 		mu.Unlock()
 		return nil
 	}
-	f.group.observe = func(step putStep, tmp string) {
+	f.observe = func(step putStep, tmp string, _ bool) {
 		at := clock.Add(1)
 		mu.Lock()
 		defer mu.Unlock()

@@ -23,7 +23,7 @@ func withKernel(release string) FileOption {
 // round's or an fsync's cost is what the test says.
 type fakeClock struct{ ns atomic.Int64 }
 
-func (c *fakeClock) now() time.Time           { return time.Unix(0, c.ns.Load()) }
+func (c *fakeClock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
 func (c *fakeClock) advance(d time.Duration) { c.ns.Add(int64(d)) }
 
 // autoStore is a sync=auto store on a kernel with a reporting syncfs,

@@ -101,7 +101,6 @@ type groupSync struct {
 	// takes in its duration and how many callers it served.
 	measure func(waiters int, round func() error) error
 
-
 	rootMu  sync.Mutex // guards rootFD and rootDev
 	rootFD  *os.File   // the root directory, opened on first use, never closed
 	rootDev uint64

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -141,9 +142,9 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 
 // putRecord is one put's protocol and steps on the test's logical clock.
 type putRecord struct {
-	group                               bool
-	written, synced, published, durable int64
-	dir                                 string
+	group                       bool
+	written, published, durable int64
+	dir                         string
 }
 
 // TestFileAuto_ConcurrentPutsAcrossAFallbackAndTheReturnToRounds_EachDurableByItsProtocol
@@ -160,11 +161,12 @@ func TestFileAuto_ConcurrentPutsAcrossAFallbackAndTheReturnToRounds_EachDurableB
 	t.Parallel()
 	f, clock, roundCost, _ := autoStore(t)
 	var (
-		tick     atomic.Int64
-		mu       sync.Mutex
-		rounds   []roundSpan
-		dirSyncs = map[string][]roundSpan{}
-		puts     = map[string]*putRecord{}
+		tick      atomic.Int64
+		mu        sync.Mutex
+		rounds    []roundSpan
+		dirSyncs  = map[string][]roundSpan{}
+		fileSyncs = map[string][]roundSpan{}
+		puts      = map[string]*putRecord{}
 	)
 	real := f.group.round
 	f.group.round = func() error {
@@ -185,6 +187,15 @@ func TestFileAuto_ConcurrentPutsAcrossAFallbackAndTheReturnToRounds_EachDurableB
 		mu.Unlock()
 		return err
 	}
+	f.fileFsync = func(fh *os.File) error {
+		start := tick.Add(1)
+		err := fh.Sync()
+		end := tick.Add(1)
+		mu.Lock()
+		fileSyncs[fh.Name()] = append(fileSyncs[fh.Name()], roundSpan{start, end})
+		mu.Unlock()
+		return err
+	}
 	f.observe = func(step putStep, tmp string, group bool) {
 		at := tick.Add(1)
 		mu.Lock()
@@ -200,8 +211,6 @@ func TestFileAuto_ConcurrentPutsAcrossAFallbackAndTheReturnToRounds_EachDurableB
 		switch step {
 		case stepWritten:
 			p.written = at
-		case stepSynced:
-			p.synced = at
 		case stepPublished:
 			p.published = at
 		case stepDurable:
@@ -260,7 +269,7 @@ func TestFileAuto_ConcurrentPutsAcrossAFallbackAndTheReturnToRounds_EachDurableB
 			continue
 		}
 		filePuts++
-		require.True(t, p.written < p.synced && p.synced < p.published, "%s was published before its file's fsync", tmp)
+		require.True(t, within(fileSyncs[tmp], p.written, p.published), "%s was published without an fsync of it after its write", tmp)
 		require.True(t, within(dirSyncs[p.dir], p.published, p.durable), "%s was acknowledged without an fsync of %s that started after its publish", tmp, p.dir)
 	}
 	t.Logf("%d puts in rounds, %d per file, %d rounds, %d fallbacks", groupPuts, filePuts, len(rounds), f.auto.fallbackCount())

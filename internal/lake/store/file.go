@@ -87,6 +87,7 @@ type File struct {
 	beforeSyncNewDir func(dir string) error
 	waitingForDir    func(dir string)
 	dirFsync         func(dir string) error
+	fileFsync        func(fh *os.File) error // runs the temporary files' fsyncs
 	// observe sees each put's steps (named by its temporary file; group:
 	// whether the put uses rounds) as they happen.
 	observe func(step putStep, tmp string, group bool)

@@ -21,11 +21,17 @@ import (
 // heavily to it stretches every round (group mode was up to 4x slower
 // than per file then, docs/object-stores.md). What a round costs is
 // compared with what per-file fsyncs would cost for the steps it served:
-// a round of d that served n waiters costs d/n per step; an fsync of d
-// while k fsyncs were in flight (itself included) costs about d/k of the
-// device (they queue on it). Both are smoothed (autoEWMA). When rounds
-// cost autoSlowFactor times what fsyncs do, after at least autoMinRounds
-// rounds of the phase, the store goes per file and tries rounds again
+// rounds cost their time over the steps (waiters) they served, both
+// summed with exponential decay (autoEWMA), so a round serving many
+// weighs as many; an fsync of d while k fsyncs were in flight (itself
+// included) costs about d/k of the device (they queue on it), smoothed
+// too. The first round of a phase is not counted: it writes back
+// everything the filesystem's other writers dirtied while no round ran
+// (after a drain started or while the store was per file), and on a busy
+// machine it took up to a second for one waiter where the next took a
+// few milliseconds for thirty. When rounds cost autoSlowFactor times what
+// fsyncs do, after autoMinRounds counted rounds of the phase, the store
+// goes per file and tries rounds again
 // after a backoff, doubled each time a retry falls back soon (within
 // autoBackoffMax of the retry), reset after a phase of rounds that lasted
 // longer. Before any fsync was measured the fsync cost is
@@ -51,11 +57,11 @@ import (
 // happen anyway are the measurements, and they cost nothing extra).
 const (
 	autoSlowFactor    = 2
-	autoMinRounds     = 4
+	autoMinRounds     = 8
 	autoFileCostPrior = time.Millisecond
 	autoBackoffMin    = time.Second
 	autoBackoffMax    = 30 * time.Second
-	autoEWMA          = 4 // each sample moves the average by a quarter of the difference
+	autoEWMA          = 8 // each sample moves the average by an eighth of the difference
 )
 
 // autoSync decides, put by put, whether a sync=auto store uses its group
@@ -68,8 +74,9 @@ type autoSync struct {
 	since      time.Time     // when the mode in effect began
 	retryAt    time.Time     // per file: when to try rounds again
 	backoff    time.Duration // the next wait before retrying rounds
-	roundCost  time.Duration // smoothed cost of a round per step served, this phase
-	rounds     int           // rounds seen in this phase of rounds
+	roundTime  float64       // decayed sum of the counted rounds' durations (ns), this phase
+	roundSteps float64       // decayed sum of the steps they served
+	rounds     int           // rounds seen in this phase of rounds, the first included
 	fileCost   time.Duration // smoothed cost of an fsync, over its queue
 	fileMeasd  bool          // fileCost is a measurement, not the prior
 	fallbacks  int           // times the store went per file (tests, status)
@@ -87,7 +94,7 @@ func (a *autoSync) useGroup() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.group && !a.now().Before(a.retryAt) {
-		a.group, a.since, a.rounds, a.roundCost = true, a.now(), 0, 0
+		a.group, a.since, a.rounds, a.roundTime, a.roundSteps = true, a.now(), 0, 0, 0
 	}
 	return a.group
 }
@@ -104,15 +111,18 @@ func (a *autoSync) round(waiters int, run func() error) error {
 // roundDone takes in a round that lasted d and served waiters steps, and
 // goes per file when rounds have become slow.
 func (a *autoSync) roundDone(d time.Duration, waiters int) {
-	sample := d / time.Duration(max(waiters, 1))
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.group {
 		return // a round of puts that chose rounds before the switch
 	}
-	a.roundCost = smooth(a.roundCost, sample, a.rounds == 0)
 	a.rounds++
-	if a.rounds < autoMinRounds || a.roundCost <= autoSlowFactor*a.fileCost {
+	if a.rounds == 1 {
+		return // the phase's first round: the backlog of other writers
+	}
+	a.roundTime += float64(d) - a.roundTime/autoEWMA
+	a.roundSteps += float64(max(waiters, 1)) - a.roundSteps/autoEWMA
+	if a.rounds <= autoMinRounds || a.roundCost() <= autoSlowFactor*a.fileCost {
 		return
 	}
 	now := a.now()
@@ -122,6 +132,14 @@ func (a *autoSync) roundDone(d time.Duration, waiters int) {
 	a.group, a.since, a.retryAt = false, now, now.Add(a.backoff)
 	a.backoff = min(2*a.backoff, autoBackoffMax)
 	a.fallbacks++
+}
+
+// roundCost is what a counted round of this phase cost per step served.
+func (a *autoSync) roundCost() time.Duration {
+	if a.roundSteps == 0 {
+		return 0
+	}
+	return time.Duration(a.roundTime / a.roundSteps)
 }
 
 // fallbackCount is how many times the store went per file.

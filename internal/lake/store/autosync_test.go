@@ -91,7 +91,8 @@ func TestFileAuto_ModeChosenByKernelVersion_RoundsFrom5Point8PerFileBefore(t *te
 
 // TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff
 // makes each round cost 10 ms of one waiter (against the 1 ms prior of an
-// fsync): after autoMinRounds rounds the store goes per file, its puts take
+// fsync): after the first round and autoMinRounds more the store goes per
+// file, its puts take
 // no round and its concurrency is the per-file one; once the backoff has
 // passed the next put uses rounds again, which, fast now, stay.
 func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t *testing.T) {
@@ -103,40 +104,43 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 		t.Helper()
 		require.NoError(t, f.PutIfAbsent(ctx, fmt.Sprintf("t/_delta_log/%d.json", i), []byte("v")))
 	}
-	put(0)
-	require.Equal(t, SyncGroup, f.SyncInEffect(), "two slow rounds are not yet enough to judge")
-	put(1)
-	require.Equal(t, SyncPerFile, f.SyncInEffect(), "four rounds of 10 ms for one step each, against 1 ms an fsync")
+	i := 0
+	for ; f.SyncInEffect() == SyncGroup; i++ {
+		put(i)
+		require.LessOrEqual(t, int(rounds.Load()), autoMinRounds+2, "rounds of 10 ms for one step each, against 1 ms an fsync, were kept")
+	}
+	require.Equal(t, int32(autoMinRounds+2), rounds.Load(), "the store went per file before the first round and autoMinRounds more were seen")
 	require.Equal(t, FileConcurrency, f.Concurrency())
-	require.Equal(t, int32(4), rounds.Load())
 
 	fsyncs := f.auto.fsyncsSeen.Load()
-	put(2)
-	put(3)
-	require.Equal(t, int32(4), rounds.Load(), "a per-file put took a round")
+	put(i)
+	put(i + 1)
+	require.Equal(t, int32(autoMinRounds+2), rounds.Load(), "a per-file put took a round")
 	require.Equal(t, fsyncs+4, f.auto.fsyncsSeen.Load(), "per file: the file and its directory, measured")
 
-	clock.advance(autoBackoffMin - time.Nanosecond)
+	require.Equal(t, autoBackoffMin, f.auto.retryAt.Sub(f.auto.since), "the first backoff")
+	clock.ns.Store(f.auto.retryAt.UnixNano() - 1)
 	require.Equal(t, SyncPerFile, f.SyncInEffect(), "rounds again before the backoff passed")
 	clock.advance(time.Nanosecond)
 	roundCost.Store(0)
 	require.Equal(t, SyncGroup, f.SyncInEffect(), "rounds again once the backoff passed")
 	require.Equal(t, FileGroupConcurrency, f.Concurrency())
-	for i := 4; i < 10; i++ {
-		put(i)
+	for j := range 12 {
+		put(i + 2 + j)
 	}
-	require.Equal(t, int32(16), rounds.Load(), "fast rounds are kept")
+	require.Equal(t, int32(autoMinRounds+2+24), rounds.Load(), "fast rounds are kept")
 	require.Equal(t, SyncGroup, f.SyncInEffect())
 
 	// Slow again soon after the retry: the next backoff is twice as long.
 	roundCost.Store(int64(10 * time.Millisecond))
-	for i := 10; f.SyncInEffect() == SyncGroup; i++ {
+	for i += 14; f.SyncInEffect() == SyncGroup; i++ {
 		put(i)
 	}
 	require.Equal(t, 2, f.auto.fallbackCount())
-	clock.advance(autoBackoffMin)
-	require.Equal(t, SyncPerFile, f.SyncInEffect(), "the second backoff is doubled")
-	clock.advance(autoBackoffMin)
+	require.Equal(t, 2*autoBackoffMin, f.auto.retryAt.Sub(f.auto.since), "the second backoff is doubled")
+	clock.ns.Store(f.auto.retryAt.UnixNano() - 1)
+	require.Equal(t, SyncPerFile, f.SyncInEffect())
+	clock.advance(time.Nanosecond)
 	require.Equal(t, SyncGroup, f.SyncInEffect())
 }
 
@@ -269,7 +273,7 @@ func TestFileAuto_ConcurrentPutsAcrossAFallbackAndTheReturnToRounds_EachDurableB
 			continue
 		}
 		filePuts++
-		require.True(t, within(fileSyncs[tmp], p.written, p.published), "%s was published without an fsync of it after its write", tmp)
+		require.True(t, within(fileSyncs[tmp], p.written, p.published), "%s was published without an fsync of it after its write: %+v, fsyncs %v", tmp, *p, fileSyncs[tmp])
 		require.True(t, within(dirSyncs[p.dir], p.published, p.durable), "%s was acknowledged without an fsync of %s that started after its publish", tmp, p.dir)
 	}
 	t.Logf("%d puts in rounds, %d per file, %d rounds, %d fallbacks", groupPuts, filePuts, len(rounds), f.auto.fallbackCount())

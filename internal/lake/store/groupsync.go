@@ -111,7 +111,6 @@ type putStep int
 
 const (
 	stepWritten   putStep = iota // the temporary file is written
-	stepSynced                   // per file: the temporary file is fsynced
 	stepPublished                // renamed or linked under its key
 	stepDurable                  // the publish is flushed: a round after it, or its directory's fsync
 )
@@ -261,11 +260,11 @@ func (f *File) flushWritten(fh *os.File) (putSync, error) {
 	}
 	ps := putSync{f: f, tmp: fh.Name()}
 	ps.note(stepWritten)
-	if err := f.timedFsync(fh.Sync); err != nil {
-		return ps, err
+	fsync := fh.Sync
+	if f.fileFsync != nil {
+		fsync = func() error { return f.fileFsync(fh) }
 	}
-	ps.note(stepSynced)
-	return ps, nil
+	return ps, f.timedFsync(fsync)
 }
 
 // createdDirs makes the directories the put created durable in their

@@ -88,12 +88,23 @@ func newAutoSync() *autoSync {
 	return &autoSync{now: time.Now, group: true, backoff: autoBackoffMin, fileCost: autoFileCostPrior}
 }
 
-// useGroup reports whether the next put uses rounds, and starts a retry
-// of rounds once the backoff has passed.
-func (a *autoSync) useGroup() bool {
+// useGroup reports whether the next put uses rounds (sizing: whether the
+// caller should size its concurrency for them), and starts a retry of
+// rounds once the backoff has passed, when asked by a caller sizing its
+// concurrency (File.Concurrency), or autoBackoffMax after the fallback
+// when asked by a put: rounds are judged at the concurrency they are
+// meant for. Judged at the 4 commits at once of a per-file batch, rounds
+// serving 2-5 writes each cost twice what fsyncs did on a busy machine,
+// and every retry failed; the lake writer sizes each batch, so its
+// retries start with a batch of FileGroupConcurrency commits.
+func (a *autoSync) useGroup(sizing bool) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.group && !a.now().Before(a.retryAt) {
+	due := a.retryAt
+	if !sizing {
+		due = a.since.Add(max(a.retryAt.Sub(a.since), autoBackoffMax))
+	}
+	if !a.group && !a.now().Before(due) {
 		a.group, a.since, a.rounds, a.roundTime, a.roundSteps = true, a.now(), 0, 0, 0
 	}
 	return a.group
@@ -210,8 +221,12 @@ func kernelRelease() string {
 
 // groupNow is the group rounds the next put uses, nil when it syncs per
 // file: always in group mode, while rounds are in effect in auto mode.
-func (f *File) groupNow() *groupSync {
-	if f.group == nil || f.auto != nil && !f.auto.useGroup() {
+func (f *File) groupNow() *groupSync { return f.groupFor(false) }
+
+// groupFor is groupNow for a put (sizing false) or for a caller sizing
+// its concurrency (autoSync.useGroup).
+func (f *File) groupFor(sizing bool) *groupSync {
+	if f.group == nil || f.auto != nil && !f.auto.useGroup(sizing) {
 		return nil
 	}
 	return f.group
@@ -228,8 +243,10 @@ func (f *File) timedFsync(run func() error) error {
 // SyncInEffect is how the next write will be flushed: SyncGroup or
 // SyncPerFile (in auto mode, what it uses at the moment; a file on another
 // filesystem than the root's is flushed per file in any mode).
-func (f *File) SyncInEffect() FileSync {
-	if f.groupNow() != nil {
+func (f *File) SyncInEffect() FileSync { return f.syncFor(false) }
+
+func (f *File) syncFor(sizing bool) FileSync {
+	if f.groupFor(sizing) != nil {
 		return SyncGroup
 	}
 	return SyncPerFile

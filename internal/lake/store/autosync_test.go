@@ -94,7 +94,8 @@ func TestFileAuto_ModeChosenByKernelVersion_RoundsFrom5Point8PerFileBefore(t *te
 // fsync): after the first round and autoMinRounds more the store goes per
 // file, its puts take
 // no round and its concurrency is the per-file one; once the backoff has
-// passed the next put uses rounds again, which, fast now, stay.
+// passed the next sizing of a batch (Concurrency) starts rounds again,
+// which, fast now, stay; a put alone retries only after autoBackoffMax.
 func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -120,11 +121,12 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 
 	require.Equal(t, autoBackoffMin, f.auto.retryAt.Sub(f.auto.since), "the first backoff")
 	clock.ns.Store(f.auto.retryAt.UnixNano() - 1)
-	require.Equal(t, SyncPerFile, f.SyncInEffect(), "rounds again before the backoff passed")
+	require.Equal(t, FileConcurrency, f.Concurrency(), "rounds again before the backoff passed")
 	clock.advance(time.Nanosecond)
 	roundCost.Store(0)
-	require.Equal(t, SyncGroup, f.SyncInEffect(), "rounds again once the backoff passed")
-	require.Equal(t, FileGroupConcurrency, f.Concurrency())
+	require.Equal(t, SyncPerFile, f.SyncInEffect(), "a put retried rounds at the per-file concurrency")
+	require.Equal(t, FileGroupConcurrency, f.Concurrency(), "rounds again for the next batch once the backoff passed")
+	require.Equal(t, SyncGroup, f.SyncInEffect())
 	for j := range 12 {
 		put(i + 2 + j)
 	}
@@ -138,10 +140,10 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 	}
 	require.Equal(t, 2, f.auto.fallbackCount())
 	require.Equal(t, 2*autoBackoffMin, f.auto.retryAt.Sub(f.auto.since), "the second backoff is doubled")
-	clock.ns.Store(f.auto.retryAt.UnixNano() - 1)
+	clock.ns.Store(f.auto.since.Add(autoBackoffMax).UnixNano() - 1)
 	require.Equal(t, SyncPerFile, f.SyncInEffect())
 	clock.advance(time.Nanosecond)
-	require.Equal(t, SyncGroup, f.SyncInEffect())
+	require.Equal(t, SyncGroup, f.SyncInEffect(), "a store nobody sizes retries rounds from its puts after autoBackoffMax")
 }
 
 // putRecord is one put's protocol and steps on the test's logical clock.
@@ -302,7 +304,7 @@ func TestFileAuto_PerFilePutBelowADirectoryAGroupPutCreated_WaitsForThatPutsRoun
 	<-b.started
 
 	f.auto.mu.Lock()
-	f.auto.group, f.auto.retryAt = false, f.auto.now().Add(time.Hour)
+	f.auto.group, f.auto.since, f.auto.retryAt = false, f.auto.now(), f.auto.now().Add(time.Hour)
 	f.auto.mu.Unlock()
 	second := make(chan error, 1)
 	go func() { second <- f.PutIfAbsent(ctx, "t/d/_delta_log/0.json", []byte("v0")) }()
@@ -311,6 +313,8 @@ func TestFileAuto_PerFilePutBelowADirectoryAGroupPutCreated_WaitsForThatPutsRoun
 		t.Fatalf("a per-file put below t/d returned (%v) before the round that makes t/d durable ran", err)
 	case dir := <-waiting:
 		require.Equal(t, filepath.Join(f.root, "t", "d"), dir)
+	case <-time.After(time.Minute):
+		t.Fatal("the per-file put neither returned nor waited for t/d")
 	}
 	close(b.release)
 	require.NoError(t, <-first)

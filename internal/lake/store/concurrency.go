@@ -35,9 +35,10 @@ func Concurrency(s Store) int {
 
 // Concurrency of a local file system (see FileConcurrency and
 // FileGroupConcurrency): that of the mode in effect, which in sync=auto
-// can change between two calls.
+// can change between two calls (and a call may start a retry of rounds,
+// autoSync.useGroup).
 func (f *File) Concurrency() int {
-	if f.SyncInEffect() == SyncGroup {
+	if f.syncFor(true) == SyncGroup {
 		return FileGroupConcurrency
 	}
 	return FileConcurrency

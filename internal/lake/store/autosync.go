@@ -34,7 +34,8 @@ import (
 // goes per file and tries rounds again
 // after a backoff, doubled each time a retry falls back soon (within
 // autoBackoffMax of the retry), reset after a phase of rounds that lasted
-// longer. Before any fsync was measured the fsync cost is
+// longer; the retry starts when a caller sizes its concurrency
+// (useGroup). Before any fsync was measured the fsync cost is
 // autoFileCostPrior.
 //
 // Safety of switching: a put chooses its protocol once, when its

@@ -148,9 +148,9 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 
 // putRecord is one put's protocol and steps on the test's logical clock.
 type putRecord struct {
-	group                       bool
-	written, published, durable int64
-	dir                         string
+	putTimeline
+	group bool
+	dir   string
 }
 
 // TestFileAuto_ConcurrentPutsAcrossAFallbackAndTheReturnToRounds_EachDurableByItsProtocol
@@ -214,14 +214,7 @@ func TestFileAuto_ConcurrentPutsAcrossAFallbackAndTheReturnToRounds_EachDurableB
 		if p.group != group {
 			t.Errorf("%s changed protocol midway", tmp)
 		}
-		switch step {
-		case stepWritten:
-			p.written = at
-		case stepPublished:
-			p.published = at
-		case stepDurable:
-			p.durable = at
-		}
+		p.note(step, at)
 	}
 
 	// Slow rounds from the start (a second, however many steps one

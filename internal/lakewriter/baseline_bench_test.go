@@ -15,7 +15,7 @@ import (
 
 var (
 	benchDatabaseURL = flag.String("bench.database-url", "", "BenchmarkBaselineExport: the database whose outbox to export (scripts/bench passes it)")
-	benchFileSync    = flag.String("bench.file-sync", "", "BenchmarkBaselineExport and the file lakes of BenchmarkDrain and BenchmarkFrontierLag: the file store's flush mode (file or group; empty: the store's default), so the baseline writes as the drain it is compared with does (scripts/bench's BENCH_FILE_SYNC)")
+	benchFileSync    = flag.String("bench.file-sync", "", "BenchmarkBaselineExport and the file lakes of BenchmarkDrain and BenchmarkFrontierLag: the file store's flush mode (auto, file or group; empty: the store's default, auto), so the baseline writes as the drain it is compared with does (scripts/bench's BENCH_FILE_SYNC)")
 )
 
 // BenchmarkBaselineExport is the no-Delta baseline of scripts/bench: the

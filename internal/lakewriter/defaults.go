@@ -20,8 +20,9 @@ const (
 	// dead-lettered (--poison-budget).
 	DefaultPoisonBudget = 5
 	// DefaultParallel (--parallel 0) means: as many tables committed,
-	// and opened at start, at once as suit the store (store.Concurrency:
-	// store.FileConcurrency on a file lake, store.S3Concurrency on S3).
+	// and opened at start, at once as suit the store (store.Concurrency,
+	// asked per batch: on a file lake store.FileConcurrency per file and
+	// store.FileGroupConcurrency in rounds, store.S3Concurrency on S3).
 	DefaultParallel = 0
 	// DefaultBackoffMin and DefaultBackoffMax bound the wait between
 	// retries after an outage or a poison row.

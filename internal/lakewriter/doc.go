@@ -93,8 +93,9 @@
 //
 // Durability: the flushes a commit keeps (file store, store.File; on S3 a
 // PUT that returned is durable). Each one makes an acknowledged commit
-// survive a power loss, and none may go for speed. Per file (the file
-// store's default, ?sync=file) each is an fsync of its own:
+// survive a power loss, and none may go for speed. Per file (?sync=file,
+// and what the default ?sync=auto does while rounds are slow or the kernel
+// is older than 5.8) each is an fsync of its own:
 //
 //  1. the data file's bytes, before it is renamed into place (a commit must
 //     never name a file a crash could lose or leave short);
@@ -110,13 +111,14 @@
 //     could tear would be read instead of the commits it stands for) and
 //     for witnessed heads (evidence the fork check relies on).
 //
-// In group mode (?sync=group, store.SyncGroup) the same points are kept in
-// the same order, but each is a wait for a syncfs(2) of the lake's
-// filesystem that started after the step before it, shared by every put
-// waiting at the time: 1 and 3 are the round before the rename or link, 2
-// and 4 the round after it, and 5 needs no flush of its own (the round
-// after the publish started after the mkdirs). Concurrent table commits
-// (--parallel) share the rounds.
+// In group mode (?sync=group, store.SyncGroup, and ?sync=auto while its
+// rounds are fast) the same points are kept in the same order, but each is
+// a wait for a syncfs(2) of the lake's filesystem that started after the
+// step before it, shared by every put waiting at the time: 1 and 3 are the
+// round before the rename or link, 2 and 4 the round after it, and 5 is
+// the round before the publish too (it started after the mkdirs).
+// Concurrent table commits (--parallel) share the rounds. In sync=auto each
+// put follows one of the two protocols from start to end.
 //
 // What the per-commit work cut is not durability: the Parquet layout is
 // built once per schema (pq.Layout), small files are put from one pooled

@@ -140,7 +140,7 @@ func benchFileSmallWrites(b *testing.B, write func(ctx context.Context, s *store
 func BenchmarkFileCommitPairs(b *testing.B) {
 	data := bytes.Repeat([]byte("parquet!"), 512) // 4 KiB, a small batch's file
 	commit := bytes.Repeat([]byte(`{"add":{"path":"part-00000.parquet","size":4096}}`+"\n"), 20)
-	for _, mode := range []store.FileSync{store.SyncPerFile, store.SyncGroup} {
+	for _, mode := range []store.FileSync{store.SyncPerFile, store.SyncGroup, store.SyncAuto} {
 		for _, n := range []int{4, 16, 32, 64} {
 			b.Run(fmt.Sprintf("sync=%s/goroutines=%d", mode, n), func(b *testing.B) {
 				s, err := store.NewFile(b.TempDir(), store.WithSync(mode))

@@ -34,9 +34,11 @@ func Concurrency(s Store) int {
 }
 
 // Concurrency of a local file system (see FileConcurrency and
-// FileGroupConcurrency).
+// FileGroupConcurrency): that of the mode in effect, which in sync=auto
+// can change between two calls (and a call may start a retry of rounds,
+// autoSync.useGroup).
 func (f *File) Concurrency() int {
-	if f.group != nil {
+	if f.syncFor(true) == SyncGroup {
 		return FileGroupConcurrency
 	}
 	return FileConcurrency

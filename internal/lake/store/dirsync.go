@@ -48,7 +48,7 @@ func syncDirShared(dir string, fsync func(dir string) error) error {
 		q = &roundQueue{}
 		dirSyncs.m[dir] = q
 	}
-	run := func() error {
+	run := func(int) error {
 		seq := mkdirSeq.Load()
 		err := fsync(dir)
 		if err == nil {

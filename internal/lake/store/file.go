@@ -16,6 +16,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // File is the local-filesystem backend (file:///abs/path). Keys map to files
@@ -24,23 +26,27 @@ import (
 // Durability: every write goes to a temporary file in the destination
 // directory, is flushed, and is then published by rename(2) (Put) or
 // link(2) (PutIfAbsent); the published name is flushed before the write is
-// acknowledged, so an acknowledged write survives a power loss. Per file
-// (SyncPerFile, the default) the temporary file is fsynced, the directory
-// after publishing, and every directory the write had to create into its
-// parent. In group mode (SyncGroup, groupsync.go) concurrent writes share
-// syncfs(2) rounds instead: one that started after the file was written
-// before publishing, one that started after the publish before
+// acknowledged, so an acknowledged write survives a power loss. Each write
+// follows one of two protocols from start to end. Per file (SyncPerFile,
+// and NewFile without WithSync) the temporary file is fsynced, the
+// directory after publishing, and every directory the write had to create
+// into its parent. In rounds (SyncGroup, groupsync.go) concurrent writes
+// share syncfs(2) rounds instead: one that started after the file was
+// written before publishing (it also makes the directories the write
+// created durable), one that started after the publish before
 // acknowledging; a file on another filesystem than the root's is flushed
-// per file.
+// per file. SyncAuto (autosync.go, the lake URL's default) chooses one of
+// the two for each write: rounds on Linux 5.8 or later while they cost
+// less than per-file fsyncs, per file otherwise.
 // A write into a directory (or below one) that another write of this
 // process is still creating waits, before publishing, until that directory
-// is durable in its parent, and fails, publishing nothing, if its flush
-// failed (filedir.go). Per file, across processes this holds only for a
-// directory both create at once (the loser of os.Mkdir fsyncs the parent
-// itself), not for a write that finds the directory there already while
-// its creator is still between os.Mkdir and the fsync; group mode covers
-// that case too (the round after the publish flushes the other process's
-// mkdir as well).
+// is durable in its parent, whichever protocol either write follows, and
+// fails, publishing nothing, if its flush failed (filedir.go). Per file,
+// across processes this holds only for a directory both create at once
+// (the loser of os.Mkdir fsyncs the parent itself), not for a write that
+// finds the directory there already while its creator is still between
+// os.Mkdir and the fsync; a write in rounds covers that case too (the
+// round after the publish flushes the other process's mkdir as well).
 //
 // The fsyncs a per-file write still makes, each needed by durability:
 //
@@ -52,11 +58,18 @@ import (
 //     usually carries the mkdirs already): otherwise the new directory,
 //     and the object in it, can vanish after the acknowledgement. A
 //     directory made by PrepareDir is paid by the first write below it,
-//     or by any fsync of its parent that started after its os.Mkdir (the
-//     Delta writer's data file publish in the table directory pays its
-//     _delta_log/, so a new table fsyncs its directory once, not twice).
+//     or by any fsync of its parent, or any syncfs round, that started
+//     after its os.Mkdir (the Delta writer's data file publish in the
+//     table directory pays its _delta_log/, so a new table fsyncs its
+//     directory once, not twice).
 //  3. The directory the name was published in, after rename(2)/link(2) and
 //     before acknowledging: the rename or link is the commit point.
+//
+// A write in rounds replaces 1 and 2 by the round before publishing and 3
+// by the round after it. A directory a write in rounds created stays
+// registered as in creation until its round before publishing has ended,
+// so a per-file write below it (sync=auto mixes them) waits for that round
+// as it waits for another write's fsync of the parent.
 //
 // 2 and 3 are fsyncs of directories, and each is shared by the writes of
 // the process that need one of the same directory at the same time
@@ -71,9 +84,13 @@ import (
 // both exist.
 type File struct {
 	root  string
-	group *groupSync // the shared syncfs rounds; nil: SyncPerFile
+	mode  FileSync   // as opened (WithSync)
+	group *groupSync // the shared syncfs rounds; nil: per file only
+	auto  *autoSync  // sync=auto's choice between rounds and per file; nil: no choice
+	// kernel, set by tests, stands for kernelRelease (sync=auto's check).
+	kernel func() string
 
-	// Test hooks, nil outside tests (export_test.go sets them):
+	// Test hooks, nil outside tests (export_test.go sets some):
 	// beforeSyncNewDir runs between os.Mkdir and the parent's flush (an
 	// error stands for a failed fsync); waitingForDir runs when a write
 	// starts waiting for another write's creation of dir; dirFsync, when
@@ -81,6 +98,10 @@ type File struct {
 	beforeSyncNewDir func(dir string) error
 	waitingForDir    func(dir string)
 	dirFsync         func(dir string) error
+	fileFsync        func(fh *os.File) error // runs the temporary files' fsyncs
+	// observe sees each put's steps (named by its temporary file; group:
+	// whether the put uses rounds) as they happen.
+	observe func(step putStep, tmp string, group bool)
 }
 
 var _ Store = (*File)(nil)
@@ -95,10 +116,11 @@ func NewFile(root string, opts ...FileOption) (*File, error) {
 	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
 		return nil, fmt.Errorf("file store root %s exists but is not a directory", root)
 	}
-	f := &File{root: root}
+	f := &File{root: root, mode: SyncPerFile}
 	for _, o := range opts {
 		o(f)
 	}
+	f.setUpSync()
 	return f, nil
 }
 
@@ -132,7 +154,7 @@ func (f *File) Get(ctx context.Context, key string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	fh, err := os.Open(p)
+	fh, err := openFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, f.notFound(key, err)
 	}
@@ -168,7 +190,7 @@ func (f *File) Open(ctx context.Context, key string) (Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	fh, err := os.Open(p)
+	fh, err := openFile(p, os.O_RDONLY, 0)
 	if err != nil {
 		return nil, f.notFound(key, err)
 	}
@@ -211,14 +233,14 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 	dir := filepath.Dir(final)
 	base := filepath.Base(final)
 	tmp := tempName(dir, base)
-	fh, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	fh, err := openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	var made []newDir // the directories this write created, to fsync into their parents
 	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
 		if merr := f.mkdirAll(ctx, dir, &made); merr != nil {
 			f.syncNewDirs(made) // end the creations; the write fails anyway
 			return "", putSync{}, merr
 		}
-		fh, err = os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		fh, err = openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	}
 	if err != nil {
 		f.syncNewDirs(made)
@@ -254,8 +276,9 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 		return "", putSync{}, err
 	}
 	// The file is flushed: now the new directories' entries, whose journal
-	// commit the file's fsync has most likely carried already (mkdirAll).
-	if err := f.syncNewDirs(made); err != nil {
+	// commit the file's fsync has most likely carried already (mkdirAll),
+	// or, in group mode, the round before publishing.
+	if err := ps.createdDirs(made); err != nil {
 		os.Remove(tmp)
 		return "", putSync{}, err
 	}
@@ -285,7 +308,7 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 		os.Remove(tmp)
 		return err
 	}
-	if err := f.awaitDirs(ctx, filepath.Dir(p)); err != nil {
+	if err := f.awaitDirs(ctx, filepath.Dir(p), ps.g); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
@@ -321,7 +344,7 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if err := f.awaitDirs(ctx, filepath.Dir(p)); err != nil {
+	if err := f.awaitDirs(ctx, filepath.Dir(p), ps.g); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
 	if err := os.Link(tmp, p); err != nil {
@@ -397,7 +420,31 @@ func (f *File) syncDir(dir string) error {
 	if f.dirFsync != nil {
 		fsync = f.dirFsync
 	}
+	if f.auto != nil {
+		inner := fsync
+		fsync = func(dir string) error { return f.auto.fsync(func() error { return inner(dir) }) }
+	}
 	return syncDirShared(dir, fsync)
+}
+
+// openFile is os.OpenFile for the store's regular files without the
+// runtime poller's set-up: os.OpenFile makes every descriptor non-blocking
+// (two fcntl calls), tries to register it with the poller (an epoll_ctl
+// that fails for a regular file) and makes it blocking again (two more),
+// five calls per open that a regular file's reads and writes, which never
+// wait on the poller, do not use. os.NewFile over open(2)'s descriptor
+// costs one fcntl. Errors are os.OpenFile's (*fs.PathError, "open path: …").
+func openFile(path string, flag int, perm os.FileMode) (*os.File, error) {
+	for {
+		fd, err := unix.Open(path, flag|unix.O_CLOEXEC, uint32(perm.Perm()))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return nil, &fs.PathError{Op: "open", Path: path, Err: err}
+		}
+		return os.NewFile(uintptr(fd), path), nil
+	}
 }
 
 // copyBufs recycles the buffers of streamed puts (io.Copy into an

@@ -266,6 +266,36 @@ func healCreations(parent string, seq uint64) {
 	}
 }
 
+// healCovered ends, after a successful syncfs round that started when
+// mkdirSeq was at seq, the creations that were owed or had failed, were
+// made before the round started and are flushed by it (covered: on the
+// root's filesystem). The candidates are few (a new table's _delta_log/
+// between PrepareDir and its table's first round), and each costs an lstat,
+// made outside the lock.
+func healCovered(seq uint64, covered func(dir string) bool) {
+	type cand struct {
+		dir string
+		c   *dirCreation
+	}
+	var cands []cand
+	creations.Lock()
+	for dir, c := range creations.m {
+		select {
+		case <-c.done:
+			if c.err != nil && c.madeSeq <= seq {
+				cands = append(cands, cand{dir, c})
+			}
+		default:
+		}
+	}
+	creations.Unlock()
+	for _, cd := range cands {
+		if covered(cd.dir) {
+			forgetDir(cd.dir, cd.c)
+		}
+	}
+}
+
 // PrepareDir creates the directory below which the store will hold the
 // keys starting with prefix (and its missing parents), and leaves their
 // fsyncs into their parents owed: the first write below one of them, or
@@ -307,7 +337,7 @@ func PrepareDir(ctx context.Context, s Store, prefix string) error {
 func (f *File) syncNewDirs(made []newDir) error {
 	var first error
 	for _, nd := range made {
-		err := f.syncNewDir(nd.dir)
+		err := f.syncNewDir(context.Background(), nil, nd.dir)
 		finishDir(nd.dir, nd.c, err)
 		if err != nil && first == nil {
 			first = notDurable(nd.dir, err)
@@ -316,21 +346,23 @@ func (f *File) syncNewDirs(made []newDir) error {
 	return first
 }
 
-// syncNewDir fsyncs the parent of dir, which this process created.
-func (f *File) syncNewDir(dir string) error {
+// syncNewDir makes dir, which this process created, durable in its parent
+// for a put that syncs as g says (nil: per file, syncCreated).
+func (f *File) syncNewDir(ctx context.Context, g *groupSync, dir string) error {
 	if f.beforeSyncNewDir != nil {
 		if err := f.beforeSyncNewDir(dir); err != nil {
 			return err
 		}
 	}
-	return f.syncCreated(filepath.Dir(dir), dir)
+	return f.syncCreated(ctx, g, filepath.Dir(dir), dir)
 }
 
 // awaitDirs returns once no creation of dir or of an ancestor of dir is in
 // progress in this process, and fails if one of them is not durable. When
 // none is registered, the common case, it costs one mutex and no system
-// call.
-func (f *File) awaitDirs(ctx context.Context, dir string) error {
+// call. g is how the calling put syncs (nil: per file): a creation it
+// takes over is made durable its way.
+func (f *File) awaitDirs(ctx context.Context, dir string, g *groupSync) error {
 	creations.Lock()
 	none := len(creations.m) == 0
 	creations.Unlock()
@@ -338,7 +370,7 @@ func (f *File) awaitDirs(ctx context.Context, dir string) error {
 		return nil
 	}
 	for d := dir; ; d = filepath.Dir(d) {
-		if err := f.awaitDir(ctx, d); err != nil {
+		if err := f.awaitDir(ctx, d, g); err != nil {
 			return err
 		}
 		if filepath.Dir(d) == d {
@@ -350,7 +382,7 @@ func (f *File) awaitDirs(ctx context.Context, dir string) error {
 // awaitDir waits for the creation of dir registered in this process, if
 // any. A creation that failed earlier and that nobody is retrying is
 // retried here: this write fsyncs the parent itself.
-func (f *File) awaitDir(ctx context.Context, dir string) error {
+func (f *File) awaitDir(ctx context.Context, dir string, g *groupSync) error {
 	creations.Lock()
 	c := creations.m[dir]
 	if c == nil {
@@ -364,7 +396,7 @@ func (f *File) awaitDir(ctx context.Context, dir string) error {
 		retry.markMade()
 		creations.m[dir] = retry
 		creations.Unlock()
-		err := f.syncNewDir(dir)
+		err := f.syncNewDir(ctx, g, dir)
 		finishDir(dir, retry, err)
 		if err != nil {
 			return notDurable(dir, err)
@@ -382,7 +414,7 @@ func (f *File) awaitDir(ctx context.Context, dir string) error {
 		return ctx.Err()
 	}
 	if c.err == errOwed {
-		return f.awaitDir(ctx, dir) // prepared, not failed: take it over
+		return f.awaitDir(ctx, dir, g) // prepared, not failed: take it over
 	}
 	if c.err != nil {
 		return notDurable(dir, c.err)

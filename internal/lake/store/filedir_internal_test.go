@@ -29,7 +29,7 @@ func (f *File) mkdirAllSynced(ctx context.Context, dir string) error {
 	if err != nil {
 		return err
 	}
-	return f.awaitDirs(ctx, dir)
+	return f.awaitDirs(ctx, dir, nil)
 }
 
 // awaitMkdirAll runs f.mkdirAllSynced(dir) and requires that it waits for dir
@@ -128,7 +128,7 @@ func BenchmarkAwaitDirsNothingInFlight(b *testing.B) {
 	dir := filepath.Join(f.root, "tenant", "bronze", "events", "_delta_log")
 	ctx := context.Background()
 	for i := 0; i < b.N; i++ {
-		if err := f.awaitDirs(ctx, dir); err != nil {
+		if err := f.awaitDirs(ctx, dir, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -25,37 +27,58 @@ const (
 	// for everyone waiting. It flushes everything dirty on that filesystem,
 	// other programs' writes included (see docs/object-stores.md).
 	SyncGroup FileSync = "group"
+	// SyncAuto uses SyncGroup's rounds on Linux 5.8 or later while they
+	// cost less than per-file fsyncs would, and SyncPerFile otherwise,
+	// choosing put by put (autosync.go).
+	SyncAuto FileSync = "auto"
+	// DefaultFileSync is what a file lake URL without ?sync= gets.
+	DefaultFileSync = SyncAuto
 )
 
 // FileOption configures a file store (NewFile).
 type FileOption func(*File)
 
-// WithSync selects how the store flushes (SyncPerFile when not given).
+// WithSync selects how the store flushes (SyncPerFile when not given;
+// Open gives DefaultFileSync).
 func WithSync(mode FileSync) FileOption {
-	return func(f *File) {
-		f.group = nil
-		if mode == SyncGroup {
-			f.group = newGroupSync(f.root)
+	return func(f *File) { f.mode = mode }
+}
+
+// setUpSync prepares the rounds the store's mode needs (NewFile, after
+// the options): group mode always, auto mode on a kernel whose syncfs
+// reports write-back errors.
+func (f *File) setUpSync() {
+	f.group, f.auto = nil, nil
+	switch f.mode {
+	case SyncGroup:
+		f.group = newGroupSync(f.root)
+	case SyncAuto:
+		release := f.kernel
+		if release == nil {
+			release = kernelRelease
 		}
+		if syncfsReportsErrors(release()) {
+			f.group = newGroupSync(f.root)
+			f.auto = newAutoSync()
+			f.group.measure = f.auto.round
+		}
+	default:
+		f.mode = SyncPerFile
 	}
 }
 
 // parseFileSync is the sync parameter of a file lake URL.
 func parseFileSync(v string) (FileSync, error) {
 	switch m := FileSync(v); m {
-	case SyncPerFile, SyncGroup:
+	case SyncPerFile, SyncGroup, SyncAuto:
 		return m, nil
 	}
-	return "", fmt.Errorf("sync=%q is not a sync mode: write sync=file (fsync each file and directory, the default) or sync=group (one syncfs shared by concurrent writes)", v)
+	return "", fmt.Errorf("sync=%q is not a sync mode: write sync=auto (group rounds while they are fast, per-file fsyncs otherwise, the default), sync=file (fsync each file and directory) or sync=group (one syncfs shared by concurrent writes)", v)
 }
 
-// SyncMode is how the store flushes its writes.
-func (f *File) SyncMode() FileSync {
-	if f.group != nil {
-		return SyncGroup
-	}
-	return SyncPerFile
-}
+// SyncMode is the mode the store was opened with (SyncAuto included; see
+// SyncInEffect for what its writes do now).
+func (f *File) SyncMode() FileSync { return f.mode }
 
 // groupSync runs the syncfs rounds that group-mode puts share. A put is
 // durable after a round that started after its step (the temporary file
@@ -74,22 +97,22 @@ type groupSync struct {
 	mu     sync.Mutex // guards rounds
 	rounds roundQueue
 
-	// observe, set by tests, sees each put's steps (named by its
-	// temporary file) as they happen.
-	observe func(step putStep, tmp string)
+	// measure, when set (sync=auto, autosync.go), runs each round and
+	// takes in its duration and how many callers it served.
+	measure func(waiters int, round func() error) error
 
 	rootMu  sync.Mutex // guards rootFD and rootDev
 	rootFD  *os.File   // the root directory, opened on first use, never closed
 	rootDev uint64
 }
 
-// putStep is a step of a group-mode put, for tests (groupSync.observe).
+// putStep is a step of a put, for tests (File.observe).
 type putStep int
 
 const (
 	stepWritten   putStep = iota // the temporary file is written
 	stepPublished                // renamed or linked under its key
-	stepDurable                  // a round after the publish succeeded
+	stepDurable                  // the publish is flushed: a round after it, or its directory's fsync
 )
 
 func newGroupSync(root string) *groupSync {
@@ -103,7 +126,41 @@ func newGroupSync(root string) *groupSync {
 // caller's step is then not known durable).
 func (g *groupSync) wait(ctx context.Context) error {
 	g.mu.Lock()
-	return g.rounds.await(ctx, &g.mu, g.round, nil)
+	return g.rounds.await(ctx, &g.mu, g.runRound, nil)
+}
+
+// runRound runs one round for waiters callers. A round that succeeds also
+// ends the creations of directories that were owed or had failed (PrepareDir,
+// a failed round) and were made before it started: it flushed their entries.
+// measure, when set (sync=auto), runs the round and takes in its cost.
+func (g *groupSync) runRound(waiters int) error {
+	seq := mkdirSeq.Load()
+	var err error
+	if g.measure != nil {
+		err = g.measure(waiters, g.round)
+	} else {
+		err = g.round()
+	}
+	if err == nil {
+		healCovered(seq, g.coversDir)
+	}
+	return err
+}
+
+// coversDir reports whether a round flushes directory dir's entry in its
+// parent (dir, which this process created, is on the root's filesystem).
+// Only directories below this store's root count: another store's
+// rounds may be a test's stand-in for syncfs.
+func (g *groupSync) coversDir(dir string) bool {
+	if !strings.HasPrefix(dir, strings.TrimSuffix(g.root, string(filepath.Separator))+string(filepath.Separator)) {
+		return false
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil || !fi.IsDir() {
+		return false
+	}
+	ok, err := g.covers(fi)
+	return err == nil && ok
 }
 
 // rootDir opens the root directory once (it need not exist when the store is
@@ -171,43 +228,74 @@ func device(fi os.FileInfo) (uint64, error) {
 	return uint64(st.Dev), nil // Dev is narrower on some platforms
 }
 
-// putSync is how one put makes its two steps durable: per file (g nil) or
-// by the store's group rounds.
+// putSync is how one put makes its steps durable: per file (g nil) or by
+// the store's group rounds. The choice is made once, when its temporary
+// file is written (flushWritten), and the put follows that protocol to the
+// end; in sync=auto a put's neighbours may follow the other one.
 type putSync struct {
-	f   *File
-	g   *groupSync
-	tmp string // the temporary file, for tests' observe
+	f    *File
+	g    *groupSync
+	tmp  string   // the temporary file, for tests' observe
+	made []newDir // in group mode, the directories the put created, ended by beforePublish
 }
 
 // flushWritten makes a fully written temporary file durable, or decides
-// that a round will: per file it is fsynced; in group mode a file on the
-// root's filesystem is left to the rounds and one elsewhere fsynced (and
-// its put then flushed per file throughout).
+// that a round will: per file it is fsynced; in group mode (or sync=auto
+// while it uses rounds) a file on the root's filesystem is left to the
+// rounds and one elsewhere fsynced (and its put then flushed per file
+// throughout).
 func (f *File) flushWritten(fh *os.File) (putSync, error) {
-	if f.group != nil {
+	if g := f.groupNow(); g != nil {
 		fi, err := fh.Stat()
 		if err != nil {
 			return putSync{}, err
 		}
-		ok, err := f.group.covers(fi)
+		ok, err := g.covers(fi)
 		if err != nil {
 			return putSync{}, err
 		}
 		if ok {
-			return putSync{f: f, g: f.group, tmp: fh.Name()}, nil
+			return putSync{f: f, g: g, tmp: fh.Name()}, nil
 		}
 	}
-	return putSync{f: f}, fh.Sync()
+	ps := putSync{f: f, tmp: fh.Name()}
+	ps.note(stepWritten)
+	fsync := fh.Sync
+	if f.fileFsync != nil {
+		fsync = func() error { return f.fileFsync(fh) }
+	}
+	return ps, f.timedFsync(fsync)
+}
+
+// createdDirs makes the directories the put created durable in their
+// parents: per file by fsyncing each parent now (after the file's fsync);
+// in group mode by the round beforePublish waits for, which started after
+// every mkdir on the way. Until then their creations stay registered, so
+// no write of this process, in either mode, publishes below them first.
+func (ps *putSync) createdDirs(made []newDir) error {
+	if ps.g == nil {
+		return ps.f.syncNewDirs(made)
+	}
+	ps.made = made
+	return nil
 }
 
 // beforePublish waits, in group mode, for a round that started after the
 // temporary file was written: no name may point at bytes a crash can lose.
+// The same round made the put's new directories durable: their creations
+// end with its result.
 func (ps putSync) beforePublish(ctx context.Context) error {
 	if ps.g == nil {
 		return nil
 	}
 	ps.note(stepWritten)
-	return ps.g.wait(ctx)
+	// A failed round leaves them registered as failed: a later write below
+	// them makes them durable again before it publishes.
+	err := ps.g.wait(ctx)
+	for _, nd := range ps.made {
+		finishDir(nd.dir, nd.c, err)
+	}
+	return err
 }
 
 // afterPublish makes the published name durable: the directory's fsync per
@@ -216,11 +304,14 @@ func (ps putSync) beforePublish(ctx context.Context) error {
 // the directory's fsync fails: the Delta writer re-reads the log after any
 // failed commit and finds it; a retried Put replaces the object.
 func (ps putSync) afterPublish(ctx context.Context, dir string) error {
-	if ps.g == nil {
-		return ps.f.syncDir(dir)
-	}
 	ps.note(stepPublished)
-	if err := ps.g.wait(ctx); err != nil {
+	var err error
+	if ps.g == nil {
+		err = ps.f.syncDir(dir)
+	} else {
+		err = ps.g.wait(ctx)
+	}
+	if err != nil {
 		return err
 	}
 	ps.note(stepDurable)
@@ -228,22 +319,18 @@ func (ps putSync) afterPublish(ctx context.Context, dir string) error {
 }
 
 func (ps putSync) note(step putStep) {
-	if ps.g.observe != nil {
-		ps.g.observe(step, ps.tmp)
+	if ps.f.observe != nil {
+		ps.f.observe(step, ps.tmp, ps.g != nil)
 	}
 }
 
-// syncCreated makes directory dir, just created in parent, durable: per
-// file parent is fsynced; in group mode a directory on the root's
-// filesystem needs nothing, since the round after the put's publish
-// started after the mkdir and covers parent's entry too.
-func (f *File) syncCreated(parent, dir string) error {
-	if f.group != nil {
-		if fi, err := os.Lstat(dir); err == nil {
-			if ok, err := f.group.covers(fi); err == nil && ok {
-				return nil
-			}
-		}
+// syncCreated makes directory dir, created in parent earlier, durable for
+// a put that syncs as g says: per file (g nil) parent is fsynced; in group
+// mode a directory on the root's filesystem waits for a round that starts
+// now, after its mkdir.
+func (f *File) syncCreated(ctx context.Context, g *groupSync, parent, dir string) error {
+	if g != nil && g.coversDir(dir) {
+		return g.wait(ctx)
 	}
 	return f.syncDir(parent)
 }

@@ -20,6 +20,18 @@ import (
 // putTimeline is one group-mode put's steps on the test's logical clock.
 type putTimeline struct{ written, published, durable int64 }
 
+// note records that the put reached step at tick at.
+func (p *putTimeline) note(step putStep, at int64) {
+	switch step {
+	case stepWritten:
+		p.written = at
+	case stepPublished:
+		p.published = at
+	case stepDurable:
+		p.durable = at
+	}
+}
+
 // roundSpan is one round's start and end on the same clock.
 type roundSpan struct{ start, end int64 }
 
@@ -48,7 +60,7 @@ func TestFileGroupSync_ManyConcurrentPuts_PublishAfterARoundStartedAfterTheWrite
 		mu.Unlock()
 		return nil
 	}
-	f.group.observe = func(step putStep, tmp string) {
+	f.observe = func(step putStep, tmp string, _ bool) {
 		at := clock.Add(1)
 		mu.Lock()
 		defer mu.Unlock()
@@ -57,14 +69,7 @@ func TestFileGroupSync_ManyConcurrentPuts_PublishAfterARoundStartedAfterTheWrite
 			p = &putTimeline{}
 			puts[tmp] = p
 		}
-		switch step {
-		case stepWritten:
-			p.written = at
-		case stepPublished:
-			p.published = at
-		case stepDurable:
-			p.durable = at
-		}
+		p.note(step, at)
 	}
 
 	const goroutines, pairs = 40, 8

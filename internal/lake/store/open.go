@@ -13,8 +13,9 @@ import (
 
 // Open opens the store a lake URL names:
 //
-//	file:///abs/path     a directory on a local filesystem; ?sync=group
-//	                     shares flushes between concurrent writes (SyncGroup)
+//	file:///abs/path     a directory on a local filesystem; ?sync=auto (the
+//	                     default), ?sync=file or ?sync=group say how writes
+//	                     are flushed (SyncAuto, SyncPerFile, SyncGroup)
 //	s3://bucket/prefix   an S3 bucket (endpoint, region and credentials from
 //	                     the standard AWS environment; see OpenS3)
 func Open(ctx context.Context, rawURL string) (Store, error) {
@@ -23,7 +24,7 @@ func Open(ctx context.Context, rawURL string) (Store, error) {
 		return nil, err
 	}
 	if u.Scheme == "file" {
-		mode := SyncPerFile
+		mode := DefaultFileSync
 		if v := u.Query().Get("sync"); v != "" {
 			mode = FileSync(v) // checked by parseURL
 		}
@@ -80,7 +81,7 @@ func parseURL(rawURL string) (*url.URL, error) {
 	}
 }
 
-// checkFileQuery allows a file URL one parameter, sync (file or group), and
+// checkFileQuery allows a file URL one parameter, sync (auto, file or group), and
 // no fragment.
 func checkFileQuery(u *url.URL) error {
 	if u.Fragment != "" {
@@ -88,11 +89,11 @@ func checkFileQuery(u *url.URL) error {
 	}
 	q, err := url.ParseQuery(u.RawQuery)
 	if err != nil {
-		return fmt.Errorf("lake URL %q: its query cannot be parsed: a file URL takes only ?sync=file or ?sync=group", redactURL(u))
+		return fmt.Errorf("lake URL %q: its query cannot be parsed: a file URL takes only ?sync=auto, ?sync=file or ?sync=group", redactURL(u))
 	}
 	for k, vs := range q {
 		if k != "sync" || len(vs) != 1 {
-			return fmt.Errorf("lake URL %q: a file URL takes only one parameter, sync (?sync=file or ?sync=group)", redactURL(u))
+			return fmt.Errorf("lake URL %q: a file URL takes only one parameter, sync (?sync=auto, ?sync=file or ?sync=group)", redactURL(u))
 		}
 		if _, err := parseFileSync(vs[0]); err != nil {
 			return fmt.Errorf("lake URL %q: %w", redactURL(u), err)

@@ -48,21 +48,26 @@ func TestOpenFileURL(t *testing.T) {
 	require.ErrorContains(t, err, "not a directory")
 }
 
-func TestOpenFileURLSelectsTheSyncMode(t *testing.T) {
+func TestOpenFileURLSelectsTheSyncMode_AutoByDefault(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for url, want := range map[string]store.FileSync{
-		"file://" + dir:                 store.SyncPerFile,
+		"file://" + dir:                 store.SyncAuto,
+		"file://" + dir + "?sync=auto":  store.SyncAuto,
 		"file://" + dir + "?sync=file":  store.SyncPerFile,
 		"file://" + dir + "?sync=group": store.SyncGroup,
 	} {
 		s, err := store.Open(context.Background(), url)
 		require.NoError(t, err, url)
-		require.Equal(t, want, s.(*store.File).SyncMode(), url)
+		f := s.(*store.File)
+		require.Equal(t, want, f.SyncMode(), url)
 		require.Equal(t, "file://"+dir, s.String(), "the sync mode is no part of the store's name")
 		require.NoError(t, store.ValidateURL(url))
+		if want != store.SyncAuto {
+			require.Equal(t, want, f.SyncInEffect(), url)
+		}
 		wantPar := store.FileConcurrency
-		if want == store.SyncGroup {
+		if f.SyncInEffect() == store.SyncGroup {
 			wantPar = store.FileGroupConcurrency
 		}
 		require.Equal(t, wantPar, store.Concurrency(s), url)

@@ -29,9 +29,9 @@ type syncRound struct {
 // finished, with its error, or when ctx ends (the round may still run;
 // the caller's step is then not known durable). mu guards q: it is held
 // on entry and released on return. The caller that starts a round runs
-// it with run; ended, when set, is called with mu held after each round
+// it with run, given how many callers the round serves; ended, when set, is called with mu held after each round
 // this caller ran has finished, before its waiters see the result.
-func (q *roundQueue) await(ctx context.Context, mu *sync.Mutex, run func() error, ended func()) error {
+func (q *roundQueue) await(ctx context.Context, mu *sync.Mutex, run func(waiters int) error, ended func()) error {
 	if q.pending == nil {
 		q.pending = &syncRound{done: make(chan struct{})}
 	}
@@ -48,7 +48,7 @@ func (q *roundQueue) await(ctx context.Context, mu *sync.Mutex, run func() error
 		case q.running == nil:
 			q.running, q.pending = r, nil
 			mu.Unlock()
-			err := run()
+			err := run(r.waiters) // nobody joins a running round
 			mu.Lock()
 			r.err = err
 			q.running = nil

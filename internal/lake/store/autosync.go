@@ -56,8 +56,14 @@ import (
 // Rejected: deciding once at open (a foreign writer starts and stops at
 // any time); a timer or goroutine probing the disk (rounds and fsyncs that
 // happen anyway are the measurements, and they cost nothing extra).
+// autoSlowFactor is 6, not 2: an fsync's latency over its queue
+// understates what per-file flushing costs (each fsync is a device flush
+// of its own, and on a VM an exit to the host), and at 2 a quiet
+// 10,000-tenant drain left rounds for most of its writes (up to 12x the
+// device flushes, 1.4-1.7x the wall time of sync=group); a foreign writer
+// stretching rounds to seconds still passes 6 by far.
 const (
-	autoSlowFactor    = 2
+	autoSlowFactor    = 6
 	autoMinRounds     = 8
 	autoFileCostPrior = time.Millisecond
 	autoBackoffMin    = time.Second

@@ -30,6 +30,11 @@ func appendJSON(dst []byte, v any) ([]byte, error) {
 		return strconv.AppendBool(dst, v), nil
 	case string:
 		return appendJSONString(dst, v), nil
+	case *string:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		return appendJSONString(dst, *v), nil
 	case int:
 		return strconv.AppendInt(dst, int64(v), 10), nil
 	case int8:
@@ -56,6 +61,11 @@ func appendJSON(dst []byte, v any) ([]byte, error) {
 		}
 		return appendJSONObject(dst, v)
 	case map[string]string:
+		if v == nil {
+			return append(dst, "null"...), nil
+		}
+		return appendJSONObject(dst, v)
+	case map[string]*string: // partition values, tags
 		if v == nil {
 			return append(dst, "null"...), nil
 		}
@@ -189,7 +199,8 @@ func appendNested(dst []byte, leaves []statLeaf) ([]byte, error) {
 		if i+1 < len(leaves) && slices.Equal(l.path, leaves[i+1].path) {
 			continue // a later value for the same key
 		}
-		if i+1 < len(leaves) && isPrefix(l.path, leaves[i+1].path) || i > 0 && isPrefix(leaves[i-1].path, l.path) {
+		// Sorted, a path is followed by the paths it is a prefix of.
+		if i+1 < len(leaves) && isPrefix(l.path, leaves[i+1].path) {
 			return nil, fmt.Errorf("delta: statistics for column %v and a column inside it", l.path)
 		}
 		parent := l.path[:len(l.path)-1]
@@ -235,7 +246,7 @@ func isPrefix(p, q []string) bool {
 // appendAction appends a's line (without its '\n') when a is an add with
 // none of the fields this writer refuses, a txn or a commitInfo, and
 // reports false, appending nothing, for any other action.
-func appendAction(dst []byte, a *Action) ([]byte, bool, error) {
+func appendAction(dst []byte, a *Action) (_ []byte, _ bool, err error) {
 	switch {
 	case a.Add != nil:
 		add := a.Add
@@ -245,7 +256,9 @@ func appendAction(dst []byte, a *Action) ([]byte, bool, error) {
 		dst = append(dst, `{"add":{"path":`...)
 		dst = appendJSONString(dst, add.Path)
 		dst = append(dst, `,"partitionValues":`...)
-		dst = appendStringPtrMap(dst, add.PartitionValues)
+		if dst, err = appendJSON(dst, add.PartitionValues); err != nil {
+			return nil, false, err
+		}
 		dst = append(dst, `,"size":`...)
 		dst = strconv.AppendInt(dst, add.Size, 10)
 		dst = append(dst, `,"modificationTime":`...)
@@ -258,7 +271,9 @@ func appendAction(dst []byte, a *Action) ([]byte, bool, error) {
 		}
 		if len(add.Tags) > 0 {
 			dst = append(dst, `,"tags":`...)
-			dst = appendStringPtrMap(dst, add.Tags)
+			if dst, err = appendJSON(dst, add.Tags); err != nil {
+				return nil, false, err
+			}
 		}
 		return append(dst, "}}"...), true, nil
 	case a.Txn != nil:
@@ -282,26 +297,4 @@ func appendAction(dst []byte, a *Action) ([]byte, bool, error) {
 		return append(dst, '}'), true, nil
 	}
 	return dst, false, nil
-}
-
-// appendStringPtrMap appends a map of optional strings (partition values,
-// tags): null for a nil map or value, keys sorted.
-func appendStringPtrMap(dst []byte, m map[string]*string) []byte {
-	if m == nil {
-		return append(dst, "null"...)
-	}
-	dst = append(dst, '{')
-	for i, k := range slices.Sorted(maps.Keys(m)) {
-		if i > 0 {
-			dst = append(dst, ',')
-		}
-		dst = appendJSONString(dst, k)
-		dst = append(dst, ':')
-		if v := m[k]; v == nil {
-			dst = append(dst, "null"...)
-		} else {
-			dst = appendJSONString(dst, *v)
-		}
-	}
-	return append(dst, '}')
 }

@@ -11,3 +11,6 @@ func SetBetweenFenceStatements(fn func()) (restore func()) {
 
 // BoundsChunk is boundsChunk: the tables one prune-bounds statement takes.
 const BoundsChunk = boundsChunk
+
+// EarlierCopiesQuery is EarlierCopies' query, for its plan test.
+const EarlierCopiesQuery = earlierCopiesQuery

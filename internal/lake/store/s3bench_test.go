@@ -17,18 +17,24 @@ import (
 )
 
 // BenchmarkS3CommitPairs is the S3 requests of a lake writer's table
-// commit, store.S3Concurrency at once: a 4 KB data file (Put) and a 1 KB
-// commit (PutIfAbsent), each to a new key. It reports the CPU of this
-// process (the client) and of the server per pair, on a server that keeps
-// connections open (as S3 does) and on one that closes each
-// (versitygw's default):
+// commit, many at once: a 4 KB data file (Put) and a 1 KB commit
+// (PutIfAbsent), each to a new key. It reports the CPU of this process
+// (the client) and of the server per pair, at store.S3Concurrency on a
+// server that keeps connections open (as S3 does) and on one that closes
+// each (versitygw's default), and at other concurrencies kept open:
 //
 //	go test -run '^$' -bench S3CommitPairs -benchtime 4000x ./internal/lake/store/
 func BenchmarkS3CommitPairs(b *testing.B) {
 	data := bytes.Repeat([]byte("x"), 4<<10)
 	commit := bytes.Repeat([]byte(`{"add":{"path":"part-00000.parquet","size":1024}}`+"\n"), 20)
-	for _, closeEach := range []bool{false, true} {
-		b.Run(fmt.Sprintf("close-each-connection=%t", closeEach), func(b *testing.B) {
+	type variant struct {
+		closeEach bool
+		workers   int
+	}
+	variants := []variant{{false, store.S3Concurrency}, {true, store.S3Concurrency}, {false, 16}, {false, 64}, {false, 128}}
+	for _, v := range variants {
+		closeEach := v.closeEach
+		b.Run(fmt.Sprintf("close-each-connection=%t/at-once=%d", closeEach, v.workers), func(b *testing.B) {
 			srv, err := s3test.StartWith(s3test.Options{CloseEachConnection: closeEach})
 			if err != nil {
 				b.Skip(err)
@@ -60,7 +66,7 @@ func BenchmarkS3CommitPairs(b *testing.B) {
 			t0 := time.Now()
 			var wg sync.WaitGroup
 			var failed atomic.Value
-			for w := 0; w < store.S3Concurrency; w++ {
+			for w := 0; w < v.workers; w++ {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -61,7 +60,7 @@ func BenchmarkS3CommitPairs(b *testing.B) {
 				b.Fatal(err)
 			}
 			next.Store(0)
-			cpu0, srv0 := selfCPU(b), serverCPU(b, srv)
+			cpu0, srv0 := processCPU(b), serverCPU(b, srv)
 			b.ResetTimer()
 			t0 := time.Now()
 			var wg sync.WaitGroup
@@ -85,18 +84,10 @@ func BenchmarkS3CommitPairs(b *testing.B) {
 			}
 			n := float64(next.Load())
 			b.ReportMetric(n/time.Since(t0).Seconds(), "pairs/s")
-			b.ReportMetric(float64((selfCPU(b)-cpu0).Microseconds())/n, "client-cpu-µs/pair")
+			b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/n, "client-cpu-µs/pair")
 			b.ReportMetric(float64((serverCPU(b, srv)-srv0).Microseconds())/n, "server-cpu-µs/pair")
 		})
 	}
-}
-
-func selfCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func serverCPU(b *testing.B, srv *s3test.Server) time.Duration {

@@ -2,6 +2,7 @@ package lakewriter
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/google/uuid"
@@ -76,6 +77,10 @@ type scanOptions struct {
 // --max-open-tables tables stay open for the first batches).
 func (d *Drainer) scanTables(ctx context.Context, tenants []uuid.UUID, opts scanOptions) (*tableScan, error) {
 	out := &tableScan{tables: map[tables.TableKey]*scanned{}, absent: map[tables.TableKey]bool{}}
+	empty, err := d.emptyTenants(ctx, tenants)
+	if err != nil {
+		return nil, err
+	}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(d.parallel())
@@ -83,6 +88,11 @@ func (d *Drainer) scanTables(ctx context.Context, tenants []uuid.UUID, opts scan
 		for _, k := range tables.Kinds {
 			key := tables.TableKey{Tenant: t, Kind: k}
 			if d.isHeldTable(key) {
+				continue
+			}
+			if empty[t] {
+				d.tables.markAbsent(key)
+				out.absent[key] = true
 				continue
 			}
 			g.Go(func() error {
@@ -152,4 +162,48 @@ func (s *tableScan) headReader(lake store.Store) func(ctx context.Context, tenan
 		}
 		return bronze.ReadHead(ctx, lake, tenant)
 	}
+}
+
+// emptyTenants returns the tenants under whose directory the lake holds
+// nothing at all, so none of their tables exists, when the store can tell
+// in one request a tenant (store.AnyUnder: S3's LIST of at most one key);
+// on other stores, none. A fresh 10,000-tenant lake on S3 is read with
+// 10,000 requests instead of 80,000. Tables are created only under the
+// lake writer's lease, which this process holds while it scans; a table
+// someone creates anyway after the check makes the first commit lose its
+// put-if-absent race, as for any table the scan read absent.
+func (d *Drainer) emptyTenants(ctx context.Context, tenants []uuid.UUID) (map[uuid.UUID]bool, error) {
+	empty := map[uuid.UUID]bool{}
+	var mu sync.Mutex
+	probe := func(ctx context.Context, t uuid.UUID) (known bool, err error) {
+		found, known, err := store.AnyUnder(ctx, d.opts.Lake, tables.TenantPrefix(t))
+		if err != nil {
+			return false, fmt.Errorf("list the lake under tenant %s: %w", t, err)
+		}
+		if known && !found {
+			mu.Lock()
+			empty[t] = true
+			mu.Unlock()
+		}
+		return known, nil
+	}
+	if len(tenants) == 0 {
+		return empty, nil
+	}
+	// The first answer says whether the store can tell at all.
+	if known, err := probe(ctx, tenants[0]); err != nil || !known {
+		return empty, err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(d.parallel())
+	for _, t := range tenants[1:] {
+		g.Go(func() error {
+			_, err := probe(gctx, t)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return empty, nil
 }

@@ -94,3 +94,36 @@ func TestHeadOf_LeanBronzeOnACheckpoint_MatchesReadHead(t *testing.T) {
 		require.Equal(t, want, got)
 	}
 }
+
+// TestDrainOnce_FreshLake_StartListsEachEmptyTenantOnceAndNoTableLog: on a
+// store that can tell in one request whether a tenant has anything
+// (store.AnyUnder: S3, the in-memory store), a tenant with nothing in the
+// lake costs the start-up scan one listing, not a read of each of its
+// tables' logs; its tables are created by their first commits without
+// being read again, and a second pass over the same lake still reads each
+// table that now exists (TestDrainOnce_StartReadsEachTableLogOnce).
+func TestDrainOnce_FreshLake_StartListsEachEmptyTenantOnceAndNoTableLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t, 4)
+	b.load(t, workload.Config{Claims: 6, Seed: 11})
+	lake := store.NewMem()
+	d, err := lakewriter.New(b.opts(lake))
+	require.NoError(t, err)
+	b.drainAll(t, d)
+
+	tenantLists := map[string]int{}
+	for _, e := range lake.Trace() {
+		switch {
+		case e.Op == store.OpList && strings.HasSuffix(e.Key, delta.LogDir),
+			e.Op == store.OpGet && strings.HasSuffix(e.Key, delta.LastCheckpointKey):
+			t.Errorf("a table of a tenant with nothing in the lake was read: %s", e)
+		case e.Op == store.OpList && strings.Count(e.Key, "/") == 1 && !strings.HasPrefix(e.Key, "_"):
+			tenantLists[e.Key]++
+		}
+	}
+	require.NotEmpty(t, tenantLists)
+	for prefix, n := range tenantLists {
+		require.Equal(t, 1, n, "tenant %s was listed %d times", prefix, n)
+	}
+	b.verifyLake(t, lake)
+}

@@ -1,6 +1,7 @@
 package s3test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -115,16 +117,29 @@ func repoRoot() (string, error) {
 	}
 }
 
+// Options say how a server is started.
+type Options struct {
+	// CloseEachConnection leaves versitygw's default of answering every
+	// request with "Connection: close" (its --keep-alive flag unset), so
+	// a client dials a new connection for each request. S3 keeps
+	// connections open, and so does a server from Start; only a benchmark
+	// that compares the two wants this.
+	CloseEachConnection bool
+}
+
 // Start starts a new server on a free loopback port with a fresh data
 // directory and waits until it answers HTTP. Stop it with Stop.
-func Start() (*Server, error) {
+func Start() (*Server, error) { return StartWith(Options{}) }
+
+// StartWith is Start with options.
+func StartWith(opts Options) (*Server, error) {
 	bin, err := Binary()
 	if err != nil {
 		return nil, err
 	}
 	var lastErr error
 	for try := 0; try < 3; try++ { // the free port can be taken before we bind it
-		s, err := start(bin)
+		s, err := start(bin, opts)
 		if err == nil {
 			return s, nil
 		}
@@ -133,7 +148,7 @@ func Start() (*Server, error) {
 	return nil, lastErr
 }
 
-func start(bin string) (*Server, error) {
+func start(bin string, opts Options) (*Server, error) {
 	dir, err := os.MkdirTemp("", "oml-versitygw-*")
 	if err != nil {
 		return nil, err
@@ -150,7 +165,15 @@ func start(bin string) (*Server, error) {
 		return nil, err
 	}
 	access, secret := "omltest"+hex.EncodeToString(rnd[:4]), hex.EncodeToString(rnd[4:])
-	cmd := exec.Command(bin, "--port", addr, "--region", Region, "--quiet", "posix", dir)
+	args := []string{"--port", addr, "--region", Region, "--quiet"}
+	if !opts.CloseEachConnection {
+		// Without it versitygw closes the connection after every answer:
+		// a client then pays a TCP connection per request, which S3 does
+		// not make it pay (and the drain's 32 requests at once leave
+		// thousands of sockets in TIME_WAIT).
+		args = append(args, "--keep-alive")
+	}
+	cmd := exec.Command(bin, append(args, "posix", dir)...)
 	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+access, "ROOT_SECRET_KEY="+secret)
 	logPath := filepath.Join(os.TempDir(), filepath.Base(dir)+".log")
 	logf, err := os.Create(logPath)
@@ -233,6 +256,34 @@ func (s *Server) Stop() {
 	}
 	os.RemoveAll(s.Dir)
 }
+
+// CPU returns the user and system CPU time the server has used so far
+// (Linux: /proc/<pid>/stat), for benchmarks that report the server's
+// cost beside the client's.
+func (s *Server) CPU() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", s.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) is in parentheses and may hold spaces.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command name, want at least 13", s.cmd.Process.Pid, len(f))
+	}
+	var ticks int64
+	for _, v := range f[11:13] { // utime and stime: fields 14 and 15
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", s.cmd.Process.Pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc's CPU times: 100 on every
+// Linux architecture Go supports.
+const clockTicks = 100
 
 // Env is the standard AWS environment that points a process at the server.
 func (s *Server) Env() []string {

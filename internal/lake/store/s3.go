@@ -688,3 +688,19 @@ func (s *S3) Delete(ctx context.Context, key string) error {
 	}
 	return nil
 }
+
+// anyUnder is one ListObjectsV2 of at most one key. A directory marker
+// (a key ending in '/', which List skips) counts as something, so the
+// answer errs towards reading.
+func (s *S3) anyUnder(ctx context.Context, prefix string) (bool, bool, error) {
+	out, err := s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+		Bucket: &s.cfg.Bucket, Prefix: aws.String(s.prefix + prefix), MaxKeys: aws.Int32(1),
+	})
+	if err != nil {
+		if ce := s.configError(err); ce != nil {
+			return true, false, ce
+		}
+		return true, false, fmt.Errorf("%s: list %q: %w", s, prefix, err)
+	}
+	return len(out.Contents) > 0 || aws.ToBool(out.IsTruncated), true, nil
+}

@@ -80,7 +80,11 @@ type TableKey struct {
 
 // Path is the table's location relative to the lake root:
 // <tenant_id>/bronze/events and so on.
-func (k TableKey) Path() string { return k.Tenant.String() + "/" + k.Kind.Dir() }
+func (k TableKey) Path() string { return TenantPrefix(k.Tenant) + k.Kind.Dir() }
+
+// TenantPrefix is the prefix of every key of a tenant's tables,
+// "<tenant_id>/".
+func TenantPrefix(tenant uuid.UUID) string { return tenant.String() + "/" }
 
 func (k TableKey) String() string { return k.Path() }
 

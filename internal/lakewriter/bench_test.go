@@ -373,6 +373,9 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		}
 		b.ReportMetric(float64(res.Stats.Events)/time.Duration(res.Stats.ElapsedNano).Seconds(), "load_events/s")
 		b.ReportMetric(float64(commits.Load())/time.Duration(res.Stats.ElapsedNano).Seconds(), "table_commits/s")
+		if n, took := d.ForkCheckReads(); n > 0 {
+			b.ReportMetric(took.Seconds()/float64(n), "fork_check_s")
+		}
 	}
 }
 

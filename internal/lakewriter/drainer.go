@@ -204,9 +204,12 @@ type Drainer struct {
 	// every one of them from the lake.
 	bronzeSeen       bronzeHeads
 	lastFullForkRead time.Time
-	replayed         *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
-	startScan        *tableScan   // while recover replays the newest batch: the start-up scan
-	deadMu           sync.Mutex
+	// forkReads and forkReadNanos count the periodic checks' reads and
+	// their time (benchmarks).
+	forkReads, forkReadNanos atomic.Int64
+	replayed                 *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
+	startScan                *tableScan   // while recover replays the newest batch: the start-up scan
+	deadMu                   sync.Mutex
 
 	// The witness publisher (witness.go): when each tenant was last
 	// witnessed, the tenants touched since, the publication in flight.

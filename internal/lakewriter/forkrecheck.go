@@ -126,6 +126,8 @@ func (d *Drainer) startRecheck(ctx context.Context) {
 		d.waitWitnessPass(rctx)
 		r.res, r.err = chainverify.ForkCheckCaching(rctx, d.db, d.opts.Lake, nil, read, &d.providerTrust)
 		r.took = time.Since(start)
+		d.forkReads.Add(1)
+		d.forkReadNanos.Add(int64(r.took))
 		if d.onForkRecheck != nil {
 			d.onForkRecheck()
 		}

@@ -348,6 +348,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 			require.NoError(b, err)
 		}
 		commits.Store(0)
+		pool0 := bb.pool.Stat()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
@@ -373,6 +374,11 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		}
 		b.ReportMetric(float64(res.Stats.Events)/time.Duration(res.Stats.ElapsedNano).Seconds(), "load_events/s")
 		b.ReportMetric(float64(commits.Load())/time.Duration(res.Stats.ElapsedNano).Seconds(), "table_commits/s")
+		// Whether the writer's pool queues: the time its acquires waited
+		// for a connection, per second of the run.
+		pool1 := bb.pool.Stat()
+		b.ReportMetric((pool1.AcquireDuration()-pool0.AcquireDuration()).Seconds()/time.Duration(res.Stats.ElapsedNano).Seconds(), "pool_wait_s/s")
+		b.ReportMetric(float64(pool1.EmptyAcquireCount()-pool0.EmptyAcquireCount()), "pool_empty_acquires")
 		if n, took := d.ForkCheckReads(); n > 0 {
 			b.ReportMetric(took.Seconds()/float64(n), "fork_check_s")
 		}

@@ -170,3 +170,13 @@ func (d *Drainer) ApplyOneTableAtATime(ctx context.Context, from, to int64) (sti
 func (d *Drainer) ForkCheckReads() (int64, time.Duration) {
 	return d.forkReads.Load(), time.Duration(d.forkReadNanos.Load())
 }
+
+// RecheckForksNow runs the long-running loop's periodic fork check (its
+// read beside the batches, then its result) and waits for it.
+func (d *Drainer) RecheckForksNow(ctx context.Context) error {
+	d.startRecheck(ctx)
+	r := d.recheck
+	<-r.done
+	d.recheck = nil
+	return d.applyRecheck(ctx, r)
+}

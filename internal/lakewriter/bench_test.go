@@ -6,8 +6,6 @@ import (
 	"flag"
 	"runtime"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -389,12 +387,7 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 // (plus one for the lag sampler), apart from the writer's.
 func appPool(b *testing.B, bb *bundle, conns int) *pgxpool.Pool {
 	b.Helper()
-	url := bb.DB.URL
-	sep := "?"
-	if strings.Contains(url, "?") {
-		sep = "&"
-	}
-	return testdb.OpenPool(b, url+sep+"pool_max_conns="+strconv.Itoa(conns+1))
+	return bb.DB.PoolSized(b, int32(conns+1))
 }
 
 // warmLoadOn is warmLoad written on pool by conc writers.

@@ -3,15 +3,12 @@ package workload_test
 import (
 	"context"
 	"flag"
-	"fmt"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/omlhq/oml/internal/testdb"
 	"github.com/omlhq/oml/internal/testkit"
 	"github.com/omlhq/oml/internal/workload"
 )
@@ -31,7 +28,7 @@ func BenchmarkRun(b *testing.B) {
 	d := testkit.NewDeployment(b, *benchTenants)
 	// The application's own pool, one connection per writer (the default
 	// pool's 4 would queue the writers, not load PostgreSQL).
-	pool := testdb.OpenPool(b, d.DB.URL+fmt.Sprintf("%spool_max_conns=%d", sep(d.DB.URL), *benchConc))
+	pool := d.DB.PoolSized(b, int32(*benchConc))
 	for i := 0; i < b.N; i++ {
 		var before, after syscall.Rusage
 		require.NoError(b, syscall.Getrusage(syscall.RUSAGE_SELF, &before))
@@ -45,11 +42,4 @@ func BenchmarkRun(b *testing.B) {
 		b.ReportMetric(float64(cpu.Microseconds())/float64(res.Stats.Events), "cpu_us/event")
 		b.ReportMetric(float64(res.Stats.Events)/float64(res.Stats.Appends), "events/append")
 	}
-}
-
-func sep(url string) string {
-	if strings.Contains(url, "?") {
-		return "&"
-	}
-	return "?"
 }

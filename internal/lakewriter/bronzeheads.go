@@ -76,6 +76,9 @@ func (m *bronzeHeads) committed(tenant uuid.UUID, rows []*item, v int64) {
 	h := bronze.Head{Seq: -1, Version: v}
 	for _, it := range rows {
 		r := tables.DecodeBronze(it.row)
+		if r.Seq <= 0 || len(r.Hash) == 0 {
+			continue // not an event row: never an anchor (journal seqs start at 1)
+		}
 		if r.Seq > h.Seq {
 			h.Seq, h.Hash = r.Seq, r.Hash
 		}

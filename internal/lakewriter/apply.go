@@ -132,6 +132,9 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 		if err == nil {
 			res.committed, res.rows, res.merged, res.bytes = v, stats.rows, stats.merged, stats.bytes
 			d.markComplete(key, to) // it holds its rows through `to` (complete.go)
+			if key.Kind == tables.Bronze {
+				d.bronzeSeen.committed(key.Tenant, todo, v) // the fork check's anchor (bronzeheads.go)
+			}
 			d.tables.resized(key, w)
 			d.maybeCheckpoint(ctx, w, key)
 			return res, nil

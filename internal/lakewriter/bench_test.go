@@ -34,6 +34,7 @@ var (
 	benchLagN    = flag.Int("bench.lagtenants", 20, "tenants the frontier-lag benchmark writes to")
 	benchLagLake = flag.String("bench.lagstore", "file", "the frontier-lag benchmark's lake: file or s3 (versitygw)")
 	benchMaxWait = flag.Duration("bench.maxwait", 200*time.Millisecond, "the frontier-lag benchmark's --max-wait")
+	benchLagConc = flag.Int("bench.lagconcurrency", 32, "tenants the frontier-lag benchmark's workload writes at once, each on its own connection of the application's pool (8, one pool with the writer's 4 connections, reached ~300 appends/s)")
 )
 
 // benchBundle is a database with tenants and a loaded outbox, shared by the
@@ -57,10 +58,7 @@ func benchSetup(b *testing.B, promote, retract float64) (*bundle, int64) {
 // every table exists and the timed part is the steady state.
 func warmLoad(b *testing.B, bb *bundle, promote, retract float64) int64 {
 	b.Helper()
-	_, err := workload.Run(context.Background(), bb.pool, bb.key, workload.Config{Tenants: bb.tenants, Claims: 3, Seed: 98,
-		PromoteRatio: max(promote, 0.99), RetractRatio: max(retract, 0.5), Batch: 3, Concurrency: 8})
-	require.NoError(b, err)
-	return bb.lastSeq(b)
+	return warmLoadOn(b, bb, bb.pool, 8, promote, retract)
 }
 
 // drainBenchOpts are the timed drains' options: room for the whole load in
@@ -323,6 +321,11 @@ FROM oml.journal WHERE tenant_id <> '00000000-0000-0000-0000-000000000000' ORDER
 func BenchmarkFrontierLag(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		bb, _ := benchSetupEmpty(b, *benchLagN)
+		// The application writes on its own pool, one connection per
+		// writer, as it would in its own process: on the writer's pool (4
+		// connections) the workload's appends and the writer's queries
+		// queued behind each other, and 8 writers reached ~400 events/s.
+		app := appPool(b, bb, *benchLagConc)
 		lake := newLake(b, *benchLagLake)
 		o := bb.opts(lake)
 		o.MaxWait = *benchMaxWait
@@ -336,13 +339,14 @@ func BenchmarkFrontierLag(b *testing.B) {
 		// table's log.
 		var d *lakewriter.Drainer
 		if *benchLagN > 20 {
-			d = warmUp(b, o, warmLoad(b, bb, 0.7, 0.2))
+			d = warmUp(b, o, warmLoadOn(b, bb, app, *benchLagConc, 0.7, 0.2))
 		} else {
 			var err error
 			d, err = lakewriter.New(o)
 			require.NoError(b, err)
 		}
 		commits.Store(0)
+		pool0 := bb.pool.Stat()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
@@ -350,12 +354,12 @@ func BenchmarkFrontierLag(b *testing.B) {
 		var lags []float64
 		stopSampling := sampleEvery(100*time.Millisecond, func() {
 			var lag float64
-			_ = bb.pool.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
+			_ = app.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
 FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 			lags = append(lags, lag)
 		})
-		res, err := workload.Run(ctx, bb.pool, bb.key, workload.Config{Tenants: bb.tenants, Claims: 5, Seed: 5,
-			PromoteRatio: 0.7, RetractRatio: 0.2, Rate: *benchRate, Duration: *benchLagFor, Concurrency: 8})
+		res, err := workload.Run(ctx, app, bb.key, workload.Config{Tenants: bb.tenants, Claims: 5, Seed: 5,
+			PromoteRatio: 0.7, RetractRatio: 0.2, Rate: *benchRate, Duration: *benchLagFor, Concurrency: *benchLagConc})
 		require.NoError(b, err)
 		stopSampling()
 		cancel()
@@ -368,7 +372,31 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		}
 		b.ReportMetric(float64(res.Stats.Events)/time.Duration(res.Stats.ElapsedNano).Seconds(), "load_events/s")
 		b.ReportMetric(float64(commits.Load())/time.Duration(res.Stats.ElapsedNano).Seconds(), "table_commits/s")
+		// Whether the writer's pool queues: the time its acquires waited
+		// for a connection, per second of the run.
+		pool1 := bb.pool.Stat()
+		b.ReportMetric((pool1.AcquireDuration()-pool0.AcquireDuration()).Seconds()/time.Duration(res.Stats.ElapsedNano).Seconds(), "pool_wait_s/s")
+		b.ReportMetric(float64(pool1.EmptyAcquireCount()-pool0.EmptyAcquireCount()), "pool_empty_acquires")
+		if n, took := d.ForkCheckReads(); n > 0 {
+			b.ReportMetric(took.Seconds()/float64(n), "fork_check_s")
+		}
 	}
+}
+
+// appPool is the application's pool on bb's database: conns connections
+// (plus one for the lag sampler), apart from the writer's.
+func appPool(b *testing.B, bb *bundle, conns int) *pgxpool.Pool {
+	b.Helper()
+	return bb.DB.PoolSized(b, int32(conns+1))
+}
+
+// warmLoadOn is warmLoad written on pool by conc writers.
+func warmLoadOn(b *testing.B, bb *bundle, pool *pgxpool.Pool, conc int, promote, retract float64) int64 {
+	b.Helper()
+	_, err := workload.Run(context.Background(), pool, bb.key, workload.Config{Tenants: bb.tenants, Claims: 3, Seed: 98,
+		PromoteRatio: max(promote, 0.99), RetractRatio: max(retract, 0.5), Batch: 3, Concurrency: conc})
+	require.NoError(b, err)
+	return bb.lastSeq(b)
 }
 
 func benchSetupEmpty(b *testing.B, tenants int) (*bundle, int64) {

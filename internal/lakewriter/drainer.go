@@ -198,9 +198,18 @@ type Drainer struct {
 	heldDuringCheck map[uuid.UUID]chainverify.Finding
 	recheck         *forkRecheck // the fork check beside the batches, if one runs (the loop's goroutine only)
 	onForkRecheck   func()       // tests: called by that check after its read
-	replayed        *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
-	startScan       *tableScan   // while recover replays the newest batch: the start-up scan
-	deadMu          sync.Mutex
+	// bronzeSeen is the newest bronze event of each tenant this writer has
+	// read or committed, the periodic fork check's bronze anchors
+	// (bronzeheads.go); lastFullForkRead is when a fork check last read
+	// every one of them from the lake.
+	bronzeSeen       bronzeHeads
+	lastFullForkRead time.Time
+	// forkReads and forkReadNanos count the periodic checks' reads and
+	// their time (benchmarks).
+	forkReads, forkReadNanos atomic.Int64
+	replayed                 *BatchResult // the batch recover replayed, if any (for DrainOnce's summary)
+	startScan                *tableScan   // while recover replays the newest batch: the start-up scan
+	deadMu                   sync.Mutex
 
 	// The witness publisher (witness.go): when each tenant was last
 	// witnessed, the tenants touched since, the publication in flight.

@@ -3,6 +3,7 @@ package lakewriter
 import (
 	"context"
 	"runtime"
+	"time"
 	"weak"
 
 	"github.com/jackc/pgx/v5"
@@ -162,4 +163,20 @@ func (d *Drainer) ApplyOneTableAtATime(ctx context.Context, from, to int64) (sti
 	}
 	_, err = d.applyAll(ctx, order, parts, from, to, false)
 	return stillHeld, len(order), err
+}
+
+// ForkCheckReads is how many periodic fork checks have read, and their
+// reads' time in all.
+func (d *Drainer) ForkCheckReads() (int64, time.Duration) {
+	return d.forkReads.Load(), time.Duration(d.forkReadNanos.Load())
+}
+
+// RecheckForksNow runs the long-running loop's periodic fork check (its
+// read beside the batches, then its result) and waits for it.
+func (d *Drainer) RecheckForksNow(ctx context.Context) error {
+	d.startRecheck(ctx)
+	r := d.recheck
+	<-r.done
+	d.recheck = nil
+	return d.applyRecheck(ctx, r)
 }

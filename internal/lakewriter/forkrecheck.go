@@ -42,6 +42,11 @@ import (
 // anything is written) and a publication that finds its witness in
 // conflict (the tenant is held at once, mid-batch).
 //
+// Its bronze anchors come from the writer's memory of what it read and
+// committed (bronzeheads.go): reading every bronze table's log and newest
+// data file again was most of the check's CPU at 10,000 tenants. Every
+// forkFullPassInterval it reads them from the lake again.
+//
 // The tables held for a fault of their own are read again first, on the
 // loop's goroutine (recheckHeldTables: one open per held table, usually
 // none), and those it releases are caught up at once.
@@ -52,6 +57,8 @@ type forkRecheck struct {
 	cancel context.CancelFunc
 	res    *chainverify.ForkCheckResult
 	err    error
+	full   bool          // every bronze anchor read from the lake
+	took   time.Duration // the read, for the log
 }
 
 // maybeRecheckForks starts the periodic fork check when it is due, and
@@ -105,10 +112,22 @@ func (d *Drainer) startRecheck(ctx context.Context) {
 	d.heldDuringCheck = map[uuid.UUID]chainverify.Finding{}
 	d.heldMu.Unlock()
 	d.recheck = r
+	// The bronze anchors come from what this writer read and committed
+	// (bronzeheads.go); one every forkFullPassInterval reads them all
+	// from the lake.
+	read := d.bronzeSeen.reader(d.opts.Lake)
+	if r.full = time.Since(d.lastFullForkRead) >= forkFullPassInterval; r.full {
+		read = nil
+		d.lastFullForkRead = time.Now()
+	}
 	go func() {
 		defer close(r.done)
+		start := time.Now()
 		d.waitWitnessPass(rctx)
-		r.res, r.err = chainverify.ForkCheckCaching(rctx, d.db, d.opts.Lake, nil, nil, &d.providerTrust)
+		r.res, r.err = chainverify.ForkCheckCaching(rctx, d.db, d.opts.Lake, nil, read, &d.providerTrust)
+		r.took = time.Since(start)
+		d.forkReads.Add(1)
+		d.forkReadNanos.Add(int64(r.took))
 		if d.onForkRecheck != nil {
 			d.onForkRecheck()
 		}
@@ -126,6 +145,9 @@ func (d *Drainer) applyRecheck(ctx context.Context, r *forkRecheck) error {
 		// lastForkCheck is unchanged: the next round starts it again.
 		return fmt.Errorf("fork check against the witnessed heads: %w", r.err)
 	}
+	d.log.Debug("periodic fork check read", "bronze_heads", len(r.res.Bronze), "bronze_from_lake", r.full,
+		"seconds", r.took.Seconds())
+	d.bronzeSeen.seen(r.res.Bronze)
 	return d.catchUpReleased(ctx, d.setHolds(r.res, keep))
 }
 

@@ -62,11 +62,16 @@ func (g *recheckGate) waitEntered(t *testing.T, i int) {
 // forks every 20 ms, its first gates checks held at their gates (gate.stop
 // is closed first at cleanup, so no check waits on its gate then).
 func (b *bundle) runRechecking(t *testing.T, seed uint64, gates int) (*lakewriter.Drainer, store.Store, *recheckGate) {
+	return b.runRecheckingWith(t, seed, gates, func(o *lakewriter.Options) { o.WitnessInterval = time.Nanosecond })
+}
+
+// runRecheckingWith is runRechecking with the options set by opt.
+func (b *bundle) runRecheckingWith(t *testing.T, seed uint64, gates int, opt func(*lakewriter.Options)) (*lakewriter.Drainer, store.Store, *recheckGate) {
 	b.load(t, workload.Config{Claims: 3, Seed: seed})
 	lake := store.NewMem()
 	o := b.opts(lake)
-	o.WitnessInterval = time.Nanosecond
 	o.ForkCheckInterval = 20 * time.Millisecond
+	opt(&o)
 	d, err := lakewriter.New(o)
 	require.NoError(t, err)
 	g := newRecheckGate(t, d, gates)
@@ -148,4 +153,65 @@ func TestRun_PublicationHoldsATenantWhileTheForkCheckReads_TheCheckKeepsTheHold(
 	refused := d.Refused()
 	require.Len(t, refused, 1, "the first check's result did not release the tenant the publication held")
 	require.Equal(t, victim, refused[0].Tenant)
+}
+
+// TestRun_PeriodicForkCheck_TailLostThatOnlyBronzeHeld_IsHeldFromTheHeadTheWriterCommitted:
+// no witness is published, so bronze is the only anchor. The periodic
+// check takes the bronze anchor from what the writer committed, not from
+// the lake (bronzeheads.go): after a check has seen the tenant's first
+// bronze head, more of its events are drained, then a failover loses
+// those (the journal is cut below bronze's newest event). A later
+// periodic check must hold the tenant as tail-lost, from the head the
+// writer's own commit left, not the one the earlier check read.
+func TestRun_PeriodicForkCheck_TailLostThatOnlyBronzeHeld_IsHeldFromTheHeadTheWriterCommitted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 2)
+	victim := b.tenants[0]
+	d, _, g := b.runRecheckingWith(t, 114, 0, func(o *lakewriter.Options) { o.WitnessInterval = -1 })
+	checks := &g.n // every check passes its (absent) gate
+	drained := func() {
+		t.Helper()
+		want := b.lastSeq(t)
+		require.Eventually(t, func() bool { return d.Frontier() >= want }, time.Minute, 10*time.Millisecond)
+	}
+	drained()
+	// A check that started after the drain has read the first bronze head.
+	n := checks.Load()
+	require.Eventually(t, func() bool { return checks.Load() >= n+2 }, time.Minute, 10*time.Millisecond)
+	var first int64
+	require.NoError(t, b.pool.QueryRow(ctx, `SELECT seq FROM oml.chain_heads WHERE tenant_id = $1`, victim).Scan(&first))
+
+	b.load(t, workload.Config{Tenants: []uuid.UUID{victim}, Claims: 3, Seed: 115})
+	drained()
+	loseTail(t, b.pool, victim, first+1) // bronze holds more than first+1 now: the journal lost what only bronze saw
+	require.Eventually(t, func() bool {
+		r := d.Refused()
+		return len(r) == 1 && r[0].Tenant == victim && r[0].Reason == chainverify.ReasonTailLost
+	}, time.Minute, 10*time.Millisecond, "a periodic check holds the tenant whose lost tail only bronze held")
+}
+
+// TestRun_PeriodicForkCheck_TenantsWhoseBronzeTheWriterCommitted_ReadNoBronzeTable:
+// the writer drained every tenant after its check at start; the periodic
+// check then takes every bronze anchor from those commits and opens no
+// bronze table in the lake (at 10,000 tenants those reads were most of
+// its CPU), and it still finds nothing wrong.
+func TestRun_PeriodicForkCheck_TenantsWhoseBronzeTheWriterCommitted_ReadNoBronzeTable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 3)
+	b.load(t, workload.Config{Claims: 3, Seed: 116})
+	lake := store.NewMem()
+	o := b.opts(lake)
+	o.WitnessInterval = time.Nanosecond
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	b.drainAll(t, d)
+
+	before := len(lake.Trace())
+	require.NoError(t, d.RecheckForksNow(ctx))
+	for _, e := range lake.Trace()[before:] {
+		require.NotContains(t, e.Key, "bronze", "the periodic check read a bronze table the writer committed: %s", e)
+	}
+	require.Empty(t, d.Refused())
 }

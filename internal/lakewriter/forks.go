@@ -38,6 +38,14 @@ func (d *Drainer) checkForks(ctx context.Context, scan *tableScan) error {
 	if err != nil {
 		return fmt.Errorf("fork check against the witnessed heads: %w", err)
 	}
+	if scan != nil {
+		// At start, before anything is written under this lease: what the
+		// writer remembered of an earlier lease may be behind the lake.
+		d.bronzeSeen.reset(res.Bronze)
+		d.lastFullForkRead = time.Now()
+	} else {
+		d.bronzeSeen.seen(res.Bronze)
+	}
 	d.setHolds(res, nil)
 	return nil
 }

@@ -434,6 +434,19 @@ func (db *DB) Pool(t testing.TB) *pgxpool.Pool {
 	return OpenPool(t, db.URL)
 }
 
+// PoolSized is Pool with at most conns connections (Pool's is pgxpool's
+// default, max(4, NumCPU)): a benchmark's application side, one
+// connection per writer.
+func (db *DB) PoolSized(t testing.TB, conns int32) *pgxpool.Pool {
+	t.Helper()
+	pool, err := pgconn.Open(context.Background(), db.URL, pgconn.Options{ApplicationName: "oml-test", MaxConns: conns})
+	if err != nil {
+		t.Fatalf("testdb: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
 // Conn opens one connection to the database, closed when the test ends.
 func (db *DB) Conn(t testing.TB) *pgx.Conn {
 	t.Helper()

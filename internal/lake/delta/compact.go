@@ -17,9 +17,10 @@ import (
 
 // A TableState is what a lean writer needs to commit again, without its
 // snapshot: the version, the txn per appId, the checkpoint it stands on,
-// and the protocol and metadata — which every table of a kind shares
-// but for the metadata's id and creation time, so they are interned
-// (tableShape) and a state costs about 200 bytes instead of a few KB. The
+// and the protocol and metadata — which every table of a kind shares but
+// for the metadata's id, creation time and description (oml's names the
+// tenant), so the rest is interned (tableShape) and a state costs about
+// 300 bytes instead of a few KB. The
 // lake writer keeps one for every table it evicts (internal/lakewriter,
 // registry.go), so reopening one of 40,000 tables costs one small read
 // instead of a listing, the checkpoint hint and up to a hundred commits.
@@ -53,6 +54,10 @@ type TableState struct {
 	idText     *string   // metaData.id when it is not a canonical UUID's text
 	created    int64     // metaData.createdTime
 	hasCreated bool
+	// description is metaData.description (the snapshot's string, not a
+	// copy); hasDescription false: none.
+	description    string
+	hasDescription bool
 	version    int64
 	checkpoint int64 // the snapshot's checkpointVersion
 	// baseAt is the version of the lean base's checkpoint (-1: none);
@@ -202,6 +207,9 @@ func (w *Writer) State() (TableState, bool) {
 	if c := s.metadata.CreatedTime; c != nil {
 		ts.created, ts.hasCreated = *c, true
 	}
+	if d := s.metadata.Description; d != nil {
+		ts.description, ts.hasDescription = *d, true
+	}
 	// The base the rebuilt snapshot stands on: this snapshot's base
 	// checkpoint (what is in memory now was committed after it, so it is
 	// in the log's commits up to version).
@@ -231,7 +239,7 @@ func (ts *TableState) Version() int64 { return ts.version }
 // ApproxBytes estimates the memory the state holds: its struct and what
 // it points to that is its own (its container's slot is the caller's).
 func (ts *TableState) ApproxBytes() int64 {
-	n := int64(unsafe.Sizeof(*ts)) + int64(len(ts.more))*int64(unsafe.Sizeof(stateTxn{}))
+	n := int64(unsafe.Sizeof(*ts)) + int64(len(ts.more))*int64(unsafe.Sizeof(stateTxn{})) + int64(len(ts.description))
 	if ts.idText != nil {
 		n += 32 + int64(len(*ts.idText))
 	}
@@ -258,6 +266,10 @@ func (ts *TableState) snapshot(table string) *Snapshot {
 	if ts.hasCreated {
 		c := ts.created
 		s.metadata.CreatedTime = &c
+	}
+	if ts.hasDescription {
+		d := ts.description
+		s.metadata.Description = &d
 	}
 	s.shape = ts.shape
 	switch {
@@ -314,12 +326,12 @@ func ReopenWriter(ctx context.Context, st store.Store, ts *TableState, opts Opti
 	return w, true, nil
 }
 
-// tableShape is a table's protocol and metadata but for the metadata's id
-// and creation time: the same for every table of a kind, so TableStates
-// share one. Read-only once interned.
+// tableShape is a table's protocol and metadata but for the metadata's
+// id, creation time and description: the same for every table of a kind,
+// so TableStates share one. Read-only once interned.
 type tableShape struct {
 	proto  Protocol
-	md     Metadata // ID and CreatedTime unset
+	md     Metadata // ID, CreatedTime and Description unset
 	schema *StructType
 }
 
@@ -357,7 +369,7 @@ func shapeOf(s *Snapshot) *tableShape {
 		shapes.m = map[string]*tableShape{}
 	}
 	sh := &tableShape{proto: s.protocol, md: s.metadata, schema: s.schema}
-	sh.md.ID, sh.md.CreatedTime = "", nil
+	sh.md.ID, sh.md.CreatedTime, sh.md.Description = "", nil, nil
 	shapes.m[key] = sh
 	s.shape = sh
 	return sh
@@ -401,7 +413,6 @@ func shapeKey(p *Protocol, md *Metadata) string {
 	list(p.WriterFeatures)
 	b.WriteByte(boolByte(p.WriterFeatures == nil))
 	opt(md.Name)
-	opt(md.Description)
 	field(md.Format.Provider)
 	strMap(md.Format.Options)
 	b.WriteByte(boolByte(md.Format.Options == nil))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -68,7 +69,7 @@ func requireEqualsLog(t *testing.T, st store.Store, w *Writer) {
 	}
 	require.Equal(t, wantPaths, got, "live files at version %d", snap.Version())
 	require.Equal(t, want.Txns(), snap.Txns(), "txns at version %d", snap.Version())
-	require.Equal(t, want.Metadata().ID, snap.Metadata().ID)
+	require.Equal(t, want.Metadata(), snap.Metadata())
 	require.Equal(t, want.Protocol(), snap.Protocol())
 	if _, err := st.Stat(ctx, CommitKey(0)); err != nil {
 		return // log cleanup removed the start: no JSON replay to compare with
@@ -280,6 +281,31 @@ func TestTableState_WriterInUseOrStale_GivesNone(t *testing.T) {
 	w.stale = true
 	_, ok = w.State()
 	require.False(t, ok, "stale")
+}
+
+// TestTableState_TablesOfAKind_ShareOneShapeAndKeepTheirOwnMetadata: the
+// tables of a kind (one schema, names the same, descriptions and ids
+// their own) share one interned shape, and each rebuilt writer has
+// exactly its own table's metadata.
+func TestTableState_TablesOfAKind_ShareOneShapeAndKeepTheirOwnMetadata(t *testing.T) {
+	t.Parallel()
+	var shape *tableShape
+	for i := range 20 {
+		st := store.NewMem()
+		spec := TableSpec{Schema: testSchema(), Name: "bronze", Description: "table " + strconv.Itoa(i),
+			Configuration: map[string]string{"delta.appendOnly": "true"}}
+		w, err := NewTable(st, spec, leanOpts(100))
+		require.NoError(t, err)
+		commitTxn(t, w, 1)
+		ts := stateOfWriter(t, w)
+		if shape == nil {
+			shape = ts.shape
+		}
+		require.Same(t, shape, ts.shape, "one shape for every table of the kind")
+		again := reopen(t, st, ts, leanOpts(100), true)
+		requireEqualsLog(t, st, again)
+		require.Equal(t, "table "+strconv.Itoa(i), *again.Snapshot().Metadata().Description)
+	}
 }
 
 func deleteAll(t *testing.T, st store.Store) {

@@ -58,8 +58,8 @@ type TableState struct {
 	// copy); hasDescription false: none.
 	description    string
 	hasDescription bool
-	version    int64
-	checkpoint int64 // the snapshot's checkpointVersion
+	version        int64
+	checkpoint     int64 // the snapshot's checkpointVersion
 	// baseAt is the version of the lean base's checkpoint (-1: none);
 	// baseRef keeps that checkpoint's reference only when its keys are not
 	// the classic single file's (a multi-part checkpoint).

@@ -17,8 +17,10 @@ import (
 // most maxOpen of them: with many tenants, one writer per table would make
 // the lake writer's memory grow with the number of tables (about 6 KB per
 // small table, 27,000 tables at 10,000 tenants). Beyond maxOpen the least
-// recently used writer is closed; its table is reopened from its log
-// (checkpoint plus the commits since) the next time a batch touches it.
+// recently used writer is closed; the next time a batch touches its table
+// it is rebuilt from its compact state (states, below) or, for silver and
+// gold/workareas, whose MERGE needs the file list, reopened from its log
+// (checkpoint plus the commits since).
 //
 // Dropping a writer is always safe: a writer holds no lock and no
 // uncommitted state between uses, and a writer reopened from the log knows

@@ -315,7 +315,7 @@ func New(opts Options) (*Drainer, error) {
 		chk:        newRowChecker(),
 		witnessPub: witness.NewPublisher(opts.Lake),
 	}
-	d.tables.budget = opts.OpenTablesBytes
+	d.tables.setBudget(opts.OpenTablesBytes)
 	if !opts.NoLease {
 		d.lease = newLease(opts.DB, opts.Holder, opts.LeaseTTL)
 	}

@@ -26,6 +26,17 @@ func (d *Drainer) BeforeBatch(ctx context.Context, from, to int64) error {
 // it closed to stay within Options.MaxOpenTables.
 func (d *Drainer) OpenTables() (open int, evictions int64) { return d.tables.stats() }
 
+// TableOpens reports how many tables the drainer opened from their logs
+// and rebuilt from their compact states (registry.go).
+func (d *Drainer) TableOpens() (fromLog, fromState int64) {
+	c := d.tables.counts()
+	return c.LogOpens, c.StateOpens
+}
+
+// NoCompactStates makes the drainer reopen every evicted table from its
+// log (tests and benchmarks compare the two).
+func (d *Drainer) NoCompactStates() { d.tables.noStates = true }
+
 // OnPrefetch sets a hook called when a batch read ahead has been read
 // (prefetch.go), on the reading goroutine.
 func (d *Drainer) OnPrefetch(fn func(from, to int64, err error)) { d.onPrefetch = fn }

@@ -148,6 +148,9 @@ func (d *Drainer) DrainOnce(ctx context.Context) (Summary, error) {
 	sum.Refused = d.Refused()
 	sum.HeldTables = d.HeldTables()
 	sum.Duration = time.Since(started)
+	c := d.tables.counts()
+	d.log.Debug("table writers", "open", c.Open, "evictions", c.Evictions, "opened_from_log", c.LogOpens,
+		"rebuilt_from_state", c.StateOpens, "states", c.States, "state_bytes", c.StateBytes)
 	return sum, nil
 }
 

@@ -17,8 +17,10 @@ import (
 // most maxOpen of them: with many tenants, one writer per table would make
 // the lake writer's memory grow with the number of tables (about 6 KB per
 // small table, 27,000 tables at 10,000 tenants). Beyond maxOpen the least
-// recently used writer is closed; its table is reopened from its log
-// (checkpoint plus the commits since) the next time a batch touches it.
+// recently used writer is closed; the next time a batch touches its table
+// it is rebuilt from its compact state (states, below) or, for silver and
+// gold/workareas, whose MERGE needs the file list, reopened from its log
+// (checkpoint plus the commits since).
 //
 // Dropping a writer is always safe: a writer holds no lock and no
 // uncommitted state between uses, and a writer reopened from the log knows
@@ -56,6 +58,25 @@ type registry struct {
 	lru    list.List
 	// evictions counts writers closed to stay within maxOpen.
 	evictions int64
+
+	// states holds the compact state (delta.TableState, about 200 bytes)
+	// of lean tables whose writers were evicted, so reopening one costs a
+	// read of its newest commit instead of its log (a listing, the
+	// checkpoint hint, the checkpoint and up to a hundred commits):
+	// nearly every commit of 10,000 tenants writing a trickle reopens its
+	// table. A writer rebuilt from one is the writer the log gives, or
+	// the rebuild reads the log (delta.ReopenWriter's fence); a stale
+	// state (another writer committed since) is settled by the commit's
+	// put-if-absent like a stale open writer. Bounded by stateBudget
+	// bytes (an arbitrary state goes first: they are all cheap to lose).
+	states      map[tables.TableKey]delta.TableState
+	stateBytes  int64
+	stateBudget int64
+	// noStates keeps no states (tests and benchmarks compare the two).
+	noStates bool
+	// logOpens and stateOpens count tables opened from their logs and
+	// rebuilt from their states.
+	logOpens, stateOpens int64
 }
 
 type openTable struct {
@@ -84,7 +105,32 @@ type registryOptions struct {
 
 func newRegistry(lake store.Store, opts registryOptions) *registry {
 	return &registry{lake: lake, opts: opts.Delta, lean: opts.Lean, maxOpen: opts.MaxOpen,
-		writers: map[tables.TableKey]*list.Element{}}
+		writers: map[tables.TableKey]*list.Element{}, states: map[tables.TableKey]delta.TableState{},
+		stateBudget: defaultStateBytes}
+}
+
+// defaultStateBytes bounds the compact states of a registry without a
+// byte budget; with one (--memory) they get stateShare of it.
+const defaultStateBytes = 32 << 20
+
+// stateShare is the divisor of the open writers' byte budget the compact
+// states get (half of it: an eighth of --memory, 32 MiB of the default
+// 256, room for about 130,000 tables).
+const stateShare = 2
+
+// stateSlotBytes is what one state costs in the map beyond its own bytes:
+// the key and the map's slot overhead.
+const stateSlotBytes = 48
+
+// setBudget bounds the open writers' snapshots by budget bytes (≤ 0: no
+// bound) and the compact states by stateShare of it.
+func (r *registry) setBudget(budget int64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.budget = budget
+	if budget > 0 {
+		r.stateBudget = budget / stateShare
+	}
 }
 
 // markAbsent records that the table was just read and does not exist.
@@ -144,14 +190,20 @@ func (r *registry) keep(key tables.TableKey, w *delta.Writer) *delta.Writer {
 // resized re-measures key's writer after a commit changed its snapshot
 // (a silver table keeps its file list) and keeps the budget.
 func (r *registry) resized(key tables.TableKey, w *delta.Writer) {
-	if r.budget <= 0 {
-		return
-	}
 	size := w.ApproxBytes()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	e, ok := r.writers[key]
-	if !ok || e.Value.(*openTable).w != w {
+	if !ok {
+		// Evicted while this commit ran: the state it gave then (if any)
+		// is behind the commit, so a rebuild from it would lose its first
+		// commit's race to this one.
+		if ts, ok := w.State(); ok {
+			r.putState(key, ts)
+		}
+		return
+	}
+	if r.budget <= 0 || e.Value.(*openTable).w != w {
 		return
 	}
 	ot := e.Value.(*openTable)
@@ -170,14 +222,74 @@ func (r *registry) evict() {
 		delete(r.writers, ot.key)
 		r.open -= ot.bytes
 		r.evictions++
+		// Never blocks: a writer in the middle of a commit gives no state
+		// (resized gives it one when that commit is done).
+		if ts, ok := ot.w.State(); ok {
+			r.putState(ot.key, ts)
+		}
 	}
 }
+
+// putState keeps key's compact state, replacing an older one, and drops
+// states beyond stateBudget. Called with r.mu held.
+func (r *registry) putState(key tables.TableKey, ts delta.TableState) {
+	if r.noStates {
+		return
+	}
+	if old, ok := r.states[key]; ok {
+		if old.Version() > ts.Version() {
+			return
+		}
+		r.stateBytes -= stateBytes(&old)
+	}
+	r.states[key] = ts
+	r.stateBytes += stateBytes(&ts)
+	for k, old := range r.states {
+		if r.stateBytes <= r.stateBudget {
+			break
+		}
+		if k != key {
+			delete(r.states, k)
+			r.stateBytes -= stateBytes(&old)
+		}
+	}
+}
+
+// takeState removes and returns key's compact state.
+func (r *registry) takeState(key tables.TableKey) (delta.TableState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ts, ok := r.states[key]
+	if ok {
+		delete(r.states, key)
+		r.stateBytes -= stateBytes(&ts)
+	}
+	return ts, ok
+}
+
+func stateBytes(ts *delta.TableState) int64 { return ts.ApproxBytes() + stateSlotBytes }
 
 // stats reports the writers open and the evictions so far.
 func (r *registry) stats() (open int, evictions int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.lru.Len(), r.evictions
+}
+
+// registryCounts is what a registry did so far (tests, benchmarks, the
+// drain's report).
+type registryCounts struct {
+	Open, States         int
+	StateBytes           int64
+	Evictions            int64
+	LogOpens, StateOpens int64
+}
+
+func (r *registry) counts() registryCounts {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return registryCounts{Open: r.lru.Len(), States: len(r.states), StateBytes: r.stateBytes,
+		Evictions: r.evictions, LogOpens: r.logOpens, StateOpens: r.stateOpens}
 }
 
 // ifMissing says what registry.writer does with a table that does not
@@ -205,7 +317,7 @@ func (r *registry) writer(ctx context.Context, key tables.TableKey, missing ifMi
 	var w *delta.Writer
 	err = delta.ErrTableNotFound
 	if missing != createMissing || !r.takeAbsent(key) {
-		w, err = delta.OpenWriter(ctx, st, opts)
+		w, err = r.openWriter(ctx, key, st, opts)
 	}
 	if errors.Is(err, delta.ErrTableNotFound) {
 		if missing != createMissing {
@@ -225,6 +337,28 @@ func (r *registry) writer(ctx context.Context, key tables.TableKey, missing ifMi
 		return nil, err
 	}
 	return r.keep(key, w), nil
+}
+
+// openWriter opens key's writer: rebuilt from its compact state when it has
+// one (delta.ReopenWriter reads the log instead when the state's fence
+// fails), else from its log.
+func (r *registry) openWriter(ctx context.Context, key tables.TableKey, st store.Store, opts delta.Options) (*delta.Writer, error) {
+	fromState := false
+	var w *delta.Writer
+	var err error
+	if ts, ok := r.takeState(key); ok {
+		w, fromState, err = delta.ReopenWriter(ctx, st, &ts, opts)
+	} else {
+		w, err = delta.OpenWriter(ctx, st, opts)
+	}
+	r.mu.Lock()
+	if fromState {
+		r.stateOpens++
+	} else {
+		r.logOpens++
+	}
+	r.mu.Unlock()
+	return w, err
 }
 
 // checkSchema refuses a table whose columns are not the ones oml writes (a
@@ -251,6 +385,10 @@ func (r *registry) forget(key tables.TableKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.absent.remove(key)
+	if ts, ok := r.states[key]; ok {
+		delete(r.states, key)
+		r.stateBytes -= stateBytes(&ts)
+	}
 	if e, ok := r.writers[key]; ok {
 		r.lru.Remove(e)
 		delete(r.writers, key)

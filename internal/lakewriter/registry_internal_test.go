@@ -2,11 +2,13 @@ package lakewriter
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/omlhq/oml/internal/lake/delta"
 	"github.com/omlhq/oml/internal/lake/store"
 	"github.com/omlhq/oml/internal/lake/tables"
 )
@@ -58,4 +60,194 @@ func TestRegistry_ByteBudget_ClosesLeastRecentlyUsedWriters(t *testing.T) {
 	require.Equal(t, 1, open)
 	_, ok := r.cached(keys[0])
 	require.True(t, ok)
+}
+
+// commitOne commits one (unread) file with the lake writer's txn at
+// version txn through w.
+func commitOne(ctx context.Context, w *delta.Writer, txn int64) (int64, error) {
+	add := &delta.Add{Path: "part-" + uuid.NewString() + ".parquet", PartitionValues: map[string]*string{}, Size: 1, DataChange: true}
+	return w.Commit(ctx, delta.Commit{Operation: "WRITE", Adds: []*delta.Add{add}, Txn: &delta.Txn{AppID: tables.AppID, Version: txn}})
+}
+
+// evictedTable creates bronze table a through a registry that keeps one
+// writer open, commits txn 1 to it, and evicts it by opening table b.
+func evictedTable(t *testing.T, lake store.Store) (r *registry, a, b tables.TableKey) {
+	t.Helper()
+	ctx := context.Background()
+	r = newRegistry(lake, registryOptions{Lean: true, MaxOpen: 1})
+	a = tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}
+	b = tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}
+	w, err := r.writer(ctx, a, createMissing)
+	require.NoError(t, err)
+	_, err = commitOne(ctx, w, 1)
+	require.NoError(t, err)
+	r.resized(a, w)
+	_, err = r.writer(ctx, b, createMissing)
+	require.NoError(t, err)
+	c := r.counts()
+	require.Equal(t, 1, c.Open)
+	require.Equal(t, 1, c.States, "the evicted lean writer left its compact state")
+	return r, a, b
+}
+
+// TestRegistry_EvictedLeanTable_ReopensFromItsCompactStateWithoutListingItsLog:
+// reopening an evicted bronze table reads one object (its newest commit,
+// the fence) instead of listing its log, and the writer is the one the
+// log gives.
+func TestRegistry_EvictedLeanTable_ReopensFromItsCompactStateWithoutListingItsLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake := store.NewMem()
+	r, a, _ := evictedTable(t, lake)
+	before := len(lake.Trace())
+	w, err := r.writer(ctx, a, createMissing)
+	require.NoError(t, err)
+	var ops []string
+	for _, e := range lake.Trace()[before:] {
+		ops = append(ops, fmt.Sprint(e.Op, " ", e.Key))
+	}
+	require.Equal(t, []string{fmt.Sprint(store.OpGet, " ", a.Path()+"/"+delta.CommitKey(0))}, ops, "one read of the state's commit")
+	c := r.counts()
+	require.EqualValues(t, 1, c.StateOpens)
+	require.Zero(t, c.States, "the state is taken by the writer it became")
+
+	st, err := a.Store(lake)
+	require.NoError(t, err)
+	fromLog, err := delta.OpenWriter(ctx, st, delta.Options{Lean: true})
+	require.NoError(t, err)
+	require.Equal(t, fromLog.Version(), w.Version())
+	require.Equal(t, fromLog.Snapshot().Txns(), w.Snapshot().Txns())
+	require.Equal(t, fromLog.Snapshot().Metadata().ID, w.Snapshot().Metadata().ID)
+	v, err := commitOne(ctx, w, 2)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, v)
+}
+
+// TestRegistry_EvictedTableCommittedByAnotherWriter_CompactReopenLosesTheRaceAndRereadsTheLog:
+// another lake writer committed the next batch to an evicted table: the
+// writer rebuilt from the compact state loses the put-if-absent race on
+// the next version, reads the log, and learns that the batch is applied;
+// the next batch commits after the winner.
+func TestRegistry_EvictedTableCommittedByAnotherWriter_CompactReopenLosesTheRaceAndRereadsTheLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake := store.NewMem()
+	r, a, _ := evictedTable(t, lake)
+	st, err := a.Store(lake)
+	require.NoError(t, err)
+	other, err := delta.OpenWriter(ctx, st, delta.Options{Lean: true})
+	require.NoError(t, err)
+	_, err = commitOne(ctx, other, 2)
+	require.NoError(t, err)
+
+	w, err := r.writer(ctx, a, createMissing)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, r.counts().StateOpens, "rebuilt from its state")
+	_, err = commitOne(ctx, w, 2)
+	var ce *delta.ConflictError
+	require.ErrorAs(t, err, &ce)
+	require.True(t, ce.TxnApplied(tables.AppID, 2))
+	txn, _ := w.Snapshot().TxnVersion(tables.AppID)
+	require.EqualValues(t, 2, txn, "caught up from the log")
+	v, err := commitOne(ctx, w, 3)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, v)
+}
+
+// TestRegistry_EvictedTableDeletedByAnotherProcess_CompactReopenReadsTheLogAndFindsItGone:
+// the evicted table was removed (a restore, an operator): the state's
+// fence fails and the reopen reads the log, so the table is missing (left
+// missing, or created anew from version 0), never continued at the
+// state's next version in an empty log.
+func TestRegistry_EvictedTableDeletedByAnotherProcess_CompactReopenReadsTheLogAndFindsItGone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake := store.NewMem()
+	r, a, _ := evictedTable(t, lake)
+	objs, err := lake.List(ctx, a.Path()+"/", "")
+	require.NoError(t, err)
+	for _, o := range objs {
+		require.NoError(t, lake.Delete(ctx, o.Key))
+	}
+	w, err := r.writer(ctx, a, createMissing)
+	require.NoError(t, err)
+	require.Zero(t, r.counts().StateOpens)
+	v, err := commitOne(ctx, w, 2)
+	require.NoError(t, err)
+	require.Zero(t, v, "the table is created again at version 0")
+}
+
+// TestRegistry_WriterEvictedDuringItsCommit_StateFollowsTheCommit: a
+// writer evicted while its goroutine still used it gives the state it had
+// then; the commit it makes afterwards replaces that state (resized), so
+// the rebuilt writer does not start behind its own commit.
+func TestRegistry_WriterEvictedDuringItsCommit_StateFollowsTheCommit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake := store.NewMem()
+	r, a, b := evictedTable(t, lake)
+	w, err := r.writer(ctx, a, createMissing) // a back, b evicted
+	require.NoError(t, err)
+	_, err = r.writer(ctx, b, createMissing) // a evicted while "in use" below
+	require.NoError(t, err)
+	_, err = commitOne(ctx, w, 2)
+	require.NoError(t, err)
+	r.resized(a, w)
+
+	again, err := r.writer(ctx, a, createMissing)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, r.counts().StateOpens)
+	require.Equal(t, w.Version(), again.Version(), "the state is the commit's, not the eviction's")
+	_, err = commitOne(ctx, again, 3)
+	require.NoError(t, err, "no race lost against its own earlier commit")
+}
+
+// TestRegistry_ForgottenOrFullTable_KeepsNoCompactState: a forgotten
+// table (its writer's state cannot be trusted) is reopened from its log,
+// and so is silver (its MERGE needs the file list).
+func TestRegistry_ForgottenOrFullTable_KeepsNoCompactState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake := store.NewMem()
+	r, a, _ := evictedTable(t, lake)
+	r.forget(a)
+	require.Zero(t, r.counts().States)
+	_, err := r.writer(ctx, a, createMissing)
+	require.NoError(t, err)
+	require.Zero(t, r.counts().StateOpens)
+
+	s := tables.TableKey{Tenant: uuid.New(), Kind: tables.Silver}
+	w, err := r.writer(ctx, s, createMissing)
+	require.NoError(t, err)
+	_, err = commitOne(ctx, w, 1)
+	require.NoError(t, err)
+	_, err = r.writer(ctx, a, createMissing) // evicts silver
+	require.NoError(t, err)
+	_, ok := r.states[s]
+	require.False(t, ok, "silver keeps no compact state")
+}
+
+// TestRegistry_StateBudget_DropsStatesBeyondIt: the compact states stay
+// within their byte budget.
+func TestRegistry_StateBudget_DropsStatesBeyondIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake := store.NewMem()
+	r := newRegistry(lake, registryOptions{Lean: true, MaxOpen: 1})
+	var one int64
+	for i := 0; i < 12; i++ {
+		w, err := r.writer(ctx, tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, createMissing)
+		require.NoError(t, err)
+		_, err = commitOne(ctx, w, 1)
+		require.NoError(t, err)
+		r.resized(tables.TableKey{}, w)
+		if c := r.counts(); c.States == 1 && one == 0 {
+			one = c.StateBytes
+			r.stateBudget = 5 * one
+		}
+	}
+	c := r.counts()
+	require.Positive(t, one)
+	require.Equal(t, 5, c.States)
+	require.LessOrEqual(t, c.StateBytes, r.stateBudget)
 }

@@ -304,11 +304,11 @@ func writeCheckpointRows(ctx context.Context, st store.Store, w io.Writer, snap 
 		res.Tombstones++
 		return nil
 	}
-	if snap.lean && snap.leanBase != nil {
-		// Stream the base checkpoint's files and tombstones through what
-		// changed since: a base file removed or re-added since, or a base
+	if snap.hasLeanBase() {
+		// Stream the base's files and tombstones through what changed
+		// since: a base file removed or re-added since, or a base
 		// tombstone superseded since, is left to the in-memory maps.
-		err := readCheckpoint(ctx, st, snap.leanBase, func(a *Action) error {
+		err := snap.eachBaseAction(ctx, st, func(a *Action) error {
 			switch {
 			case a.Add != nil:
 				key, err := DecodePath(a.Add.Path)
@@ -335,7 +335,7 @@ func writeCheckpointRows(ctx context.Context, st store.Store, w io.Writer, snap 
 			return nil
 		})
 		if err != nil {
-			return pq.FileMeta{}, fmt.Errorf("streaming the base checkpoint of version %d: %w", snap.leanBase.version, err)
+			return pq.FileMeta{}, fmt.Errorf("streaming the base of version %d: %w", snap.leanTail, err)
 		}
 	}
 	for _, a := range snap.files {
@@ -421,6 +421,13 @@ func (w *Writer) Checkpoint(ctx context.Context) (CheckpointResult, error) {
 		if w.snap.lean {
 			w.snap.rebaseLean(res.AddFiles)
 		}
+	}
+	if errors.Is(err, store.ErrNotFound) && w.snap.hasLeanBase() {
+		// Part of the lean base is gone from the log (cleaned up behind a
+		// newer checkpoint, or the table was deleted): this snapshot can
+		// never be checkpointed again, so the writer is reopened from the
+		// log (the lake writer does that on ErrWriterBroken).
+		w.broken = fmt.Errorf("%w: table %s: the base of version %d is no longer in the log: %v", ErrWriterBroken, w.table, w.snap.leanTail, err)
 	}
 	return res, err
 }

@@ -203,7 +203,7 @@ func (s *Snapshot) Scan(ctx context.Context, st store.Store, opts ScanOptions, f
 // snapshot's base checkpoint (EachFile streams them; memory does not hold
 // them to check against): not removed since.
 func (s *Snapshot) maybeBaseFile(key string) bool {
-	return s.lean && s.leanBase != nil && !s.leanRemoved[key]
+	return s.hasLeanBase() && !s.leanRemoved[key]
 }
 
 // ScanColumns returns the fields a Scan with these columns yields, in order.

@@ -61,12 +61,30 @@ type Snapshot struct {
 	leanBase      *checkpointRef
 	leanBaseFiles int64
 	leanRemoved   map[string]bool
+	// leanTail is the last version the lean base covers (-1: none). It
+	// is leanBase's version after a load or a checkpoint; a snapshot
+	// rebuilt from a TableState (compact.go) stands on the whole table at
+	// the state's version instead, so its base is leanBase (nil: none)
+	// and the JSON commits after it up to leanTail, streamed from the
+	// store like the checkpoint (eachBaseAction).
+	leanTail int64
+
+	// head fingerprints the bytes of the commit at headAt (-1: unknown):
+	// a TableState records it, and a writer rebuilt from that state
+	// reads that commit back first (ReopenWriter's fence) — the table
+	// was deleted, rebuilt or its log cleaned past it when it differs.
+	head   [headLen]byte
+	headAt int64
+	// shape is the interned protocol and metadata (compact.go), once a
+	// TableState asked for it; a protocol or metadata action clears it.
+	shape *tableShape
 }
 
 func newSnapshot(table string) *Snapshot {
 	return &Snapshot{
 		table: table, version: -1, checkpointVersion: -1,
 		files: map[string]*Add{}, tombstones: map[string]*Remove{}, lastInfoAt: -1,
+		leanTail: -1, headAt: -1,
 	}
 }
 
@@ -85,6 +103,7 @@ func (s *Snapshot) Lean() bool { return s.lean }
 // the lean base and forgets what it now holds.
 func (s *Snapshot) rebaseLean(addFiles int64) {
 	s.leanBase = &checkpointRef{version: s.version, keys: []string{CheckpointKey(s.version)}}
+	s.leanTail = s.version
 	s.leanBaseFiles = addFiles
 	s.files = map[string]*Add{}
 	s.tombstones = map[string]*Remove{}
@@ -229,6 +248,7 @@ func (s *Snapshot) apply(a *Action, v int64) error {
 	switch {
 	case a.Protocol != nil:
 		s.protocol = *a.Protocol
+		s.shape = nil
 	case a.MetaData != nil:
 		md := *a.MetaData
 		if md.Configuration == nil {
@@ -239,6 +259,7 @@ func (s *Snapshot) apply(a *Action, v int64) error {
 		}
 		s.metadata = md
 		s.schema = nil // parsed once at the end of the replay
+		s.shape = nil
 	case a.Add != nil:
 		key, err := DecodePath(a.Add.Path)
 		if err != nil {
@@ -460,7 +481,7 @@ func buildSnapshot(ctx context.Context, st store.Store, listing *logListing, cp 
 		err := readCheckpoint(ctx, st, cp, func(a *Action) error { return snap.apply(a, cp.version) })
 		snap.inBase = false
 		if lean {
-			snap.leanBase = cp
+			snap.leanBase, snap.leanTail = cp, cp.version
 		}
 		if err != nil {
 			if errors.Is(err, ErrCorruptLog) {
@@ -557,6 +578,9 @@ func replayCommits(ctx context.Context, st store.Store, l *logListing, snap *Sna
 			}
 		}
 		snap.version = v
+		if v == to {
+			snap.setHead(v, b)
+		}
 		return nil
 	})
 }
@@ -625,8 +649,8 @@ func fetchOrdered(ctx context.Context, from, to int64, fetch func(context.Contex
 // read of the checkpoint, nothing kept), then the files added since; a
 // full snapshot's come from memory. Do not modify the actions.
 func (s *Snapshot) EachFile(ctx context.Context, st store.Store, fn func(*Add) error) error {
-	if s.lean && s.leanBase != nil {
-		err := readCheckpoint(ctx, st, s.leanBase, func(a *Action) error {
+	if s.hasLeanBase() {
+		err := s.eachBaseAction(ctx, st, func(a *Action) error {
 			if a.Add == nil {
 				return nil
 			}
@@ -640,7 +664,7 @@ func (s *Snapshot) EachFile(ctx context.Context, st store.Store, fn func(*Add) e
 			return fn(a.Add)
 		})
 		if err != nil {
-			return fmt.Errorf("table %s: streaming the base checkpoint of version %d: %w", s.table, s.leanBase.version, err)
+			return fmt.Errorf("table %s: streaming the base of version %d: %w", s.table, s.leanTail, err)
 		}
 	}
 	for _, a := range s.files {

@@ -450,6 +450,7 @@ func (w *Writer) commit(ctx context.Context, c Commit, proto *Protocol, md *Meta
 	if err := w.landed(actions, v, proto, md); err != nil {
 		return -1, err
 	}
+	w.snap.setHead(v, body)
 	w.create = nil
 	return v, nil
 }
@@ -780,6 +781,9 @@ func (w *Writer) catchUp(ctx context.Context) ([]CommitSummary, error) {
 				}
 			}
 			s.version = v
+			if v == l.maxCommit {
+				s.setHead(v, b)
+			}
 			winners = append(winners, sum)
 			return nil
 		})

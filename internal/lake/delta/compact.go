@@ -1,0 +1,451 @@
+package delta
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"github.com/google/uuid"
+
+	"github.com/omlhq/oml/internal/lake/store"
+)
+
+// A TableState is what a lean writer needs to commit again, without its
+// snapshot: the version, the txn per appId, the checkpoint it stands on,
+// and the protocol and metadata — which every table of a kind shares but
+// for the metadata's id, creation time and description (oml's names the
+// tenant), so the rest is interned (tableShape) and a state costs about
+// 300 bytes instead of a few KB. The
+// lake writer keeps one for every table it evicts (internal/lakewriter,
+// registry.go), so reopening one of 40,000 tables costs one small read
+// instead of a listing, the checkpoint hint and up to a hundred commits.
+//
+// A writer rebuilt from a state (ReopenWriter) is the writer a load at
+// the state's version gives, on two conditions ReopenWriter's fence
+// checks and the commit protocol settles:
+//
+//   - The log still holds the state's version as it was: ReopenWriter
+//     reads that commit back and compares its bytes with the fingerprint
+//     the state recorded (head). A table deleted, rebuilt (another
+//     table's commit at that version) or whose log was cleaned past it
+//     fails the fence, and the writer is opened from the log instead.
+//     Log cleanup only ever deletes a prefix, so when that commit is
+//     there, every later one is.
+//   - Nothing committed since, or the first commit finds out: it is a
+//     put-if-absent of the next version, which loses to any commit made
+//     meanwhile (another lake writer, an optimize, an erasure), and the
+//     writer then catches up from the log (Writer.lost) exactly as a
+//     writer kept open would.
+//
+// The snapshot it rebuilds is lean, and its base is the whole table at
+// the state's version: the base checkpoint and the JSON commits after it,
+// which a checkpoint and EachFile stream from the store
+// (Snapshot.eachBaseAction). It does not hold the commitInfo of the
+// commit that set a txn (TxnCommitInfo reports ok=false, as for a txn
+// read from a checkpoint: read the log for it).
+type TableState struct {
+	shape      *tableShape
+	id         uuid.UUID // metaData.id
+	idText     *string   // metaData.id when it is not a canonical UUID's text
+	created    int64     // metaData.createdTime
+	hasCreated bool
+	// description is metaData.description (the snapshot's string, not a
+	// copy); hasDescription false: none.
+	description    string
+	hasDescription bool
+	version        int64
+	checkpoint     int64 // the snapshot's checkpointVersion
+	// baseAt is the version of the lean base's checkpoint (-1: none);
+	// baseRef keeps that checkpoint's reference only when its keys are not
+	// the classic single file's (a multi-part checkpoint).
+	baseAt  int64
+	baseRef *checkpointRef
+	txn     stateTxn   // the first appId's (txns == 0: none)
+	more    []stateTxn // the others
+	txns    int
+	head    [headLen]byte // fingerprint of the commit at version
+}
+
+// stateTxn is one appId's latest txn in a TableState.
+type stateTxn struct {
+	appID       string // interned
+	version     int64
+	lastUpdated int64
+	hasUpdated  bool
+	at          int64 // the version that set it
+}
+
+// headLen is the length of a commit fingerprint (a SHA-256 prefix: the
+// fence compares a commit with the one a state recorded, and two
+// different commits of one table agreeing on 128 bits does not happen).
+const headLen = 16
+
+// setHead records the fingerprint of commit v's bytes.
+func (s *Snapshot) setHead(v int64, b []byte) {
+	sum := sha256.Sum256(b)
+	copy(s.head[:], sum[:headLen])
+	s.headAt = v
+}
+
+// hasLeanBase reports whether part of a lean snapshot's files live in its
+// base (the store) rather than in memory.
+func (s *Snapshot) hasLeanBase() bool { return s.lean && s.leanTail >= 0 }
+
+// eachBaseAction streams the adds and removes live at the lean base
+// (leanTail): the base checkpoint's (if any) through the JSON commits
+// after it up to leanTail, which are read into a small overlay first (a
+// TableState's base; after a load or a checkpoint there are none).
+func (s *Snapshot) eachBaseAction(ctx context.Context, st store.Store, fn func(*Action) error) error {
+	from := int64(0)
+	if s.leanBase != nil {
+		from = s.leanBase.version + 1
+	}
+	if from > s.leanTail {
+		return readCheckpoint(ctx, st, s.leanBase, fn)
+	}
+	tail := newSnapshot(s.table)
+	tail.setLean(true)
+	err := fetchOrdered(ctx, from, s.leanTail, func(ctx context.Context, v int64) ([]byte, error) {
+		b, err := st.Get(ctx, CommitKey(v))
+		if err != nil {
+			return nil, fmt.Errorf("reading commit %d: %w", v, err)
+		}
+		return b, nil
+	}, func(v int64, b []byte) error {
+		acts, err := DecodeCommitBytes(b)
+		if err != nil {
+			return fmt.Errorf("commit %d: %w", v, err)
+		}
+		for i := range acts {
+			if acts[i].Add != nil || acts[i].Remove != nil {
+				if err := tail.apply(&acts[i], v); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if s.leanBase != nil {
+		err := readCheckpoint(ctx, st, s.leanBase, func(a *Action) error {
+			var p string
+			switch {
+			case a.Add != nil:
+				p = a.Add.Path
+			case a.Remove != nil:
+				p = a.Remove.Path
+			default:
+				return nil
+			}
+			key, err := DecodePath(p)
+			if err != nil {
+				return err
+			}
+			if _, again := tail.files[key]; again {
+				return nil // re-added after the checkpoint: the newer add is the tail's
+			}
+			if a.Add != nil && tail.leanRemoved[key] {
+				return nil
+			}
+			if _, newer := tail.tombstones[key]; a.Remove != nil && newer {
+				return nil
+			}
+			return fn(a)
+		})
+		if err != nil {
+			return err
+		}
+	}
+	for _, a := range tail.files {
+		if err := fn(&Action{Add: a}); err != nil {
+			return err
+		}
+	}
+	for _, r := range tail.tombstones {
+		if err := fn(&Action{Remove: r}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// State returns the writer's compact state, or ok=false when it has none
+// to give: the writer is not lean, is in use (a commit holds it), must
+// re-read the log first (stale, broken, refused by the gate, not created
+// yet), or does not know the bytes of its snapshot's commit (loaded from
+// a checkpoint with no commit after it): such a table is reopened from its
+// log. It never blocks on a commit in progress.
+func (w *Writer) State() (TableState, bool) {
+	if !w.mu.TryLock() {
+		return TableState{}, false
+	}
+	defer w.mu.Unlock()
+	s := w.snap
+	if !s.lean || w.broken != nil || w.stale || w.gateErr != nil || w.create != nil || s.version < 0 || s.headAt != s.version {
+		return TableState{}, false
+	}
+	ts := TableState{
+		shape: shapeOf(s), version: s.version, checkpoint: s.checkpointVersion, head: s.head,
+		baseAt: -1, txns: s.txns.len(),
+	}
+	if ts.shape == nil {
+		return TableState{}, false
+	}
+	if id, err := uuid.Parse(s.metadata.ID); err == nil && id.String() == s.metadata.ID {
+		ts.id = id
+	} else {
+		text := s.metadata.ID
+		ts.idText = &text
+	}
+	if c := s.metadata.CreatedTime; c != nil {
+		ts.created, ts.hasCreated = *c, true
+	}
+	if d := s.metadata.Description; d != nil {
+		ts.description, ts.hasDescription = *d, true
+	}
+	// The base the rebuilt snapshot stands on: this snapshot's base
+	// checkpoint (what is in memory now was committed after it, so it is
+	// in the log's commits up to version).
+	if b := s.leanBase; b != nil {
+		ts.baseAt = b.version
+		if b.v2 || len(b.keys) != 1 || b.keys[0] != CheckpointKey(b.version) {
+			ts.baseRef = b
+		}
+	}
+	for i, e := range s.txns.list {
+		t := stateTxn{appID: internAppID(e.txn.AppID), version: e.txn.Version, at: e.at}
+		if e.txn.LastUpdated != nil {
+			t.lastUpdated, t.hasUpdated = *e.txn.LastUpdated, true
+		}
+		if i == 0 {
+			ts.txn = t
+		} else {
+			ts.more = append(ts.more, t)
+		}
+	}
+	return ts, true
+}
+
+// Version is the table version the state was taken at.
+func (ts *TableState) Version() int64 { return ts.version }
+
+// ApproxBytes estimates the memory the state holds: its struct and what
+// it points to that is its own (its container's slot is the caller's).
+func (ts *TableState) ApproxBytes() int64 {
+	n := int64(unsafe.Sizeof(*ts)) + int64(len(ts.more))*int64(unsafe.Sizeof(stateTxn{})) + int64(len(ts.description))
+	if ts.idText != nil {
+		n += 32 + int64(len(*ts.idText))
+	}
+	if ts.baseRef != nil {
+		n += 64
+		for _, k := range ts.baseRef.keys {
+			n += 16 + int64(len(k))
+		}
+	}
+	return n
+}
+
+// snapshot rebuilds the lean snapshot the state was taken from, as far as
+// a commit needs it (TableState's comment says what it stands on).
+func (ts *TableState) snapshot(table string) *Snapshot {
+	s := newSnapshot(table)
+	s.setLean(true)
+	s.version, s.checkpointVersion = ts.version, ts.checkpoint
+	s.protocol, s.metadata, s.schema = ts.shape.proto, ts.shape.md, ts.shape.schema
+	s.metadata.ID = ts.id.String()
+	if ts.idText != nil {
+		s.metadata.ID = *ts.idText
+	}
+	if ts.hasCreated {
+		c := ts.created
+		s.metadata.CreatedTime = &c
+	}
+	if ts.hasDescription {
+		d := ts.description
+		s.metadata.Description = &d
+	}
+	s.shape = ts.shape
+	switch {
+	case ts.baseRef != nil:
+		s.leanBase = ts.baseRef
+	case ts.baseAt >= 0:
+		s.leanBase = &checkpointRef{version: ts.baseAt, keys: []string{CheckpointKey(ts.baseAt)}}
+	}
+	s.leanTail = ts.version
+	if ts.txns > 0 {
+		s.txns.list = make([]txnEntry, 0, ts.txns)
+		for _, t := range append([]stateTxn{ts.txn}, ts.more...) {
+			e := s.txns.put(t.appID)
+			e.txn.Version, e.at = t.version, t.at
+			if t.hasUpdated {
+				lu := t.lastUpdated
+				e.txn.LastUpdated = &lu
+			}
+		}
+	}
+	s.head, s.headAt = ts.head, ts.version
+	return s
+}
+
+// ReopenWriter returns a lean writer on the table at st from a state one
+// of its writers gave (Writer.State): after the fence (TableState's
+// comment) with one read of the state's commit, or — when the fence fails
+// — opened from the log like OpenWriter (fromState false; ErrTableNotFound
+// when the table is gone). opts must be the options the state's writer
+// had, Lean set.
+func ReopenWriter(ctx context.Context, st store.Store, ts *TableState, opts Options) (w *Writer, fromState bool, err error) {
+	if !opts.Lean || ts.shape == nil {
+		w, err = OpenWriter(ctx, st, opts)
+		return w, false, err
+	}
+	b, err := st.Get(ctx, CommitKey(ts.version))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		w, err = OpenWriter(ctx, st, opts)
+		return w, false, err
+	case err != nil:
+		return nil, false, fmt.Errorf("Delta table %s: reading commit %d back: %w", st, ts.version, err)
+	}
+	sum := sha256.Sum256(b)
+	if [headLen]byte(sum[:headLen]) != ts.head {
+		w, err = OpenWriter(ctx, st, opts)
+		return w, false, err
+	}
+	snap := ts.snapshot(st.String())
+	w = &Writer{st: st, table: st.String(), opts: opts, snap: snap}
+	if w.gateErr = checkWrite(w.table, snap.protocol, &snap.metadata, snap.schema); w.gateErr != nil {
+		return nil, false, w.gateErr
+	}
+	return w, true, nil
+}
+
+// tableShape is a table's protocol and metadata but for the metadata's
+// id, creation time and description: the same for every table of a kind,
+// so TableStates share one. Read-only once interned.
+type tableShape struct {
+	proto  Protocol
+	md     Metadata // ID, CreatedTime and Description unset
+	schema *StructType
+}
+
+// shapes interns tableShapes by their text (shapeKey); like the shared
+// schemas, only the first maxShapes distinct ones are kept (a lake writer
+// has four) and a table of any other shape has no state.
+var shapes struct {
+	mu sync.Mutex
+	m  map[string]*tableShape
+}
+
+const maxShapes = 64
+
+// shapeOf returns the snapshot's interned shape (nil: none to intern),
+// computed once per snapshot and protocol or metadata change (apply
+// clears it).
+func shapeOf(s *Snapshot) *tableShape {
+	if s.shape != nil {
+		return s.shape
+	}
+	if s.schema == nil {
+		return nil
+	}
+	key := shapeKey(&s.protocol, &s.metadata)
+	shapes.mu.Lock()
+	defer shapes.mu.Unlock()
+	if sh, ok := shapes.m[key]; ok {
+		s.shape = sh
+		return sh
+	}
+	if len(shapes.m) >= maxShapes {
+		return nil
+	}
+	if shapes.m == nil {
+		shapes.m = map[string]*tableShape{}
+	}
+	sh := &tableShape{proto: s.protocol, md: s.metadata, schema: s.schema}
+	sh.md.ID, sh.md.CreatedTime, sh.md.Description = "", nil, nil
+	shapes.m[key] = sh
+	s.shape = sh
+	return sh
+}
+
+// shapeKey is the text of everything a tableShape holds: two snapshots
+// share a shape only when all of it is equal.
+func shapeKey(p *Protocol, md *Metadata) string {
+	var b strings.Builder
+	b.Grow(len(md.SchemaString) + 128)
+	field := func(s string) {
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	list := func(ss []string) {
+		b.WriteString(strconv.Itoa(len(ss)))
+		b.WriteByte('[')
+		for _, s := range ss {
+			field(s)
+		}
+	}
+	strMap := func(m map[string]string) {
+		list(sortedKeys(m))
+		for _, k := range sortedKeys(m) {
+			field(m[k])
+		}
+	}
+	opt := func(s *string) {
+		if s == nil {
+			b.WriteByte('-')
+			return
+		}
+		b.WriteByte('+')
+		field(*s)
+	}
+	field(strconv.Itoa(p.MinReaderVersion))
+	field(strconv.Itoa(p.MinWriterVersion))
+	list(p.ReaderFeatures)
+	b.WriteByte(boolByte(p.ReaderFeatures == nil))
+	list(p.WriterFeatures)
+	b.WriteByte(boolByte(p.WriterFeatures == nil))
+	opt(md.Name)
+	field(md.Format.Provider)
+	strMap(md.Format.Options)
+	b.WriteByte(boolByte(md.Format.Options == nil))
+	field(md.SchemaString)
+	list(md.PartitionColumns)
+	strMap(md.Configuration)
+	return b.String()
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return '1'
+	}
+	return '0'
+}
+
+// appIDs interns txn appIds (every lake-writer table has the same one).
+var appIDs struct {
+	mu sync.Mutex
+	m  map[string]string
+}
+
+func internAppID(id string) string {
+	appIDs.mu.Lock()
+	defer appIDs.mu.Unlock()
+	if s, ok := appIDs.m[id]; ok {
+		return s
+	}
+	if appIDs.m == nil {
+		appIDs.m = map[string]string{}
+	}
+	if len(appIDs.m) < maxShapes {
+		appIDs.m[id] = id
+	}
+	return id
+}

@@ -312,8 +312,11 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := renameFile(tmp, p); err != nil {
 		os.Remove(tmp)
+		if errors.Is(err, syscall.EISDIR) {
+			return fmt.Errorf("%s: put %q: %w", f, key, errDirHoldsObjects)
+		}
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
 	if err := ps.afterPublish(ctx, filepath.Dir(p)); err != nil {
@@ -351,7 +354,7 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		switch {
 		case errors.Is(err, fs.ErrExist):
 			if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
-				return fmt.Errorf("%s: put-if-absent %q: a directory of that name holds other objects, so this key cannot be stored", f, key)
+				return fmt.Errorf("%s: put-if-absent %q: %w", f, key, errDirHoldsObjects)
 			}
 			return fmt.Errorf("%s: put-if-absent %q: %w", f, key, ErrExists)
 		case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOTSUP), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EXDEV):
@@ -446,6 +449,27 @@ func openFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 		return os.NewFile(uintptr(fd), path), nil
 	}
 }
+
+// renameFile is rename(2) of a temporary file onto its key. os.Rename
+// lstats the new name first (a directory there is reported as EEXIST, as
+// on Windows): one call per put that the kernel's own answer, EISDIR,
+// makes unnecessary.
+func renameFile(from, to string) error {
+	for {
+		err := unix.Rename(from, to)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+		}
+		return nil
+	}
+}
+
+// errDirHoldsObjects is a put onto a key that is a directory: the key "x"
+// when keys "x/..." exist.
+var errDirHoldsObjects = errors.New("a directory of that name holds other objects, so this key cannot be stored")
 
 // copyBufs recycles the buffers of streamed puts (io.Copy into an
 // *os.File allocated 32 KiB per put).

@@ -235,7 +235,10 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 	tmp := tempName(dir, base)
 	fh, err := openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	var made []newDir // the directories this write created, to fsync into their parents
-	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+	if err == nil {
+		knownDirs.add(f.root, dir)
+	} else if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		knownDirs.drop(dir) // if it was cached, it vanished since
 		if merr := f.mkdirAll(ctx, dir, &made); merr != nil {
 			f.syncNewDirs(made) // end the creations; the write fails anyway
 			return "", putSync{}, merr
@@ -300,7 +303,7 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
-	if err := ps.beforePublish(ctx); err != nil {
+	if err := ps.beforePublish(ctx, filepath.Dir(p)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: sync before publishing: %w", f, key, err)
 	}
@@ -341,7 +344,7 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
 	defer os.Remove(tmp)
-	if err := ps.beforePublish(ctx); err != nil {
+	if err := ps.beforePublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: sync before publishing: %w", f, key, err)
 	}
 	if err := ctx.Err(); err != nil {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"hash/maphash"
 	"os"
 	"strings"
 	"sync"
@@ -38,9 +39,14 @@ import (
 //
 // It is bounded: two generations of knownDirsGeneration entries each; a
 // hit in the old one moves the entry to the new one, and when the new one
-// is full it becomes the old one. A drain touches a tenant's directories
-// within a short time, so recency is what matters; 2 x 4096 paths are
-// about a megabyte at most, whatever the number of tables.
+// is full it becomes the old one. An entry is a 64-bit hash of the path
+// (about 16 bytes in the map, a few megabytes at most whatever the number
+// of tables), so a generation holds all the directories a 10,000-tenant
+// drain makes (13 a tenant) in the time between a tenant's first table
+// and its last. A collision (2^-64 with a per-process seed) makes a
+// missing directory look known, which costs what a vanished one does: one
+// failed os.Mkdir, or PrepareDir leaving the directory to the first write
+// below it.
 //
 // Rejected: a negative cache (a directory known missing, to os.Mkdir it
 // without trying the open first): another process or an earlier run may
@@ -48,14 +54,18 @@ import (
 // parent (it cannot tell an old directory from one another process is
 // still creating), one fsync per directory per process where the open
 // costs nothing. Caching per File: two File values over one tree (a lake
-// and one of its tables opened by URL) would each climb.
-var knownDirs = dirCache{cur: map[string]struct{}{}}
+// and one of its tables opened by URL) would each climb. Keeping the
+// paths: 4,096 of them per generation (a megabyte) were evicted before a
+// drain's later tables of a tenant came, which then met its directory
+// with EEXIST and a stat again.
+var knownDirs = dirCache{seed: maphash.MakeSeed(), cur: map[uint64]struct{}{}}
 
-const knownDirsGeneration = 4096
+const knownDirsGeneration = 1 << 16
 
 type dirCache struct {
+	seed     maphash.Seed
 	mu       sync.Mutex
-	cur, old map[string]struct{}
+	cur, old map[uint64]struct{}
 }
 
 // has reports whether dir is known to exist.
@@ -66,23 +76,24 @@ func (c *dirCache) has(dir string) bool {
 }
 
 func (c *dirCache) hasLocked(dir string) bool {
-	if _, ok := c.cur[dir]; ok {
+	h := maphash.String(c.seed, dir)
+	if _, ok := c.cur[h]; ok {
 		return true
 	}
-	if _, ok := c.old[dir]; ok {
-		c.putLocked(dir)
+	if _, ok := c.old[h]; ok {
+		c.putLocked(h)
 		return true
 	}
 	return false
 }
 
-// add records that dir exists, and with it its ancestors below root (each
+// add records that dir exists, and with it its ancestors down to root (each
 // exists if dir does), up to the first one already known.
 func (c *dirCache) add(root, dir string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for d := dir; len(d) >= len(root) && !c.hasLocked(d); {
-		c.putLocked(d)
+		c.putLocked(maphash.String(c.seed, d))
 		p := parentOf(d)
 		if p == d {
 			return
@@ -91,18 +102,19 @@ func (c *dirCache) add(root, dir string) {
 	}
 }
 
-func (c *dirCache) putLocked(dir string) {
+func (c *dirCache) putLocked(h uint64) {
 	if len(c.cur) >= knownDirsGeneration {
-		c.old, c.cur = c.cur, make(map[string]struct{}, knownDirsGeneration)
+		c.old, c.cur = c.cur, make(map[uint64]struct{}, knownDirsGeneration/4)
 	}
-	c.cur[dir] = struct{}{}
+	c.cur[h] = struct{}{}
 }
 
 // drop forgets dir: it was found missing.
 func (c *dirCache) drop(dir string) {
+	h := maphash.String(c.seed, dir)
 	c.mu.Lock()
-	delete(c.cur, dir)
-	delete(c.old, dir)
+	delete(c.cur, h)
+	delete(c.old, h)
 	c.mu.Unlock()
 }
 

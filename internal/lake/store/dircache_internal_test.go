@@ -174,7 +174,7 @@ func TestFileGroup_CachedTableDirectoriesRemoved_TheNextTableWritesRecreateThemI
 
 func TestDirCache_IsBoundedAndKeepsWhatIsUsed(t *testing.T) {
 	t.Parallel()
-	c := dirCache{cur: map[string]struct{}{}}
+	c := dirCache{seed: knownDirs.seed, cur: map[uint64]struct{}{}}
 	c.add("/r", "/r/hot")
 	for i := range 3 * knownDirsGeneration {
 		c.add("/r", filepath.Join("/r", "d", string(rune('a'+i%26)), filepath.Base(t.Name())+string(rune(i))))

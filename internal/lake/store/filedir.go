@@ -69,6 +69,7 @@ type dirCreation struct {
 	made     chan struct{} // closed when the creator's os.Mkdir has returned
 	madeOnce sync.Once
 	madeSeq  uint64        // mkdirSeq after the os.Mkdir; set before made is closed
+	exists   bool          // set before made is closed: the os.Mkdir made the directory or found it there
 	done     chan struct{} // closed when the creation is over
 	err      error         // set before done is closed: the parent fsync failed, or is owed (errOwed)
 }
@@ -257,6 +258,17 @@ func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
 				return ctx.Err()
 			}
 		}
+		select {
+		case <-c.done:
+		default:
+			if c.exists {
+				// Its creator's os.Mkdir has just made it, and the creation
+				// is still in flight: no stat. A finished one (owed or
+				// failed) may be old and its directory gone since.
+				knownDirs.add(f.root, dir)
+				return nil
+			}
+		}
 		fi, err := os.Stat(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -295,6 +307,7 @@ func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
 		finishDir(dir, c, nil) // nothing was created, nothing to wait for
 		return err
 	}
+	c.exists = true
 	c.markMade()
 	knownDirs.add(f.root, dir)
 	*made = append(*made, newDir{dir: dir, c: c})
@@ -451,6 +464,7 @@ func (f *File) awaitDir(ctx context.Context, dir string, g *groupSync) error {
 	case <-c.done:
 		// Failed earlier, or owed (PrepareDir): take it over.
 		retry := newCreation()
+		retry.exists = true
 		retry.markMade()
 		creations.m[dir] = retry
 		creations.Unlock()

@@ -58,10 +58,11 @@ import (
 //     usually carries the mkdirs already): otherwise the new directory,
 //     and the object in it, can vanish after the acknowledgement. A
 //     directory made by PrepareDir is paid by the first write below it,
-//     or by any fsync of its parent, or any syncfs round, that started
-//     after its os.Mkdir (the Delta writer's data file publish in the
-//     table directory pays its _delta_log/, so a new table fsyncs its
-//     directory once, not twice).
+//     or by any fsync of its parent, or the round before publishing of a
+//     put in rounds into its parent or below it, that started after its
+//     os.Mkdir (the Delta writer's data file publish in the table
+//     directory pays its _delta_log/, so a new table fsyncs its directory
+//     once, not twice).
 //  3. The directory the name was published in, after rename(2)/link(2) and
 //     before acknowledging: the rename or link is the commit point.
 //
@@ -76,9 +77,16 @@ import (
 // (dirsync.go): new tenants' directories in the lake root and in
 // _oml_witness/, a tenant's layers, two gold tables. Removing the
 // temporary name after link(2) needs none: a leftover after a crash is
-// ignored by List and swept by RemoveStaleTemp. A directory that exists
-// costs no call at all: the temporary file's open is the existence check,
-// and mkdirAll tries os.Mkdir before any stat.
+// ignored by List and swept by RemoveStaleTemp.
+//
+// What a put costs besides those: a directory that exists costs no call
+// at all (the temporary file's open is the existence check); a missing
+// one one os.Mkdir per missing level, created downward from the deepest
+// directory this process knows exists (dircache.go), no stat; the publish
+// is rename(2) or link(2) with no stat before it. The cache only saves
+// those calls: whether a directory is durable is the registry of
+// creations' to say (filedir.go), never the cache's, and a cached
+// directory that vanished is recreated and fsynced as a new one.
 //
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.

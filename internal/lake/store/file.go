@@ -58,10 +58,11 @@ import (
 //     usually carries the mkdirs already): otherwise the new directory,
 //     and the object in it, can vanish after the acknowledgement. A
 //     directory made by PrepareDir is paid by the first write below it,
-//     or by any fsync of its parent, or any syncfs round, that started
-//     after its os.Mkdir (the Delta writer's data file publish in the
-//     table directory pays its _delta_log/, so a new table fsyncs its
-//     directory once, not twice).
+//     or by any fsync of its parent, or the round before publishing of a
+//     put in rounds into its parent or below it, that started after its
+//     os.Mkdir (the Delta writer's data file publish in the table
+//     directory pays its _delta_log/, so a new table fsyncs its directory
+//     once, not twice).
 //  3. The directory the name was published in, after rename(2)/link(2) and
 //     before acknowledging: the rename or link is the commit point.
 //
@@ -76,9 +77,16 @@ import (
 // (dirsync.go): new tenants' directories in the lake root and in
 // _oml_witness/, a tenant's layers, two gold tables. Removing the
 // temporary name after link(2) needs none: a leftover after a crash is
-// ignored by List and swept by RemoveStaleTemp. A directory that exists
-// costs no call at all: the temporary file's open is the existence check,
-// and mkdirAll tries os.Mkdir before any stat.
+// ignored by List and swept by RemoveStaleTemp.
+//
+// What a put costs besides those: a directory that exists costs no call
+// at all (the temporary file's open is the existence check); a missing
+// one one os.Mkdir per missing level, created downward from the deepest
+// directory this process knows exists (dircache.go), no stat; the publish
+// is rename(2) or link(2) with no stat before it. The cache only saves
+// those calls: whether a directory is durable is the registry of
+// creations' to say (filedir.go), never the cache's, and a cached
+// directory that vanished is recreated and fsynced as a new one.
 //
 // Like S3 gateways that map keys to files, a key "x" and a key "x/y" cannot
 // both exist.
@@ -235,7 +243,10 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 	tmp := tempName(dir, base)
 	fh, err := openFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 	var made []newDir // the directories this write created, to fsync into their parents
-	if err != nil && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+	if err == nil {
+		knownDirs.add(f.root, dir)
+	} else if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		knownDirs.drop(dir) // if it was cached, it vanished since
 		if merr := f.mkdirAll(ctx, dir, &made); merr != nil {
 			f.syncNewDirs(made) // end the creations; the write fails anyway
 			return "", putSync{}, merr
@@ -300,7 +311,7 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
-	if err := ps.beforePublish(ctx); err != nil {
+	if err := ps.beforePublish(ctx, filepath.Dir(p)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: sync before publishing: %w", f, key, err)
 	}
@@ -312,8 +323,11 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
-	if err := os.Rename(tmp, p); err != nil {
+	if err := renameFile(tmp, p); err != nil {
 		os.Remove(tmp)
+		if errors.Is(err, syscall.EISDIR) {
+			return fmt.Errorf("%s: put %q: %w", f, key, errDirHoldsObjects)
+		}
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
 	if err := ps.afterPublish(ctx, filepath.Dir(p)); err != nil {
@@ -338,7 +352,7 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
 	defer os.Remove(tmp)
-	if err := ps.beforePublish(ctx); err != nil {
+	if err := ps.beforePublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: sync before publishing: %w", f, key, err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -351,7 +365,7 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		switch {
 		case errors.Is(err, fs.ErrExist):
 			if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
-				return fmt.Errorf("%s: put-if-absent %q: a directory of that name holds other objects, so this key cannot be stored", f, key)
+				return fmt.Errorf("%s: put-if-absent %q: %w", f, key, errDirHoldsObjects)
 			}
 			return fmt.Errorf("%s: put-if-absent %q: %w", f, key, ErrExists)
 		case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.ENOTSUP), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.EXDEV):
@@ -446,6 +460,27 @@ func openFile(path string, flag int, perm os.FileMode) (*os.File, error) {
 		return os.NewFile(uintptr(fd), path), nil
 	}
 }
+
+// renameFile is rename(2) of a temporary file onto its key. os.Rename
+// lstats the new name first (a directory there is reported as EEXIST, as
+// on Windows): one call per put that the kernel's own answer, EISDIR,
+// makes unnecessary.
+func renameFile(from, to string) error {
+	for {
+		err := unix.Rename(from, to)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &os.LinkError{Op: "rename", Old: from, New: to, Err: err}
+		}
+		return nil
+	}
+}
+
+// errDirHoldsObjects is a put onto a key that is a directory: the key "x"
+// when keys "x/..." exist.
+var errDirHoldsObjects = errors.New("a directory of that name holds other objects, so this key cannot be stored")
 
 // copyBufs recycles the buffers of streamed puts (io.Copy into an
 // *os.File allocated 32 KiB per put).

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"path/filepath"
@@ -92,4 +93,17 @@ func TestFileStoreRemoveStaleTempSweepsOnlyOldTempFiles(t *testing.T) {
 	require.FileExists(t, fresh)
 	_, err = s.Get(ctx, "t/_delta_log/00000000000000000000.json")
 	require.NoError(t, err)
+}
+
+func TestFileStorePutOntoADirectoryKey_ReportsTheDirectoryAndKeepsItsObjects(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, err := store.NewFile(t.TempDir())
+	require.NoError(t, err)
+	require.NoError(t, s.Put(ctx, "x/y", bytes.NewReader([]byte("1")), 1))
+	err = s.Put(ctx, "x", bytes.NewReader([]byte("2")), 1)
+	require.ErrorContains(t, err, "a directory of that name holds other objects")
+	got, err := s.Get(ctx, "x/y")
+	require.NoError(t, err)
+	require.Equal(t, []byte("1"), got)
 }

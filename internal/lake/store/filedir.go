@@ -69,6 +69,7 @@ type dirCreation struct {
 	made     chan struct{} // closed when the creator's os.Mkdir has returned
 	madeOnce sync.Once
 	madeSeq  uint64        // mkdirSeq after the os.Mkdir; set before made is closed
+	exists   bool          // set before made is closed: the os.Mkdir made the directory or found it there
 	done     chan struct{} // closed when the creation is over
 	err      error         // set before done is closed: the parent fsync failed, or is owed (errOwed)
 }
@@ -153,18 +154,70 @@ type newDir struct {
 // directories cannot wait for each other.
 //
 // It is called when a temporary file could not be opened because dir is
-// missing, so it tries os.Mkdir first and climbs only when the parent is
-// missing too: no stat on the way (a stat per level and one of the first
-// existing ancestor cost two calls more per created chain than the failed
-// os.Mkdir calls do).
+// missing (or by PrepareDir), so it stats nothing: it creates the chain
+// downward from the deepest ancestor known to exist (knownDirs,
+// dircache.go), one os.Mkdir per missing level. An ancestor that vanished
+// since it was cached fails the first os.Mkdir below it (ENOENT); it is
+// dropped and the next known one tried. With none known it climbs from
+// the leaf (mkdirClimb).
 func (f *File) mkdirAll(ctx context.Context, dir string, made *[]newDir) error {
+	for {
+		base := knownDirs.knownAncestor(f.root, dir)
+		if base == "" {
+			return f.mkdirClimb(ctx, dir, made)
+		}
+		err := f.mkdirBelow(ctx, base, dir, made)
+		if !errors.Is(err, errVanished) {
+			return err
+		}
+		knownDirs.drop(base)
+	}
+}
+
+// errVanished is mkdirBelow's report that its cached base is gone.
+var errVanished = errors.New("a cached directory vanished")
+
+// mkdirBelow creates each directory from below base down to dir, base
+// existing. The first os.Mkdir failing with ENOENT or ENOTDIR means base
+// is gone (or no longer a directory): errVanished, with nothing created.
+func (f *File) mkdirBelow(ctx context.Context, base, dir string, made *[]newDir) error {
+	start := len(base)
+	if !strings.HasSuffix(base, string(os.PathSeparator)) {
+		start++
+	}
+	first := true
+	for i := start; i <= len(dir); i++ {
+		if i < len(dir) && dir[i] != os.PathSeparator {
+			continue
+		}
+		d := dir[:i]
+		err := f.mkdir(ctx, d, made)
+		if first && (errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)) {
+			return errVanished
+		}
+		first = false
+		if errors.Is(err, syscall.ENOTDIR) {
+			return fileAbove(d, err)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// mkdirClimb is mkdirAll without a known ancestor: it tries os.Mkdir of
+// dir first and climbs only when the parent is missing too, no stat on
+// the way (a stat per level and one of the first existing ancestor cost
+// two calls more per created chain than the failed os.Mkdir calls do).
+func (f *File) mkdirClimb(ctx context.Context, dir string, made *[]newDir) error {
 	err := f.mkdir(ctx, dir, made)
 	if errors.Is(err, fs.ErrNotExist) {
 		parent := filepath.Dir(dir)
 		if parent == dir {
 			return err
 		}
-		if err := f.mkdirAll(ctx, parent, made); err != nil {
+		if err := f.mkdirClimb(ctx, parent, made); err != nil {
 			return err
 		}
 		err = f.mkdir(ctx, dir, made)
@@ -205,6 +258,17 @@ func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
 				return ctx.Err()
 			}
 		}
+		select {
+		case <-c.done:
+		default:
+			if c.exists {
+				// Its creator's os.Mkdir has just made it, and the creation
+				// is still in flight: no stat. A finished one (owed or
+				// failed) may be old and its directory gone since.
+				knownDirs.add(f.root, dir)
+				return nil
+			}
+		}
 		fi, err := os.Stat(dir)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
@@ -222,6 +286,7 @@ func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
 		case !fi.IsDir():
 			return errIsFile(dir)
 		}
+		knownDirs.add(f.root, dir)
 		return nil
 	}
 	err := os.Mkdir(dir, 0o755)
@@ -242,7 +307,9 @@ func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
 		finishDir(dir, c, nil) // nothing was created, nothing to wait for
 		return err
 	}
+	c.exists = true
 	c.markMade()
+	knownDirs.add(f.root, dir)
 	*made = append(*made, newDir{dir: dir, c: c})
 	return nil
 }
@@ -266,34 +333,38 @@ func healCreations(parent string, seq uint64) {
 	}
 }
 
-// healCovered ends, after a successful syncfs round that started when
+// healPath ends, after a successful syncfs round that started when
 // mkdirSeq was at seq, the creations that were owed or had failed, were
-// made before the round started and are flushed by it (covered: on the
-// root's filesystem). The candidates are few (a new table's _delta_log/
-// between PrepareDir and its table's first round), and each costs an lstat,
-// made outside the lock.
-func healCovered(seq uint64, covered func(dir string) bool) {
-	type cand struct {
-		dir string
-		c   *dirCreation
-	}
-	var cands []cand
+// made before the round started, and whose entry lives in dir or in one
+// of its ancestors: dir is the directory of a put in rounds, whose
+// temporary file is on the root's filesystem (flushWritten checked its
+// device), so the round flushed dir's entries, and those of the
+// directories on its path (as it flushed the directories the put created
+// itself, putSync.createdDirs). That is how a new table's _delta_log/,
+// prepared before its first data file (PrepareDir), is paid by the data
+// file's round. No stat: the put's own fstat is the check. A creation
+// off every such path is paid by the first write below it (awaitDir).
+func healPath(dir string, seq uint64) {
 	creations.Lock()
-	for dir, c := range creations.m {
+	defer creations.Unlock()
+	for d, c := range creations.m {
 		select {
 		case <-c.done:
-			if c.err != nil && c.madeSeq <= seq {
-				cands = append(cands, cand{dir, c})
-			}
 		default:
+			continue // in flight: its creator ends it
+		}
+		if c.err != nil && c.madeSeq <= seq && onPath(parentOf(d), dir) {
+			delete(creations.m, d)
 		}
 	}
-	creations.Unlock()
-	for _, cd := range cands {
-		if covered(cd.dir) {
-			forgetDir(cd.dir, cd.c)
-		}
+}
+
+// onPath reports whether p is dir or one of its ancestors.
+func onPath(p, dir string) bool {
+	if !strings.HasPrefix(dir, p) {
+		return false
 	}
+	return len(dir) == len(p) || dir[len(p)] == os.PathSeparator || strings.HasSuffix(p, string(os.PathSeparator))
 }
 
 // PrepareDir creates the directory below which the store will hold the
@@ -317,7 +388,7 @@ func PrepareDir(ctx context.Context, s Store, prefix string) error {
 	if err != nil {
 		return err
 	}
-	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+	if knownDirs.has(p) {
 		return nil
 	}
 	var made []newDir
@@ -393,6 +464,7 @@ func (f *File) awaitDir(ctx context.Context, dir string, g *groupSync) error {
 	case <-c.done:
 		// Failed earlier, or owed (PrepareDir): take it over.
 		retry := newCreation()
+		retry.exists = true
 		retry.markMade()
 		creations.m[dir] = retry
 		creations.Unlock()

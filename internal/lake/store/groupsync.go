@@ -129,22 +129,14 @@ func (g *groupSync) wait(ctx context.Context) error {
 	return g.rounds.await(ctx, &g.mu, g.runRound, nil)
 }
 
-// runRound runs one round for waiters callers. A round that succeeds also
-// ends the creations of directories that were owed or had failed (PrepareDir,
-// a failed round) and were made before it started: it flushed their entries.
-// measure, when set (sync=auto), runs the round and takes in its cost.
+// runRound runs one round for waiters callers. measure, when set
+// (sync=auto), runs the round and takes in its cost. The creations the
+// round made durable are ended by the puts it served (beforePublish).
 func (g *groupSync) runRound(waiters int) error {
-	seq := mkdirSeq.Load()
-	var err error
 	if g.measure != nil {
-		err = g.measure(waiters, g.round)
-	} else {
-		err = g.round()
+		return g.measure(waiters, g.round)
 	}
-	if err == nil {
-		healCovered(seq, g.coversDir)
-	}
-	return err
+	return g.round()
 }
 
 // coversDir reports whether a round flushes directory dir's entry in its
@@ -283,17 +275,22 @@ func (ps *putSync) createdDirs(made []newDir) error {
 // beforePublish waits, in group mode, for a round that started after the
 // temporary file was written: no name may point at bytes a crash can lose.
 // The same round made the put's new directories durable: their creations
-// end with its result.
-func (ps putSync) beforePublish(ctx context.Context) error {
+// end with its result. A successful one also ends the owed or failed
+// creations in dir, the put's directory, and in its ancestors (healPath).
+func (ps putSync) beforePublish(ctx context.Context, dir string) error {
 	if ps.g == nil {
 		return nil
 	}
 	ps.note(stepWritten)
+	seq := mkdirSeq.Load()
 	// A failed round leaves them registered as failed: a later write below
 	// them makes them durable again before it publishes.
 	err := ps.g.wait(ctx)
 	for _, nd := range ps.made {
 		finishDir(nd.dir, nd.c, err)
+	}
+	if err == nil {
+		healPath(dir, seq)
 	}
 	return err
 }

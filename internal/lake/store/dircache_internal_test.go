@@ -235,3 +235,15 @@ func TestFileGroup_ARoundThatStartedBeforeADirectoryWasPrepared_DoesNotEndItsCre
 	require.NoError(t, f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0")))
 	require.Zero(t, creationsBelow(f.root))
 }
+
+// A directory found missing is forgotten in both generations: one left in
+// the old one would be taken as known again on its next lookup.
+func TestDirCache_DropForgetsAnEntryInEitherGeneration(t *testing.T) {
+	t.Parallel()
+	c := dirCache{seed: knownDirs.seed, cur: map[uint64]struct{}{}}
+	c.add("/r", "/r/gone")
+	c.old, c.cur = c.cur, map[uint64]struct{}{} // a generation later
+	c.drop("/r/gone")
+	require.False(t, c.has("/r/gone"))
+	require.Equal(t, "/r", c.knownAncestor("/r", "/r/gone/x"), "the root, added with it, is still known")
+}

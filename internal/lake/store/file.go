@@ -102,9 +102,12 @@ type File struct {
 	// beforeSyncNewDir runs between os.Mkdir and the parent's flush (an
 	// error stands for a failed fsync); waitingForDir runs when a write
 	// starts waiting for another write's creation of dir; dirFsync, when
-	// set, runs the directory fsyncs this store's writes run (dirsync.go).
+	// set, runs the directory fsyncs this store's writes run (dirsync.go);
+	// beforeMkdir runs just before this store's os.Mkdir of dir (another
+	// process may make it there first).
 	beforeSyncNewDir func(dir string) error
 	waitingForDir    func(dir string)
+	beforeMkdir      func(dir string)
 	dirFsync         func(dir string) error
 	fileFsync        func(fh *os.File) error // runs the temporary files' fsyncs
 	// observe sees each put's steps (named by its temporary file; group:

@@ -289,6 +289,9 @@ func (f *File) mkdir(ctx context.Context, dir string, made *[]newDir) error {
 		knownDirs.add(f.root, dir)
 		return nil
 	}
+	if f.beforeMkdir != nil {
+		f.beforeMkdir(dir)
+	}
 	err := os.Mkdir(dir, 0o755)
 	if errors.Is(err, fs.ErrExist) {
 		if fi, serr := os.Stat(dir); serr != nil || !fi.IsDir() {

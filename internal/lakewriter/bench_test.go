@@ -26,15 +26,17 @@ import (
 )
 
 var (
-	benchTenants = flag.Int("bench.tenants", 100, "tenants in the drain benchmarks")
-	benchClaims  = flag.Int("bench.claims", 40, "claims per tenant in the drain benchmarks")
-	benchBacklog = flag.Int("bench.backlog", 200000, "outbox rows in the backlog-memory benchmark (the issue's figure is 10000000)")
-	benchLagFor  = flag.Duration("bench.lagfor", 10*time.Second, "how long the frontier-lag benchmark loads and drains")
-	benchRate    = flag.Float64("bench.rate", 1000, "events/s the frontier-lag benchmark writes")
-	benchLagN    = flag.Int("bench.lagtenants", 20, "tenants the frontier-lag benchmark writes to")
-	benchLagLake = flag.String("bench.lagstore", "file", "the frontier-lag benchmark's lake: file or s3 (versitygw)")
-	benchMaxWait = flag.Duration("bench.maxwait", 200*time.Millisecond, "the frontier-lag benchmark's --max-wait")
-	benchLagConc = flag.Int("bench.lagconcurrency", 32, "tenants the frontier-lag benchmark's workload writes at once, each on its own connection of the application's pool (8, one pool with the writer's 4 connections, reached ~300 appends/s)")
+	benchTenants   = flag.Int("bench.tenants", 100, "tenants in the drain benchmarks")
+	benchClaims    = flag.Int("bench.claims", 40, "claims per tenant in the drain benchmarks")
+	benchBacklog   = flag.Int("bench.backlog", 200000, "outbox rows in the backlog-memory benchmark (the issue's figure is 10000000)")
+	benchLagFor    = flag.Duration("bench.lagfor", 10*time.Second, "how long the frontier-lag benchmark loads and drains")
+	benchRate      = flag.Float64("bench.rate", 1000, "events/s the frontier-lag benchmark writes")
+	benchLagN      = flag.Int("bench.lagtenants", 20, "tenants the frontier-lag benchmark writes to")
+	benchLagLake   = flag.String("bench.lagstore", "file", "the frontier-lag benchmark's lake: file or s3 (versitygw)")
+	benchMaxWait   = flag.Duration("bench.maxwait", 200*time.Millisecond, "the frontier-lag benchmark's --max-wait")
+	benchLagStream = flag.String("bench.lagstream", "live", "the frontier-lag benchmark's load: live (the workload writes beside the writer) or pregenerated (written first through the same append path, then its outbox rows released at -bench.rate)")
+	benchLagConc   = flag.Int("bench.lagconcurrency", 32, "tenants the frontier-lag benchmark's workload writes at once, each on its own connection of the application's pool (8, one pool with the writer's 4 connections, reached ~300 appends/s)")
+	benchLagProf   = flag.String("bench.lagprofile", "", "write a CPU profile of the frontier-lag benchmark's timed part (the workload and the writer) to this file")
 )
 
 // benchBundle is a database with tenants and a loaded outbox, shared by the
@@ -332,7 +334,11 @@ func BenchmarkFrontierLag(b *testing.B) {
 		o.Poll = 50 * time.Millisecond
 		o.Limits = outbox.Limits{Rows: 10000, Bytes: 64 << 20}
 		var commits atomic.Int64
-		o.OnBatch = func(r lakewriter.BatchResult) { commits.Add(int64(r.Tables)) }
+		var trace batchTrace
+		o.OnBatch = func(r lakewriter.BatchResult) {
+			commits.Add(int64(r.Tables))
+			trace.add(r)
+		}
 		// Steady state: the writer that drained the warm-up (every table
 		// exists, its start-up scan is done) goes on running, so the lag
 		// measured is the steady state's, not the start-up scan of every
@@ -345,9 +351,16 @@ func BenchmarkFrontierLag(b *testing.B) {
 			d, err = lakewriter.New(o)
 			require.NoError(b, err)
 		}
+		var stream stagedStream
+		if *benchLagStream == "pregenerated" {
+			stream = stageStream(b, bb, app, *benchLagConc, int64(*benchRate*benchLagFor.Seconds()), d.Frontier())
+		}
 		commits.Store(0)
+		trace.reset()
 		pool0 := bb.pool.Stat()
 		ctx, cancel := context.WithCancel(context.Background())
+		stopProfile := profileTo(b, *benchLagProf)
+		pg0, cpu0 := backendCPU(ctx, app, bb.DB.Name), processCPU()
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
 
@@ -358,24 +371,45 @@ func BenchmarkFrontierLag(b *testing.B) {
 FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 			lags = append(lags, lag)
 		})
-		res, err := workload.Run(ctx, app, bb.key, workload.Config{Tenants: bb.tenants, Claims: 5, Seed: 5,
-			PromoteRatio: 0.7, RetractRatio: 0.2, Rate: *benchRate, Duration: *benchLagFor, Concurrency: *benchLagConc})
-		require.NoError(b, err)
+		var events int64
+		var elapsed time.Duration
+		if *benchLagStream == "pregenerated" {
+			var err error
+			events, elapsed, err = releaseStream(ctx, app, stream, *benchRate)
+			require.NoError(b, err)
+		} else {
+			res, err := workload.Run(ctx, app, bb.key, workload.Config{Tenants: bb.tenants, Claims: 5, Seed: 5,
+				PromoteRatio: 0.7, RetractRatio: 0.2, Rate: *benchRate, Duration: *benchLagFor, Concurrency: *benchLagConc})
+			require.NoError(b, err)
+			events, elapsed = res.Stats.Events, time.Duration(res.Stats.ElapsedNano)
+		}
 		stopSampling()
+		stopProfile()
+		pgCPU, cpu := cpuSince(pg0, backendCPU(context.Background(), app, bb.DB.Name)), processCPU()-cpu0
 		cancel()
 		require.NoError(b, <-done)
+		el := elapsed.Seconds()
+		// CPU in cores: this process (the workload and the writer) and the
+		// database's backends (both pools').
+		b.ReportMetric(cpu.Seconds()/el, "proc_cores")
+		b.ReportMetric(pgCPU.Seconds()/el, "pg_cores")
+		trace.report(b)
 		sort.Float64s(lags)
 		if len(lags) > 0 {
 			b.ReportMetric(lags[len(lags)/2], "lag_p50_s")
 			b.ReportMetric(lags[len(lags)*99/100], "lag_p99_s")
 			b.ReportMetric(lags[len(lags)-1], "lag_max_s")
 		}
-		b.ReportMetric(float64(res.Stats.Events)/time.Duration(res.Stats.ElapsedNano).Seconds(), "load_events/s")
-		b.ReportMetric(float64(commits.Load())/time.Duration(res.Stats.ElapsedNano).Seconds(), "table_commits/s")
+		b.ReportMetric(float64(events)/el, "load_events/s")
+		if *benchLagStream == "pregenerated" {
+			// The workload's own rate, writing the stream with the writer idle.
+			b.ReportMetric(stream.genRate, "gen_events/s")
+		}
+		b.ReportMetric(float64(commits.Load())/el, "table_commits/s")
 		// Whether the writer's pool queues: the time its acquires waited
 		// for a connection, per second of the run.
 		pool1 := bb.pool.Stat()
-		b.ReportMetric((pool1.AcquireDuration()-pool0.AcquireDuration()).Seconds()/time.Duration(res.Stats.ElapsedNano).Seconds(), "pool_wait_s/s")
+		b.ReportMetric((pool1.AcquireDuration()-pool0.AcquireDuration()).Seconds()/el, "pool_wait_s/s")
 		b.ReportMetric(float64(pool1.EmptyAcquireCount()-pool0.EmptyAcquireCount()), "pool_empty_acquires")
 		if n, took := d.ForkCheckReads(); n > 0 {
 			b.ReportMetric(took.Seconds()/float64(n), "fork_check_s")

@@ -132,8 +132,20 @@ type BatchResult struct {
 	DeadLettered []int64
 	Held         int // rows of tenants held for a forked chain, not applied
 	Duration     time.Duration
+	// Phases is where the batch's time went, on the drain's goroutine.
+	Phases BatchPhases
 
 	touched []tables.TableKey
+}
+
+// BatchPhases is where one batch's time went on the drain's goroutine
+// (benchmarks and traces read it): the continuity check before it, the
+// wait for the rows read ahead, the read of its rows when nothing usable
+// was read ahead, its table commits, and the frontier's update.
+type BatchPhases struct {
+	Check, AheadWait, Read, Apply, Frontier time.Duration
+	// FromAhead: the batch's rows came from the read ahead (prefetch.go).
+	FromAhead bool
 }
 
 // Summary is what a DrainOnce run did.
@@ -480,26 +492,36 @@ var errPoisonRetry = errors.New("poison rows inside their retry budget")
 // processBatch applies (from, to] to every table it touches, then advances
 // the frontier cache.
 func (d *Drainer) processBatch(ctx context.Context, from, to int64) (BatchResult, error) {
+	var ph BatchPhases
+	t := time.Now()
 	rec, id, moved, err := d.checkBatch(ctx, from, to)
+	ph.Check = time.Since(t)
 	if err != nil {
 		return BatchResult{Start: from, End: to}, err
 	}
 	// The rows read ahead, if they may be committed (prefetch.go), and
 	// the next batch read while this one commits.
+	t = time.Now()
 	ahead, recut := d.takeAhead(ctx, from, to, rec, id, moved)
+	ph.AheadWait, ph.FromAhead = time.Since(t), ahead != nil
 	if recut {
 		return BatchResult{Start: from, End: to}, errRecut
 	}
 	d.readAhead(to, rec.Anchor)
 	d.setRecord(rec)
 	res, err := d.applyRange(ctx, from, to, nil, ahead)
+	ph.Read, ph.Apply = res.Phases.Read, res.Phases.Apply
+	res.Phases = ph
 	if err != nil {
 		return res, err
 	}
 	if err := d.crash(BeforeFrontierUpdate, tables.TableKey{}); err != nil {
 		return res, err
 	}
-	if err := writeFrontier(ctx, d.db, from, to, d.finalXid.Load()); err != nil {
+	t = time.Now()
+	err = writeFrontier(ctx, d.db, from, to, d.finalXid.Load())
+	res.Phases.Frontier = time.Since(t)
+	if err != nil {
 		return res, err
 	}
 	d.frontier.Store(to)
@@ -537,7 +559,10 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.
 		ahead = nil
 		if items == nil {
 			var err error
-			if items, err = d.readRange(ctx, from, to, scope); err != nil {
+			t := time.Now()
+			items, err = d.readRange(ctx, from, to, scope)
+			res.Phases.Read += time.Since(t)
+			if err != nil {
 				return res, err
 			}
 		}
@@ -545,7 +570,9 @@ func (d *Drainer) applyRange(ctx context.Context, from, to int64, scope *tables.
 		res.Rows = len(items)
 		order, parts := group(items)
 		res.touched = order
+		t := time.Now()
 		results, err := d.applyAll(ctx, order, parts, from, to, scope != nil)
+		res.Phases.Apply += time.Since(t)
 		if err != nil {
 			return res, err
 		}

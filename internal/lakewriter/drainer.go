@@ -243,6 +243,8 @@ type Drainer struct {
 	pipeEpoch  atomic.Uint64
 	onPrefetch func(from, to int64, err error) // tests
 
+	onWitnessCapture func(due, heads int) // tests: the heads a publication read
+
 	durableMu        sync.Mutex
 	lastVerdict      *replication.Verdict
 	durableWaitSince time.Time // the loop: when the current wait for standbys began

@@ -844,8 +844,19 @@ func providerTrust(ctx context.Context, q Querier, signed *Head) (map[string]*Ke
 
 // providerTrustHead is providerTrust that also returns the provider
 // chain's head when the whole chain as read verified (nil when it has a
-// finding or no event).
+// finding or no event). The chain is streamed a page at a time and
+// nothing per event outlives its check (Options.KeysOnly): with signed,
+// a chain that does not reach it intact is read and verified again in
+// full, never trusted on the strength of signed.
 func providerTrustHead(ctx context.Context, q Querier, signed *Head) (map[string]*Key, map[string]Revocation, *Head, error) {
+	keys, revoked, head, err := providerTrustRead(ctx, q, signed)
+	if signed != nil && errors.Is(err, ErrProviderUnconfirmed) {
+		keys, revoked, head, err = providerTrustRead(ctx, q, nil)
+	}
+	return keys, revoked, head, err
+}
+
+func providerTrustRead(ctx context.Context, q Querier, signed *Head) (map[string]*Key, map[string]Revocation, *Head, error) {
 	src := func(yield func(*Event, error) bool) {
 		ev := &Event{}
 		var after int64
@@ -862,7 +873,7 @@ func providerTrustHead(ctx context.Context, q Querier, signed *Head) (map[string
 		}
 	}
 	var verified atomic.Pointer[Head]
-	sum, err := Verify(ctx, src, Options{ProviderSigned: signed, OnChain: func(r ChainResult) {
+	sum, err := Verify(ctx, src, Options{ProviderSigned: signed, KeysOnly: true, OnChain: func(r ChainResult) {
 		if r.Tenant == ProviderTenant && r.Finding == nil && r.Events > 0 {
 			verified.Store(&Head{Seq: r.Last.Seq, Hash: bytes.Clone(r.Last.Hash)})
 		}

@@ -80,7 +80,24 @@ type Options struct {
 	// the provider chain a second time or waiting for every other chain.
 	// Not called when the source holds no provider chain.
 	OnProvider func(keys map[string]*Key, revoked map[string]Revocation)
+	// KeysOnly is for a source that holds the provider chain alone and a
+	// caller that wants only its keys and revocations (IssuedKeys): the
+	// tenant.created events are still parsed and checked, but the
+	// references they make (one per tenant) are not kept, and
+	// Summary.Created is empty. With ProviderSigned, the signatures up to
+	// it are not held back either: if the chain does not reach that head
+	// intact, Verify stops with ErrProviderUnconfirmed and the caller
+	// verifies the chain again without ProviderSigned (a full run), so
+	// what it learns is still what a full run reports, without holding a
+	// copy of every envelope and signature below the head (about 250
+	// bytes per tenant) while the chain is read.
+	KeysOnly bool
 }
+
+// ErrProviderUnconfirmed: with Options.KeysOnly, the provider chain did
+// not reach Options.ProviderSigned intact, and the signatures below it,
+// not held back, were not verified. Verify again without ProviderSigned.
+var ErrProviderUnconfirmed = errors.New("the provider chain does not reach the head verified before intact; verify it in full")
 
 // Progress counts work done, for progress bars. Safe to read concurrently.
 type Progress struct {
@@ -311,7 +328,9 @@ func (e *engine) handle(ctx context.Context, ev *Event) error {
 	if f != nil {
 		f.Tenant = c.tenant
 		c.linkFinding = f
-		e.release(c) // the chain never reached ProviderSigned: verify what was held
+		if err := e.release(c); err != nil { // the chain never reached ProviderSigned: verify what was held
+			return err
+		}
 		if e.opts.OnBroken != nil {
 			e.opts.OnBroken(c.tenant)
 		}
@@ -393,7 +412,9 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 			if err != nil {
 				return &Finding{Seq: ev.Seq, Reason: ReasonBadGenesis, Detail: err.Error()}, nil
 			}
-			e.refs[ev.Seq] = providerRef{hash: hash, tenant: t}
+			if !e.opts.KeysOnly {
+				e.refs[ev.Seq] = providerRef{hash: hash, tenant: t}
+			}
 		case TypeKeyRevoked:
 			id, cuts, err := parseKeyRevoked(ev.Payload)
 			if err != nil {
@@ -444,29 +465,39 @@ func (e *engine) check(c *chainState, ev *Event) (*Finding, error) {
 		e.queue(c, ev.Seq, key, env, ev.Signature)
 		return nil, nil
 	}
-	c.held = append(c.held, heldSig{seq: ev.Seq, key: key, env: slices.Clone(env), sig: slices.Clone(ev.Signature)})
+	if e.opts.KeysOnly {
+		c.skipped++ // not held: a chain that does not reach the head is verified again in full
+	} else {
+		c.held = append(c.held, heldSig{seq: ev.Seq, key: key, env: slices.Clone(env), sig: slices.Clone(ev.Signature)})
+		c.skipped = int64(len(c.held))
+	}
 	if ps := e.opts.ProviderSigned; ev.Seq >= ps.Seq {
 		if ev.Seq == ps.Seq && bytes.Equal(hash[:], ps.Hash) {
 			// Confirmed: every held event is what the earlier run verified.
-			c.skipped, c.held, c.holding = int64(len(c.held)), nil, false
-		} else {
-			e.release(c)
+			c.held, c.holding = nil, false
+		} else if err := e.release(c); err != nil {
+			return nil, err
 		}
 	}
 	return nil, nil
 }
 
 // release verifies the signatures held back for ProviderSigned after all
-// (the chain did not reach it intact) and stops holding.
-func (e *engine) release(c *chainState) {
+// (the chain did not reach it intact) and stops holding; with KeysOnly,
+// where none were held, it is ErrProviderUnconfirmed.
+func (e *engine) release(c *chainState) error {
 	if !c.holding {
-		return
+		return nil
 	}
 	c.holding = false
+	if e.opts.KeysOnly {
+		return ErrProviderUnconfirmed
+	}
 	for _, h := range c.held {
 		e.queue(c, h.seq, h.key, h.env, h.sig)
 	}
-	c.held = nil
+	c.held, c.skipped = nil, 0
+	return nil
 }
 
 func (e *engine) checkGenesis(c *chainState, ev *Event, isProvider bool) *Finding {
@@ -564,7 +595,9 @@ func (e *engine) closeChain(ctx context.Context) error {
 	e.cur = nil
 	isProvider := c.tenant == ProviderTenant && !e.providerDone
 	if isProvider {
-		e.release(c) // ended before ProviderSigned: verify what was held
+		if err := e.release(c); err != nil { // ended before ProviderSigned: verify what was held
+			return err
+		}
 		e.flush()
 	}
 	c.mu.Lock()

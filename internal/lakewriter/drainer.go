@@ -1,12 +1,14 @@
 package lakewriter
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -254,6 +256,8 @@ type Drainer struct {
 	pipe       *pipeline
 	pipeEpoch  atomic.Uint64
 	onPrefetch func(from, to int64, err error) // tests
+
+	onWitnessCapture func(due, heads int) // tests: the heads a publication read
 
 	durableMu        sync.Mutex
 	lastVerdict      *replication.Verdict
@@ -671,8 +675,22 @@ func (d *Drainer) applyAll(ctx context.Context, order []tables.TableKey, parts [
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	sort.Slice(results, func(i, j int) bool { return results[i].key.String() < results[j].key.String() })
+	// In the order of the tables' paths (TableKey.String), compared without
+	// building them: two strings per comparison were about 18 MB of garbage
+	// per 7,000-table batch, allocated while the collector ran and so held
+	// through its cycle.
+	sort.Slice(results, func(i, j int) bool { return compareKeys(results[i].key, results[j].key) < 0 })
 	return results, nil
+}
+
+// compareKeys orders table keys as their paths order: a lowercase hex
+// UUID with its dashes at fixed places orders as its bytes do, then the
+// kind's directory.
+func compareKeys(a, b tables.TableKey) int {
+	if c := bytes.Compare(a.Tenant[:], b.Tenant[:]); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Kind.Dir(), b.Kind.Dir())
 }
 
 func (d *Drainer) maybeCheckpoint(ctx context.Context, w *delta.Writer, key tables.TableKey) {

@@ -41,6 +41,10 @@ func (d *Drainer) NoCompactStates() { d.tables.noStates = true }
 // (prefetch.go), on the reading goroutine.
 func (d *Drainer) OnPrefetch(fn func(from, to int64, err error)) { d.onPrefetch = fn }
 
+// OnWitnessCapture is called by every witness publication with how many
+// tenants were due and how many heads it read.
+func (d *Drainer) OnWitnessCapture(fn func(due, heads int)) { d.onWitnessCapture = fn }
+
 // Every batch of this package's tests longer than 32 seqs is read in
 // parts (batchread.go), so the exactly-once, crash and failover suites run
 // the split read; its own tests are in batchread_test.go.

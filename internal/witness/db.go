@@ -33,13 +33,33 @@ SELECT (SELECT system_identifier::text FROM pg_control_system()),
 // Capture reads the stored chain heads (one tenant's, or all) as unsigned
 // witness heads stamped with now and the database's identity.
 func Capture(ctx context.Context, q Querier, tenant *uuid.UUID, now time.Time) ([]*Head, error) {
+	return capture(ctx, q, now, `
+SELECT tenant_id, seq, hash FROM oml.chain_heads
+WHERE $1::uuid IS NULL OR tenant_id = $1 ORDER BY tenant_id`, tenant)
+}
+
+// CaptureTenants is Capture for the listed tenants only (those with a
+// stored head; none when the list is empty): what a publication holds
+// follows the tenants it publishes, not every tenant of the deployment.
+func CaptureTenants(ctx context.Context, q Querier, tenants []uuid.UUID, now time.Time) ([]*Head, error) {
+	if len(tenants) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(tenants))
+	for i, t := range tenants {
+		ids[i] = t.String()
+	}
+	return capture(ctx, q, now, `
+SELECT tenant_id, seq, hash FROM oml.chain_heads
+WHERE tenant_id = ANY($1::uuid[]) ORDER BY tenant_id`, ids)
+}
+
+func capture(ctx context.Context, q Querier, now time.Time, query string, arg any) ([]*Head, error) {
 	sys, tl, err := Identity(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	rows, err := q.Query(ctx, `
-SELECT tenant_id, seq, hash FROM oml.chain_heads
-WHERE $1::uuid IS NULL OR tenant_id = $1 ORDER BY tenant_id`, tenant)
+	rows, err := q.Query(ctx, query, arg)
 	if err != nil {
 		return nil, fmt.Errorf("read oml.chain_heads: %w", err)
 	}

@@ -92,7 +92,9 @@ func (d *Drainer) scanTables(ctx context.Context, tenants []uuid.UUID, opts scan
 			}
 			if empty[t] {
 				d.tables.markAbsent(key)
+				mu.Lock() // the reads started for earlier tenants write here too
 				out.absent[key] = true
+				mu.Unlock()
 				continue
 			}
 			g.Go(func() error {

@@ -3,6 +3,7 @@ package lakewriter
 import (
 	"bytes"
 	"context"
+	"maps"
 	"sync"
 	"time"
 
@@ -54,10 +55,7 @@ const forkFullPassInterval = 30 * time.Minute
 func (m *bronzeHeads) reset(heads map[uuid.UUID]bronze.Head) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.heads = make(map[uuid.UUID]bronze.Head, len(heads))
-	for t, h := range heads {
-		m.heads[t] = h
-	}
+	m.heads = maps.Clone(heads)
 }
 
 // seen merges heads read from the lake while batches committed: a head

@@ -244,27 +244,32 @@ func (r *registry) putState(key tables.TableKey, ts delta.TableState) {
 	}
 	r.states[key] = ts
 	r.stateBytes += stateBytes(&ts)
-	for k, old := range r.states {
+	for k := range r.states {
 		if r.stateBytes <= r.stateBudget {
 			break
 		}
 		if k != key {
-			delete(r.states, k)
-			r.stateBytes -= stateBytes(&old)
+			r.dropStateLocked(k)
 		}
 	}
 }
 
-// takeState removes and returns key's compact state.
-func (r *registry) takeState(key tables.TableKey) (delta.TableState, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// dropStateLocked removes and returns key's compact state, keeping the
+// bytes the states hold in step. Called with r.mu held.
+func (r *registry) dropStateLocked(key tables.TableKey) (delta.TableState, bool) {
 	ts, ok := r.states[key]
 	if ok {
 		delete(r.states, key)
 		r.stateBytes -= stateBytes(&ts)
 	}
 	return ts, ok
+}
+
+// takeState removes and returns key's compact state.
+func (r *registry) takeState(key tables.TableKey) (delta.TableState, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.dropStateLocked(key)
 }
 
 func stateBytes(ts *delta.TableState) int64 { return ts.ApproxBytes() + stateSlotBytes }
@@ -385,10 +390,7 @@ func (r *registry) forget(key tables.TableKey) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.absent.remove(key)
-	if ts, ok := r.states[key]; ok {
-		delete(r.states, key)
-		r.stateBytes -= stateBytes(&ts)
-	}
+	r.dropStateLocked(key)
 	if e, ok := r.writers[key]; ok {
 		r.lru.Remove(e)
 		delete(r.writers, key)

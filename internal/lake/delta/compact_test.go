@@ -41,6 +41,18 @@ func stateOfWriter(t *testing.T, w *Writer) *TableState {
 	return &ts
 }
 
+// leanTableState makes a new table in an in-memory store, commits txn to
+// it with a lean writer and returns the store and that writer's state.
+func leanTableState(t *testing.T, txn int64) (store.Store, *TableState) {
+	t.Helper()
+	st := store.NewMem()
+	newTestTable(t, st)
+	w, err := OpenWriter(context.Background(), st, leanOpts(100))
+	require.NoError(t, err)
+	commitTxn(t, w, txn)
+	return st, stateOfWriter(t, w)
+}
+
 // reopen rebuilds a writer from ts and requires that the fence passed
 // (fromState) or failed (!fromState).
 func reopen(t *testing.T, st store.Store, ts *TableState, opts Options, fromState bool) *Writer {
@@ -134,12 +146,7 @@ func TestTableState_RebuiltWriter_CommitsAndCheckpointsEqualAReplay(t *testing.T
 func TestTableState_AnotherWriterCommittedSince_RebuiltWriterLosesTheRaceAndCatchesUp(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := store.NewMem()
-	newTestTable(t, st)
-	w, err := OpenWriter(ctx, st, leanOpts(100))
-	require.NoError(t, err)
-	commitTxn(t, w, 1)
-	ts := stateOfWriter(t, w)
+	st, ts := leanTableState(t, 1)
 
 	other, err := OpenWriter(ctx, st, leanOpts(100))
 	require.NoError(t, err)
@@ -193,12 +200,7 @@ func TestTableState_CheckpointWrittenByAnotherProcessSince_RebuiltWriterCheckpoi
 func TestTableState_TableDeletedSince_ReopensFromTheLogAndFindsItGone(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := store.NewMem()
-	newTestTable(t, st)
-	w, err := OpenWriter(ctx, st, leanOpts(100))
-	require.NoError(t, err)
-	commitTxn(t, w, 1)
-	ts := stateOfWriter(t, w)
+	st, ts := leanTableState(t, 1)
 	deleteAll(t, st)
 	_, fromState, err := ReopenWriter(ctx, st, ts, leanOpts(100))
 	require.ErrorIs(t, err, ErrTableNotFound)
@@ -211,13 +213,7 @@ func TestTableState_TableDeletedSince_ReopensFromTheLogAndFindsItGone(t *testing
 // different bytes and the writer is the new table's, from its log.
 func TestTableState_TableRebuiltSince_ReopensFromTheLogOfTheNewTable(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	st := store.NewMem()
-	newTestTable(t, st)
-	w, err := OpenWriter(ctx, st, leanOpts(100))
-	require.NoError(t, err)
-	commitTxn(t, w, 7)
-	ts := stateOfWriter(t, w)
+	st, ts := leanTableState(t, 7)
 	deleteAll(t, st)
 	rebuilt := newTestTable(t, st)
 	commitTxn(t, rebuilt, 3)
@@ -238,12 +234,7 @@ func TestTableState_TableRebuiltSince_ReopensFromTheLogOfTheNewTable(t *testing.
 func TestTableState_LogCleanedUpPastIt_ReopensFromTheLog(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	st := store.NewMem()
-	newTestTable(t, st)
-	w, err := OpenWriter(ctx, st, leanOpts(100))
-	require.NoError(t, err)
-	commitTxn(t, w, 1)
-	ts := stateOfWriter(t, w)
+	st, ts := leanTableState(t, 1)
 	other, err := OpenWriter(ctx, st, leanOpts(100))
 	require.NoError(t, err)
 	for i := int64(2); i <= 5; i++ {

@@ -27,6 +27,19 @@ func TestConformanceFileGroupSync(t *testing.T) {
 	})
 }
 
+// TestConformanceFileLinkPublish runs the suite on a file store whose
+// put-if-absent links, as on a filesystem without renameat2's
+// RENAME_NOREPLACE (the fallback must keep the same guarantees).
+func TestConformanceFileLinkPublish(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T) store.Store {
+		s, err := store.NewFile(t.TempDir() + "/lake")
+		require.NoError(t, err)
+		store.PublishByLink(s)
+		return s
+	})
+}
+
 func TestConformanceMem(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T) store.Store { return store.NewMem() })

@@ -8,3 +8,7 @@ func SetFileDirHooks(f *File, beforeSyncNewDir func(dir string) error, waitingFo
 	f.beforeSyncNewDir = beforeSyncNewDir
 	f.waitingForDir = waitingForDir
 }
+
+// PublishByLink makes f's PutIfAbsent take the link(2) path, as on a
+// filesystem without renameat2's RENAME_NOREPLACE.
+func PublishByLink(f *File) { f.linkOnly.Store(true) }

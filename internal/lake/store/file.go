@@ -97,6 +97,11 @@ type File struct {
 	auto  *autoSync  // sync=auto's choice between rounds and per file; nil: no choice
 	// kernel, set by tests, stands for kernelRelease (sync=auto's check).
 	kernel func() string
+	// linkOnly is set once renameat2(2) with RENAME_NOREPLACE was refused
+	// as unsupported under root (a kernel before 3.15, a filesystem
+	// without it: EINVAL, ENOSYS, ENOTSUP); from then on PutIfAbsent
+	// links (publishNoReplace). Tests set it to take the link path.
+	linkOnly atomic.Bool
 
 	// Test hooks, nil outside tests (export_test.go sets some):
 	// beforeSyncNewDir runs between os.Mkdir and the parent's flush (an
@@ -340,7 +345,8 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 }
 
 // PutIfAbsent publishes a fully written, fsynced temporary file under key with
-// link(2), which fails with EEXIST when key exists: the kernel decides the
+// renameat2(2) and RENAME_NOREPLACE (link(2) where the filesystem lacks
+// it), which fails with EEXIST when key exists: the kernel decides the
 // race, and an existing file is never replaced (rename(2) would replace it).
 func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	p, err := f.path(key)
@@ -354,7 +360,12 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
-	defer os.Remove(tmp)
+	published := false
+	defer func() {
+		if !published {
+			os.Remove(tmp)
+		}
+	}()
 	if err := ps.beforePublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: sync before publishing: %w", f, key, err)
 	}
@@ -364,7 +375,9 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 	if err := f.awaitDirs(ctx, filepath.Dir(p), ps.g); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
-	if err := os.Link(tmp, p); err != nil {
+	moved, err := f.publishNoReplace(tmp, p)
+	published = moved
+	if err != nil {
 		switch {
 		case errors.Is(err, fs.ErrExist):
 			if fi, serr := os.Lstat(p); serr == nil && fi.IsDir() {
@@ -376,9 +389,10 @@ func (f *File) PutIfAbsent(ctx context.Context, key string, data []byte) error {
 		}
 		return fmt.Errorf("%s: put-if-absent %q: %w", f, key, err)
 	}
-	// The link is the commit point; make its directory entry durable before
-	// acknowledging. Removing the temporary name afterwards needs no sync: a
-	// leftover temp file after a crash is ignored by List and harmless.
+	// The new name is the commit point; make its directory entry durable
+	// before acknowledging. After a link, removing the temporary name needs
+	// no sync: a leftover temp file after a crash is ignored by List and
+	// harmless.
 	if err := ps.afterPublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put-if-absent %q: sync directory: %w", f, key, err)
 	}
@@ -479,6 +493,32 @@ func renameFile(from, to string) error {
 		}
 		return nil
 	}
+}
+
+// publishNoReplace gives the temporary file tmp the name p unless p
+// exists (the error is then link(2)'s EEXIST, which callers classify).
+// moved reports that tmp's name is gone (renamed): a link leaves it for
+// the caller to remove. renameat2 with RENAME_NOREPLACE is one atomic
+// call where link(2) and unlink(2) are two, each a change to the
+// directory that the next flush writes.
+func (f *File) publishNoReplace(tmp, p string) (moved bool, err error) {
+	if !f.linkOnly.Load() {
+		for {
+			err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, p, unix.RENAME_NOREPLACE)
+			switch err {
+			case unix.EINTR:
+				continue
+			case nil:
+				return true, nil
+			case unix.EINVAL, unix.ENOSYS, unix.ENOTSUP:
+				f.linkOnly.Store(true)
+			default:
+				return false, &os.LinkError{Op: "rename", Old: tmp, New: p, Err: err}
+			}
+			break
+		}
+	}
+	return false, os.Link(tmp, p)
 }
 
 // errDirHoldsObjects is a put onto a key that is a directory: the key "x"

@@ -14,10 +14,23 @@ import (
 
 func TestFileStoreIgnoresLeftoverTempFilesAndKeepsNoneAfterWrites(t *testing.T) {
 	t.Parallel()
+	for _, link := range []bool{false, true} {
+		name := "renameat2"
+		if link {
+			name = "link"
+		}
+		t.Run(name, func(t *testing.T) { testLeftoverTempFiles(t, link) })
+	}
+}
+
+func testLeftoverTempFiles(t *testing.T, link bool) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	s, err := store.NewFile(dir)
 	require.NoError(t, err)
+	if link {
+		store.PublishByLink(s)
+	}
 	require.NoError(t, s.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte("v0")))
 	require.ErrorIs(t, s.PutIfAbsent(ctx, "_delta_log/00000000000000000000.json", []byte("v0'")), store.ErrExists)
 	require.NoError(t, s.Put(ctx, "_delta_log/_last_checkpoint", nil, 0))

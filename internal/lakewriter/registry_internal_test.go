@@ -342,3 +342,39 @@ func TestRegistry_StateBudget_DropsStatesBeyondIt(t *testing.T) {
 	require.Equal(t, 5, c.States)
 	require.LessOrEqual(t, c.StateBytes, r.stateBudget)
 }
+
+// TestRegistry_StateBudget_DropsMergeTablesStatesFirst: beyond the
+// budget a MERGE table's state (a few KB) goes before a lean table's (a
+// few hundred bytes): each saves one log read.
+func TestRegistry_StateBudget_DropsMergeTablesStatesFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, r, silver := evictedMergeTable(t, tables.Silver)
+	full := r.states[silver]
+	bronze := tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}
+	w, err := r.writer(ctx, bronze, createMissing)
+	require.NoError(t, err)
+	_, err = commitOne(ctx, w, 1)
+	require.NoError(t, err)
+	r.resized(bronze, w)
+	_, err = r.writer(ctx, tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, createMissing) // evicts bronze
+	require.NoError(t, err)
+	lean, ok := r.takeState(bronze)
+	require.True(t, ok)
+	require.False(t, lean.Full())
+	r.takeState(silver)
+	require.Zero(t, r.counts().States)
+	r.stateBudget = stateBytes(&full) * maxStateShare
+	r.putState(silver, full)
+	for i := 0; r.counts().StateBytes+stateBytes(&lean) <= r.stateBudget; i++ {
+		r.putState(tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, lean)
+	}
+	r.putState(tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, lean)
+	_, ok = r.states[silver]
+	require.False(t, ok, "the MERGE table's state went first")
+	c := r.counts()
+	require.LessOrEqual(t, c.StateBytes, r.stateBudget)
+	require.Zero(t, r.fullStates)
+	_, err = r.writer(ctx, silver, createMissing)
+	require.NoError(t, err)
+}

@@ -3,7 +3,6 @@ package delta
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -54,8 +53,9 @@ import (
 // tables, silver and gold/workareas, prune and rewrite files by their
 // stats) also keeps the live files and tombstones (fullFiles): the add
 // and remove actions of the evicted snapshot itself, shared, not copied,
-// in two slices instead of two maps, with the commitInfo of the commit
-// that set each txn. Its snapshot needs nothing from the store, so log
+// in two slices instead of two maps (no commitInfo either: most of a
+// state's bytes are its files' stats, and every byte saved is a state
+// more within the registry's budget). Its snapshot needs nothing from the store, so log
 // cleanup before the state's commit does not matter to it; but a MERGE
 // reads the files it lists before its commit's put-if-absent can settle
 // anything, so ReopenWriter also requires that the state's commit is the
@@ -92,17 +92,13 @@ type TableState struct {
 
 // fullFiles is the part of a full writer's state a lean one does not
 // have: the snapshot's files and tombstones by decoded path, as parallel
-// slices, and the commitInfo of the commit that set each txn (infos[0]
-// is TableState.txn's, then more's in order).
+// slices.
 type fullFiles struct {
-	keys       []string
-	files      []*Add
-	tombKeys   []string
-	tombs      []*Remove
-	infos      []json.RawMessage
-	lastInfo   json.RawMessage
-	lastInfoAt int64
-	bytes      int64 // ApproxBytes of all of it, measured once
+	keys     []string
+	files    []*Add
+	tombKeys []string
+	tombs    []*Remove
+	bytes    int64 // ApproxBytes of all of it, measured once
 }
 
 // MaxStateFiles bounds the live files plus tombstones of a full writer
@@ -281,14 +277,12 @@ func (w *Writer) State() (TableState, bool) {
 	return ts, true
 }
 
-// fullFilesOf takes a full snapshot's files, tombstones and txn
-// commitInfos for a state. The actions are shared: a snapshot never
+// fullFilesOf takes a full snapshot's files and tombstones for a state. The actions are shared: a snapshot never
 // modifies an action it holds (apply replaces them), so the writer may
 // go on committing without changing the state.
 func fullFilesOf(s *Snapshot) *fullFiles {
-	f := &fullFiles{keys: make([]string, 0, len(s.files)), files: make([]*Add, 0, len(s.files)),
-		lastInfo: s.lastInfo, lastInfoAt: s.lastInfoAt}
-	f.bytes = int64(unsafe.Sizeof(*f)) + int64(len(s.lastInfo))
+	f := &fullFiles{keys: make([]string, 0, len(s.files)), files: make([]*Add, 0, len(s.files))}
+	f.bytes = int64(unsafe.Sizeof(*f))
 	for k, a := range s.files {
 		f.keys, f.files = append(f.keys, k), append(f.files, a)
 		f.bytes += 24 + int64(unsafe.Sizeof(*a)) + stringBytes(k, a.Path) + int64(len(a.Stats)) +
@@ -307,16 +301,6 @@ func fullFilesOf(s *Snapshot) *fullFiles {
 		if r.DeletionVector != nil {
 			f.bytes += 128
 		}
-	}
-	if len(s.txns.list) > 0 {
-		f.infos = make([]json.RawMessage, len(s.txns.list))
-		for i, e := range s.txns.list {
-			f.infos[i] = e.info
-			if i > 0 || len(e.info) == 0 || !sameBytes(e.info, s.lastInfo) {
-				f.bytes += int64(len(e.info))
-			}
-		}
-		f.bytes += int64(len(f.infos)) * 24
 	}
 	return f
 }
@@ -347,12 +331,6 @@ func mapBytes(m map[string]*string) int64 {
 		}
 	}
 	return n
-}
-
-// sameBytes reports whether a and b are the same memory (a txn's
-// commitInfo is usually the snapshot's lastInfo).
-func sameBytes(a, b json.RawMessage) bool {
-	return len(a) == len(b) && len(a) > 0 && &a[0] == &b[0]
 }
 
 // Full reports whether the state is a full writer's (it holds the live
@@ -414,15 +392,12 @@ func (ts *TableState) snapshot(table string) *Snapshot {
 	}
 	if ts.txns > 0 {
 		s.txns.list = make([]txnEntry, 0, ts.txns)
-		for i, t := range append([]stateTxn{ts.txn}, ts.more...) {
+		for _, t := range append([]stateTxn{ts.txn}, ts.more...) {
 			e := s.txns.put(t.appID)
 			e.txn.Version, e.at = t.version, t.at
 			if t.hasUpdated {
 				lu := t.lastUpdated
 				e.txn.LastUpdated = &lu
-			}
-			if ts.full != nil && i < len(ts.full.infos) {
-				e.info = ts.full.infos[i]
 			}
 		}
 	}
@@ -430,8 +405,7 @@ func (ts *TableState) snapshot(table string) *Snapshot {
 	return s
 }
 
-// fill puts the files, tombstones and last commitInfo into a full
-// snapshot being rebuilt.
+// fill puts the files and tombstones into a full snapshot being rebuilt.
 func (f *fullFiles) fill(s *Snapshot) {
 	s.files = make(map[string]*Add, len(f.files))
 	for i, a := range f.files {
@@ -441,7 +415,6 @@ func (f *fullFiles) fill(s *Snapshot) {
 	for i, r := range f.tombs {
 		s.tombstones[f.tombKeys[i]] = r
 	}
-	s.lastInfo, s.lastInfoAt = f.lastInfo, f.lastInfoAt
 }
 
 // ReopenWriter returns a writer on the table at st from a state one of

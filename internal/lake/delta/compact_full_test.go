@@ -3,6 +3,7 @@ package delta
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -39,7 +40,7 @@ func forEachStore(t *testing.T, fn func(t *testing.T, st store.Store)) {
 // mergeOnce is a MERGE as the lake writer's silver makes it: the first
 // live file is read, rewritten with one more row and replaced, under the
 // txn at version txn.
-func mergeOnce(t *testing.T, w *Writer, txn int64) int64 {
+func mergeOnce(t testing.TB, w *Writer, txn int64) int64 {
 	t.Helper()
 	ctx := context.Background()
 	snap := w.Snapshot()
@@ -63,7 +64,7 @@ func mergeOnce(t *testing.T, w *Writer, txn int64) int64 {
 // fullTableState makes a partitioned table with real files on st (ten
 // appends, optimizeTable), MERGEs into it once, and returns its full
 // writer and that writer's state.
-func fullTableState(t *testing.T, st store.Store) (*Writer, *TableState) {
+func fullTableState(t testing.TB, st store.Store) (*Writer, *TableState) {
 	t.Helper()
 	w := optimizeTable(t, st)
 	mergeOnce(t, w, 11)
@@ -300,4 +301,48 @@ func TestFullTableState_TooManyFilesOrOtherOptions_NoneOrTheLog(t *testing.T) {
 	commitTxn(t, w, 1)
 	_, ok := w.State()
 	require.False(t, ok, "past MaxStateFiles")
+}
+
+// BenchmarkReopenFullWriter is one reopen of a MERGE table (a partitioned
+// table with real files, ten appends and a MERGE since its creation, on a
+// file store): from its full state (ReopenWriter: one read, one stat)
+// against from its log (OpenWriter: a listing, the checkpoint hint, every
+// commit decoded).
+//
+//	go test -run '^$' -bench BenchmarkReopenFullWriter -benchmem ./internal/lake/delta/
+func BenchmarkReopenFullWriter(b *testing.B) {
+	st, err := store.NewFile(b.TempDir())
+	require.NoError(b, err)
+	_, ts := fullTableState(b, st)
+	ctx := context.Background()
+	b.Run("from=state", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0 := processCPU()
+		for i := 0; i < b.N; i++ {
+			if _, fromState, err := ReopenWriter(ctx, st, ts, Options{}); err != nil || !fromState {
+				b.Fatal(err, fromState)
+			}
+		}
+		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	})
+	b.Run("from=log", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu0 := processCPU()
+		for i := 0; i < b.N; i++ {
+			if _, err := OpenWriter(ctx, st, Options{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+	})
+}
+
+// processCPU is the process's user and system CPU time so far (a shared
+// machine's wall time says little).
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

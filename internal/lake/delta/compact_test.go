@@ -34,7 +34,7 @@ func commitTxn(t *testing.T, w *Writer, txn int64) int64 {
 }
 
 // stateOfWriter takes w's state, which it must have.
-func stateOfWriter(t *testing.T, w *Writer) *TableState {
+func stateOfWriter(t testing.TB, w *Writer) *TableState {
 	t.Helper()
 	ts, ok := w.State()
 	require.True(t, ok, "the writer gives a state")

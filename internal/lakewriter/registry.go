@@ -18,9 +18,9 @@ import (
 // the lake writer's memory grow with the number of tables (about 6 KB per
 // small table, 27,000 tables at 10,000 tenants). Beyond maxOpen the least
 // recently used writer is closed; the next time a batch touches its table
-// it is rebuilt from its compact state (states, below) or, for silver and
-// gold/workareas, whose MERGE needs the file list, reopened from its log
-// (checkpoint plus the commits since).
+// it is rebuilt from its compact state (states, below; silver's and
+// gold/workareas' hold their live files, which their MERGE needs) or,
+// without one, reopened from its log (checkpoint plus the commits since).
 //
 // Dropping a writer is always safe: a writer holds no lock and no
 // uncommitted state between uses, and a writer reopened from the log knows
@@ -59,21 +59,29 @@ type registry struct {
 	// evictions counts writers closed to stay within maxOpen.
 	evictions int64
 
-	// states holds the compact state (delta.TableState, about 200 bytes)
-	// of lean tables whose writers were evicted, so reopening one costs a
-	// read of its newest commit instead of its log (a listing, the
-	// checkpoint hint, the checkpoint and up to a hundred commits):
-	// nearly every commit of 10,000 tenants writing a trickle reopens its
-	// table. A writer rebuilt from one is the writer the log gives, or
+	// states holds the compact state (delta.TableState) of tables whose
+	// writers were evicted, so reopening one costs a read of its newest
+	// commit instead of its log (a listing, the checkpoint hint, the
+	// checkpoint and up to a hundred commits): nearly every commit of
+	// 10,000 tenants writing a trickle reopens its table. A lean table's
+	// (bronze, gold) is about 300 bytes; a MERGE table's (silver,
+	// gold/workareas) also holds its live files with their stats (a few KB;
+	// one with more than delta.MaxStateFiles files, or whose state would
+	// take more than maxStateShare of stateBudget, gets none), and its
+	// rebuild also checks that no commit followed the state's. A writer rebuilt from one is the writer the log gives, or
 	// the rebuild reads the log (delta.ReopenWriter's fence); a stale
 	// state (another writer committed since) is settled by the commit's
 	// put-if-absent like a stale open writer. Bounded by stateBudget
-	// bytes (an arbitrary state goes first: they are all cheap to lose).
+	// bytes: beyond it a MERGE table's state goes first (each saves one
+	// log read, and a lean one costs a tenth of the bytes), then an
+	// arbitrary one. fullStates counts the MERGE tables' states.
 	states      map[tables.TableKey]delta.TableState
 	stateBytes  int64
+	fullStates  int
 	stateBudget int64
-	// noStates keeps no states (tests and benchmarks compare the two).
-	noStates bool
+	// noStates keeps no states, leanStatesOnly none of the MERGE tables
+	// (tests and benchmarks compare them).
+	noStates, leanStatesOnly bool
 	// logOpens and stateOpens count tables opened from their logs and
 	// rebuilt from their states.
 	logOpens, stateOpens int64
@@ -117,6 +125,11 @@ const defaultStateBytes = 32 << 20
 // states get (half of it: an eighth of --memory, 32 MiB of the default
 // 256, room for about 130,000 tables).
 const stateShare = 2
+
+// maxStateShare is the divisor of stateBudget that bounds one MERGE
+// table's state (a lean one is a few hundred bytes whatever the table): a MERGE table with large stats gets no state rather than
+// displacing dozens of others (1/64: 512 KiB of the default 32 MiB).
+const maxStateShare = 64
 
 // stateSlotBytes is what one state costs in the map beyond its own bytes:
 // the key and the map's slot overhead.
@@ -233,17 +246,36 @@ func (r *registry) evict() {
 // putState keeps key's compact state, replacing an older one, and drops
 // states beyond stateBudget. Called with r.mu held.
 func (r *registry) putState(key tables.TableKey, ts delta.TableState) {
-	if r.noStates {
+	if r.noStates || (r.leanStatesOnly && ts.Full()) {
 		return
 	}
 	if old, ok := r.states[key]; ok {
 		if old.Version() > ts.Version() {
 			return
 		}
-		r.stateBytes -= stateBytes(&old)
+		r.dropStateLocked(key)
+	}
+	if ts.Full() && stateBytes(&ts) > r.stateBudget/maxStateShare {
+		return
 	}
 	r.states[key] = ts
 	r.stateBytes += stateBytes(&ts)
+	if ts.Full() {
+		r.fullStates++
+	}
+	others := r.fullStates // the MERGE tables' states but key's
+	if ts.Full() {
+		others--
+	}
+	for k, o := range r.states {
+		if r.stateBytes <= r.stateBudget || others <= 0 {
+			break
+		}
+		if k != key && o.Full() {
+			r.dropStateLocked(k)
+			others--
+		}
+	}
 	for k := range r.states {
 		if r.stateBytes <= r.stateBudget {
 			break
@@ -261,6 +293,9 @@ func (r *registry) dropStateLocked(key tables.TableKey) (delta.TableState, bool)
 	if ok {
 		delete(r.states, key)
 		r.stateBytes -= stateBytes(&ts)
+		if ts.Full() {
+			r.fullStates--
+		}
 	}
 	return ts, ok
 }

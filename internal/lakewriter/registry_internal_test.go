@@ -202,10 +202,9 @@ func TestRegistry_WriterEvictedDuringItsCommit_StateFollowsTheCommit(t *testing.
 	require.NoError(t, err, "no race lost against its own earlier commit")
 }
 
-// TestRegistry_ForgottenOrFullTable_KeepsNoCompactState: a forgotten
-// table (its writer's state cannot be trusted) is reopened from its log,
-// and so is silver (its MERGE needs the file list).
-func TestRegistry_ForgottenOrFullTable_KeepsNoCompactState(t *testing.T) {
+// TestRegistry_ForgottenTable_KeepsNoCompactState: a forgotten table (its
+// writer's state cannot be trusted) is reopened from its log.
+func TestRegistry_ForgottenTable_KeepsNoCompactState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	lake := store.NewMem()
@@ -215,16 +214,108 @@ func TestRegistry_ForgottenOrFullTable_KeepsNoCompactState(t *testing.T) {
 	_, err := r.writer(ctx, a, createMissing)
 	require.NoError(t, err)
 	require.Zero(t, r.counts().StateOpens)
+}
 
-	s := tables.TableKey{Tenant: uuid.New(), Kind: tables.Silver}
-	w, err := r.writer(ctx, s, createMissing)
+// evictedMergeTable creates a table of kind (silver or gold/workareas) on
+// a file lake through a registry that keeps one writer open, commits txn
+// 1 and 2 to it, and evicts it by opening a bronze table.
+func evictedMergeTable(t *testing.T, kind tables.Kind) (lake store.Store, r *registry, a tables.TableKey) {
+	t.Helper()
+	ctx := context.Background()
+	lake, err := store.NewFile(t.TempDir())
 	require.NoError(t, err)
-	_, err = commitOne(ctx, w, 1)
+	r = newRegistry(lake, registryOptions{Lean: true, MaxOpen: 1})
+	a = tables.TableKey{Tenant: uuid.New(), Kind: kind}
+	w, err := r.writer(ctx, a, createMissing)
 	require.NoError(t, err)
-	_, err = r.writer(ctx, a, createMissing) // evicts silver
+	for txn := int64(1); txn <= 2; txn++ {
+		_, err = commitOne(ctx, w, txn)
+		require.NoError(t, err)
+		r.resized(a, w)
+	}
+	_, err = r.writer(ctx, tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, createMissing)
 	require.NoError(t, err)
-	_, ok := r.states[s]
-	require.False(t, ok, "silver keeps no compact state")
+	ts, ok := r.states[a]
+	require.True(t, ok, "the evicted %s writer left its compact state", kind)
+	require.True(t, ts.Full(), "with its file list")
+	return lake, r, a
+}
+
+// TestRegistry_EvictedMergeTable_ReopensFromItsFileListWithoutListingItsLog:
+// an evicted silver or gold/workareas table is rebuilt from its state
+// (its commit read back, the next one looked for) with the file list,
+// stats and txns a load of its log gives, and commits on.
+func TestRegistry_EvictedMergeTable_ReopensFromItsFileListWithoutListingItsLog(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []tables.Kind{tables.Silver, tables.Workareas} {
+		t.Run(string(kind), func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			lake, r, a := evictedMergeTable(t, kind)
+			w, err := r.writer(ctx, a, createMissing)
+			require.NoError(t, err)
+			c := r.counts()
+			require.EqualValues(t, 1, c.StateOpens)
+			require.EqualValues(t, 2, c.LogOpens, "only the two bronze tables read their (empty) logs")
+
+			st, err := a.Store(lake)
+			require.NoError(t, err)
+			fromLog, err := delta.OpenWriter(ctx, st, delta.Options{})
+			require.NoError(t, err)
+			require.Equal(t, fromLog.Version(), w.Version())
+			require.Equal(t, fromLog.Snapshot().Files(), w.Snapshot().Files())
+			require.Equal(t, fromLog.Snapshot().Txns(), w.Snapshot().Txns())
+			require.Equal(t, fromLog.Snapshot().Metadata(), w.Snapshot().Metadata())
+			v, err := commitOne(ctx, w, 3)
+			require.NoError(t, err)
+			require.EqualValues(t, 2, v)
+		})
+	}
+}
+
+// TestRegistry_EvictedMergeTableCommittedByAnotherWriter_ReopensFromTheLog:
+// another lake writer committed to the evicted silver table: its state's
+// commit is not the newest any more, so the reopen reads the log (its file
+// list is not the table's) and the next batch commits after the winner.
+func TestRegistry_EvictedMergeTableCommittedByAnotherWriter_ReopensFromTheLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	lake, r, a := evictedMergeTable(t, tables.Silver)
+	st, err := a.Store(lake)
+	require.NoError(t, err)
+	other, err := delta.OpenWriter(ctx, st, delta.Options{})
+	require.NoError(t, err)
+	_, err = commitOne(ctx, other, 3)
+	require.NoError(t, err)
+
+	w, err := r.writer(ctx, a, createMissing)
+	require.NoError(t, err)
+	require.Zero(t, r.counts().StateOpens, "read from the log")
+	require.Equal(t, other.Snapshot().Files(), w.Snapshot().Files())
+	v, err := commitOne(ctx, w, 4)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, v)
+}
+
+// TestRegistry_MergeStates_BoundedPerTableAndOffWithLeanStatesOnly: a
+// MERGE table whose state would take more than maxStateShare of the
+// budget keeps none, and leanStatesOnly keeps none of theirs.
+func TestRegistry_MergeStates_BoundedPerTableAndOffWithLeanStatesOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, r, a := evictedMergeTable(t, tables.Silver)
+	ts := r.states[a]
+	r.takeState(a)
+	r.stateBudget = stateBytes(&ts)*maxStateShare - 1
+	r.putState(a, ts)
+	require.Zero(t, r.counts().States, "over its share")
+	r.stateBudget = defaultStateBytes
+	r.leanStatesOnly = true
+	r.putState(a, ts)
+	require.Zero(t, r.counts().States, "lean states only")
+	_, err := r.writer(ctx, a, createMissing)
+	require.NoError(t, err)
+	require.Zero(t, r.counts().StateOpens)
 }
 
 // TestRegistry_StateBudget_DropsStatesBeyondIt: the compact states stay
@@ -250,4 +341,40 @@ func TestRegistry_StateBudget_DropsStatesBeyondIt(t *testing.T) {
 	require.Positive(t, one)
 	require.Equal(t, 5, c.States)
 	require.LessOrEqual(t, c.StateBytes, r.stateBudget)
+}
+
+// TestRegistry_StateBudget_DropsMergeTablesStatesFirst: beyond the
+// budget a MERGE table's state (a few KB) goes before a lean table's (a
+// few hundred bytes): each saves one log read.
+func TestRegistry_StateBudget_DropsMergeTablesStatesFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, r, silver := evictedMergeTable(t, tables.Silver)
+	full := r.states[silver]
+	bronze := tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}
+	w, err := r.writer(ctx, bronze, createMissing)
+	require.NoError(t, err)
+	_, err = commitOne(ctx, w, 1)
+	require.NoError(t, err)
+	r.resized(bronze, w)
+	_, err = r.writer(ctx, tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, createMissing) // evicts bronze
+	require.NoError(t, err)
+	lean, ok := r.takeState(bronze)
+	require.True(t, ok)
+	require.False(t, lean.Full())
+	r.takeState(silver)
+	require.Zero(t, r.counts().States)
+	r.stateBudget = stateBytes(&full) * maxStateShare
+	r.putState(silver, full)
+	for i := 0; r.counts().StateBytes+stateBytes(&lean) <= r.stateBudget; i++ {
+		r.putState(tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, lean)
+	}
+	r.putState(tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, lean)
+	_, ok = r.states[silver]
+	require.False(t, ok, "the MERGE table's state went first")
+	c := r.counts()
+	require.LessOrEqual(t, c.StateBytes, r.stateBudget)
+	require.Zero(t, r.fullStates)
+	_, err = r.writer(ctx, silver, createMissing)
+	require.NoError(t, err)
 }

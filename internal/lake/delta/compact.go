@@ -15,7 +15,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 )
 
-// A TableState is what a lean writer needs to commit again, without its
+// A TableState is what a writer needs to commit again, without its
 // snapshot: the version, the txn per appId, the checkpoint it stands on,
 // and the protocol and metadata — which every table of a kind shares but
 // for the metadata's id, creation time and description (oml's names the
@@ -48,6 +48,22 @@ import (
 // (Snapshot.eachBaseAction). It does not hold the commitInfo of the
 // commit that set a txn (TxnCommitInfo reports ok=false, as for a txn
 // read from a checkpoint: read the log for it).
+//
+// A full writer's state (a writer of removes: the lake writer's MERGE
+// tables, silver and gold/workareas, prune and rewrite files by their
+// stats) also keeps the live files and tombstones (fullFiles): the add
+// and remove actions of the evicted snapshot itself, shared, not copied,
+// in two slices instead of two maps (no commitInfo either: most of a
+// state's bytes are its files' stats, and every byte saved is a state
+// more within the registry's budget). Its snapshot needs nothing from the store, so log
+// cleanup before the state's commit does not matter to it; but a MERGE
+// reads the files it lists before its commit's put-if-absent can settle
+// anything, so ReopenWriter also requires that the state's commit is the
+// table's newest (commit version+1 absent): the file list is then the one
+// a load of the log would give. Any commit since (another lake writer, an
+// optimize, an erasure rewriting files, a repair) sends the reopen to the
+// log. Only a table with at most MaxStateFiles files and tombstones gets
+// one: copying a large list at every eviction would cost what it saves.
 type TableState struct {
 	shape      *tableShape
 	id         uuid.UUID // metaData.id
@@ -69,7 +85,28 @@ type TableState struct {
 	more    []stateTxn // the others
 	txns    int
 	head    [headLen]byte // fingerprint of the commit at version
+	// full holds a full writer's live files and tombstones (nil: the
+	// state of a lean writer).
+	full *fullFiles
 }
+
+// fullFiles is the part of a full writer's state a lean one does not
+// have: the snapshot's files and tombstones by decoded path, as parallel
+// slices.
+type fullFiles struct {
+	keys     []string
+	files    []*Add
+	tombKeys []string
+	tombs    []*Remove
+	bytes    int64 // ApproxBytes of all of it, measured once
+}
+
+// MaxStateFiles bounds the live files plus tombstones of a full writer
+// that gives a state (Writer.State): a state copies two pointers per file
+// at every eviction and rebuilds two maps at every reopen, which past a
+// few hundred files approaches what reading the log costs, and its bytes
+// would crowd out hundreds of small tables' states.
+const MaxStateFiles = 256
 
 // stateTxn is one appId's latest txn in a TableState.
 type stateTxn struct {
@@ -177,7 +214,8 @@ func (s *Snapshot) eachBaseAction(ctx context.Context, st store.Store, fn func(*
 }
 
 // State returns the writer's compact state, or ok=false when it has none
-// to give: the writer is not lean, is in use (a commit holds it), must
+// to give: the writer is full and holds more than MaxStateFiles files and
+// tombstones, is in use (a commit holds it), must
 // re-read the log first (stale, broken, refused by the gate, not created
 // yet), or does not know the bytes of its snapshot's commit (loaded from
 // a checkpoint with no commit after it): such a table is reopened from its
@@ -188,7 +226,10 @@ func (w *Writer) State() (TableState, bool) {
 	}
 	defer w.mu.Unlock()
 	s := w.snap
-	if !s.lean || w.broken != nil || w.stale || w.gateErr != nil || w.create != nil || s.version < 0 || s.headAt != s.version {
+	if w.broken != nil || w.stale || w.gateErr != nil || w.create != nil || s.version < 0 || s.headAt != s.version {
+		return TableState{}, false
+	}
+	if !s.lean && len(s.files)+len(s.tombstones) > MaxStateFiles {
 		return TableState{}, false
 	}
 	ts := TableState{
@@ -230,8 +271,71 @@ func (w *Writer) State() (TableState, bool) {
 			ts.more = append(ts.more, t)
 		}
 	}
+	if !s.lean {
+		ts.full = fullFilesOf(s)
+	}
 	return ts, true
 }
+
+// fullFilesOf takes a full snapshot's files and tombstones for a state. The actions are shared: a snapshot never
+// modifies an action it holds (apply replaces them), so the writer may
+// go on committing without changing the state.
+func fullFilesOf(s *Snapshot) *fullFiles {
+	f := &fullFiles{keys: make([]string, 0, len(s.files)), files: make([]*Add, 0, len(s.files))}
+	f.bytes = int64(unsafe.Sizeof(*f))
+	for k, a := range s.files {
+		f.keys, f.files = append(f.keys, k), append(f.files, a)
+		f.bytes += 24 + int64(unsafe.Sizeof(*a)) + stringBytes(k, a.Path) + int64(len(a.Stats)) +
+			mapBytes(a.PartitionValues) + mapBytes(a.Tags)
+		if a.DeletionVector != nil {
+			f.bytes += 128
+		}
+	}
+	if len(s.tombstones) > 0 {
+		f.tombKeys, f.tombs = make([]string, 0, len(s.tombstones)), make([]*Remove, 0, len(s.tombstones))
+	}
+	for k, r := range s.tombstones {
+		f.tombKeys, f.tombs = append(f.tombKeys, k), append(f.tombs, r)
+		f.bytes += 24 + int64(unsafe.Sizeof(*r)) + stringBytes(k, r.Path) + int64(len(r.Stats)) +
+			mapBytes(r.PartitionValues) + mapBytes(r.Tags) + 24 // the optional fields' words
+		if r.DeletionVector != nil {
+			f.bytes += 128
+		}
+	}
+	return f
+}
+
+// stringBytes is the bytes of a decoded path and its action's path, the
+// path counted once when they are the same string.
+func stringBytes(key, path string) int64 {
+	if key == path {
+		return int64(len(path))
+	}
+	return int64(len(key) + len(path))
+}
+
+// mapBytes estimates a small map of optional strings (partition values,
+// tags): the header, one group of slots, and the text.
+func mapBytes(m map[string]*string) int64 {
+	if m == nil {
+		return 0
+	}
+	n := int64(48)
+	if len(m) > 0 {
+		n += 8 + int64((len(m)+7)/8*8)*24
+	}
+	for k, v := range m {
+		n += int64(len(k))
+		if v != nil {
+			n += 16 + int64(len(*v))
+		}
+	}
+	return n
+}
+
+// Full reports whether the state is a full writer's (it holds the live
+// files; ReopenWriter then wants Options.Lean unset).
+func (ts *TableState) Full() bool { return ts.full != nil }
 
 // Version is the table version the state was taken at.
 func (ts *TableState) Version() int64 { return ts.version }
@@ -249,14 +353,17 @@ func (ts *TableState) ApproxBytes() int64 {
 			n += 16 + int64(len(k))
 		}
 	}
+	if ts.full != nil {
+		n += ts.full.bytes
+	}
 	return n
 }
 
-// snapshot rebuilds the lean snapshot the state was taken from, as far as
-// a commit needs it (TableState's comment says what it stands on).
+// snapshot rebuilds the snapshot the state was taken from, as far as a
+// commit needs it (TableState's comment says what it stands on).
 func (ts *TableState) snapshot(table string) *Snapshot {
 	s := newSnapshot(table)
-	s.setLean(true)
+	s.setLean(ts.full == nil)
 	s.version, s.checkpointVersion = ts.version, ts.checkpoint
 	s.protocol, s.metadata, s.schema = ts.shape.proto, ts.shape.md, ts.shape.schema
 	s.metadata.ID = ts.id.String()
@@ -273,12 +380,16 @@ func (ts *TableState) snapshot(table string) *Snapshot {
 	}
 	s.shape = ts.shape
 	switch {
+	case ts.full != nil:
+		ts.full.fill(s)
 	case ts.baseRef != nil:
 		s.leanBase = ts.baseRef
 	case ts.baseAt >= 0:
 		s.leanBase = &checkpointRef{version: ts.baseAt, keys: []string{CheckpointKey(ts.baseAt)}}
 	}
-	s.leanTail = ts.version
+	if ts.full == nil {
+		s.leanTail = ts.version
+	}
 	if ts.txns > 0 {
 		s.txns.list = make([]txnEntry, 0, ts.txns)
 		for _, t := range append([]stateTxn{ts.txn}, ts.more...) {
@@ -294,14 +405,27 @@ func (ts *TableState) snapshot(table string) *Snapshot {
 	return s
 }
 
-// ReopenWriter returns a lean writer on the table at st from a state one
-// of its writers gave (Writer.State): after the fence (TableState's
-// comment) with one read of the state's commit, or — when the fence fails
-// — opened from the log like OpenWriter (fromState false; ErrTableNotFound
-// when the table is gone). opts must be the options the state's writer
-// had, Lean set.
+// fill puts the files and tombstones into a full snapshot being rebuilt.
+func (f *fullFiles) fill(s *Snapshot) {
+	s.files = make(map[string]*Add, len(f.files))
+	for i, a := range f.files {
+		s.files[f.keys[i]] = a
+	}
+	s.tombstones = make(map[string]*Remove, len(f.tombs))
+	for i, r := range f.tombs {
+		s.tombstones[f.tombKeys[i]] = r
+	}
+}
+
+// ReopenWriter returns a writer on the table at st from a state one of
+// its writers gave (Writer.State): after the fence (TableState's comment)
+// with one read of the state's commit (and, for a full state, a stat of
+// the next one), or — when the fence fails — opened from the log like
+// OpenWriter (fromState false; ErrTableNotFound when the table is gone).
+// opts must be the options the state's writer had: Lean set for a lean
+// state, unset for a full one (Full).
 func ReopenWriter(ctx context.Context, st store.Store, ts *TableState, opts Options) (w *Writer, fromState bool, err error) {
-	if !opts.Lean || ts.shape == nil {
+	if opts.Lean == (ts.full != nil) || ts.shape == nil {
 		w, err = OpenWriter(ctx, st, opts)
 		return w, false, err
 	}
@@ -317,6 +441,16 @@ func ReopenWriter(ctx context.Context, st store.Store, ts *TableState, opts Opti
 	if [headLen]byte(sum[:headLen]) != ts.head {
 		w, err = OpenWriter(ctx, st, opts)
 		return w, false, err
+	}
+	if ts.full != nil {
+		_, err := st.Stat(ctx, CommitKey(ts.version+1))
+		switch {
+		case err == nil:
+			w, err = OpenWriter(ctx, st, opts) // committed since: the log has the newer file list
+			return w, false, err
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, false, fmt.Errorf("Delta table %s: looking for commit %d: %w", st, ts.version+1, err)
+		}
 	}
 	snap := ts.snapshot(st.String())
 	w = &Writer{st: st, table: st.String(), opts: opts, snap: snap}

@@ -12,7 +12,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/store"
 )
 
-func optimizeTable(t *testing.T, st store.Store) *Writer {
+func optimizeTable(t testing.TB, st store.Store) *Writer {
 	t.Helper()
 	ctx := context.Background()
 	schema := &StructType{Fields: []StructField{Field("seq", Prim(TypeLong), false), Field("k", Prim(TypeString), true), Field("p", Prim(TypeString), true)}}

@@ -3,7 +3,6 @@ package lakewriter
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 
 	"github.com/omlhq/oml/internal/journal"
@@ -66,7 +65,8 @@ func workareaChanges(todo []*item) (map[string][]tables.WorkareaChange, []string
 
 // mergeWorkareas applies the batch's changes to the rows of their
 // workareas: the files whose stats may hold one of them are scanned for
-// the key column, the files that do are rewritten with the changes
+// the key column (or matched on their rows in mergeRows), the files that
+// do are rewritten with the changes
 // applied (remove + add), and workareas the table does not hold yet get a
 // new row, in one new file.
 func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
@@ -75,28 +75,24 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 	var stats commitStats
 	snap := w.Snapshot()
 	candidates := filesMayHold(snap.Files(), tables.WorkareaID.Name(), byArea, func(wa string) string { return wa })
-	hits := map[string]bool{}
 	found := map[string]bool{}
-	if len(candidates) > 0 {
-		keys := tables.WorkareaColumns(tables.WorkareaID)
-		err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: keys.Columns(), Files: candidates},
-			func(f *delta.Add, rows []pq.Row) error {
-				for _, r := range rows {
-					if wa := keys.Decode(r).WorkareaID; byArea[wa] != nil {
-						hits[f.Path], found[wa] = true, true
-					}
-				}
-				return nil
-			})
-		if err != nil {
-			return commit, stats, nil, fmt.Errorf("read %s to merge workareas: %w", key, err)
+	match := func(wa string) bool {
+		if byArea[wa] != nil {
+			found[wa] = true
+			return true
 		}
+		return false
 	}
-	for _, f := range candidates {
-		if !hits[f.Path] {
-			continue
-		}
-		if err := rewriteWorkareas(ctx, w, snap, key, f, byArea, &commit, &stats); err != nil {
+	keys := tables.WorkareaColumns(tables.WorkareaID)
+	hits, err := d.locateKeys(ctx, w, snap, key, candidates, keys.Columns(),
+		func(r pq.Row) bool { return match(keys.Decode(r).WorkareaID) },
+		func(r pq.Row) bool { return match(tables.WorkareaOf(r)) },
+		"merge workareas")
+	if err != nil {
+		return commit, stats, nil, err
+	}
+	for _, l := range hits {
+		if err := rewriteWorkareas(ctx, w, snap, key, l, byArea, &commit, &stats); err != nil {
 			return commit, stats, nil, err
 		}
 	}
@@ -124,11 +120,11 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 	return commit, stats, nil, nil
 }
 
-// rewriteWorkareas copies data file f with the changes applied to the rows
-// of their workareas: the commit removes f and adds the copy.
-func rewriteWorkareas(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add,
+// rewriteWorkareas copies data file l.f with the changes applied to the
+// rows of their workareas: the commit removes l.f and adds the copy.
+func rewriteWorkareas(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, l located,
 	byArea map[string][]tables.WorkareaChange, commit *delta.Commit, stats *commitStats) error {
-	return rewriteFile(ctx, w, snap, key, f, commit, stats, "merge workareas", sortWorkareas, func(raw pq.Row) pq.Row {
+	return rewriteFile(ctx, w, snap, key, l, commit, stats, "merge workareas", sortWorkareas, func(raw pq.Row) pq.Row {
 		cs := byArea[tables.WorkareaOf(raw)]
 		if cs == nil {
 			return raw

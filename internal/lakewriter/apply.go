@@ -232,8 +232,7 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 	var commit delta.Commit
 	if len(m.existing) > 0 {
 		snap := w.Snapshot()
-		candidates := filesMayHold(snap.Files(), tables.SilverArtifactID.Name(), m.existing, func(k claimKey) string { return k.artifact })
-		hits, found, err := d.locate(ctx, m, w, snap, key, candidates)
+		hits, found, err := d.locate(ctx, m, w, snap, key)
 		if err != nil {
 			return commit, stats, nil, err
 		}
@@ -286,9 +285,9 @@ func foldSilver(todo []*item) *silverMerge {
 	return m
 }
 
-// locate finds the candidate files that hold a retracted claim, and which
+// locate finds the live files that hold a retracted claim, and which
 // claims were found at all.
-func (d *Drainer) locate(ctx context.Context, m *silverMerge, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, candidates []*delta.Add) ([]located, map[claimKey]bool, error) {
+func (d *Drainer) locate(ctx context.Context, m *silverMerge, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey) ([]located, map[claimKey]bool, error) {
 	found := map[claimKey]bool{}
 	match := func(k claimKey) bool {
 		if _, ok := m.existing[k]; ok {
@@ -298,7 +297,10 @@ func (d *Drainer) locate(ctx context.Context, m *silverMerge, w *delta.Writer, s
 		return false
 	}
 	keys := tables.SilverColumns(tables.SilverArtifactID, tables.SilverVersion)
-	hits, err := d.locateKeys(ctx, w, snap, key, candidates, keys.Columns(),
+	hits, err := d.locateKeys(ctx, w, snap, key, keys.Columns(),
+		func(f *delta.Add) bool {
+			return statsMayHold(f, tables.SilverArtifactID.Name(), m.existing, func(k claimKey) string { return k.artifact })
+		},
 		func(r pq.Row) bool { c := keys.Decode(r); return match(claimKey{c.ArtifactID, c.Version}) },
 		func(r pq.Row) bool { a, v := tables.SilverClaim(r); return match(claimKey{a, v}) },
 		"merge retracts")
@@ -348,20 +350,24 @@ type located struct {
 	cached bool
 }
 
-// locateKeys finds the candidate files that hold a key the MERGE changes.
-// A file mergeRows has is matched on its rows (matchRow, given a full
-// row); the others are scanned for the key columns cols only (matchKeys,
-// given the projected row). Both are called for every row, so they may
-// record which keys were found. what names the MERGE in a read error.
-func (d *Drainer) locateKeys(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, candidates []*delta.Add,
-	cols []string, matchKeys, matchRow func(pq.Row) bool, what string) ([]located, error) {
+// locateKeys finds the live files that hold a key the MERGE changes. A
+// file mergeRows has is matched on its rows (matchRow, given a full row);
+// of the others, those whose stats may hold a key (mayHold) are scanned
+// for the key columns cols only (matchKeys, given the projected row). Both
+// are called for every row, so they may record which keys were found.
+// what names the MERGE in a read error.
+func (d *Drainer) locateKeys(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, cols []string,
+	mayHold func(*delta.Add) bool, matchKeys, matchRow func(pq.Row) bool, what string) ([]located, error) {
+	files := snap.Files()
 	hit := map[string]bool{}
 	cached := map[string][]pq.Row{}
 	var scan []*delta.Add
-	for _, f := range candidates {
+	for _, f := range files {
 		rows, ok := d.mergeRows.get(key, f)
 		if !ok {
-			scan = append(scan, f)
+			if mayHold(f) {
+				scan = append(scan, f)
+			}
 			continue
 		}
 		for _, r := range rows {
@@ -370,7 +376,7 @@ func (d *Drainer) locateKeys(ctx context.Context, w *delta.Writer, snap *delta.S
 			}
 		}
 		if hit[f.Path] {
-			cached[f.Path] = rows
+			cached[f.Path] = cloneRows(rows) // the MERGE edits them
 		}
 	}
 	if len(scan) > 0 {
@@ -387,7 +393,7 @@ func (d *Drainer) locateKeys(ctx context.Context, w *delta.Writer, snap *delta.S
 		}
 	}
 	var out []located
-	for _, f := range candidates {
+	for _, f := range files {
 		if hit[f.Path] {
 			rows, ok := cached[f.Path]
 			out = append(out, located{f: f, rows: rows, cached: ok})

@@ -81,33 +81,37 @@ func newMergeRows(budget int64) *mergeRows {
 	return &mergeRows{budget: budget, lru: list.New(), entries: map[mergeKey]*list.Element{}}
 }
 
-// get returns a copy of the rows of live file f of table (each row a
-// fresh slice the caller may edit), if cached.
+// get returns the rows of live file f of table, if cached. They are the
+// cache's: read them, edit a copy (cloneRows).
 func (c *mergeRows) get(table tables.TableKey, f *delta.Add) ([]pq.Row, bool) {
 	if c == nil {
 		return nil, false
 	}
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	el, ok := c.entries[mergeKey{table, f.Path}]
 	if !ok || el.Value.(*mergeEntry).size != f.Size {
 		c.misses++
-		c.mu.Unlock()
 		return nil, false
 	}
 	c.hits++
 	c.lru.MoveToFront(el)
-	src := el.Value.(*mergeEntry).rows
-	c.mu.Unlock()
-	out := make([]pq.Row, len(src))
-	for i, r := range src {
+	return el.Value.(*mergeEntry).rows, true
+}
+
+// cloneRows copies each row (not the values: a MERGE sets a row's columns,
+// it does not change a value in place).
+func cloneRows(rows []pq.Row) []pq.Row {
+	out := make([]pq.Row, len(rows))
+	for i, r := range rows {
 		out[i] = append(pq.Row(nil), r...)
 	}
-	return out, true
+	return out
 }
 
 // committed records what a commit of table that landed did: the files it
-// wrote (their rows are owned by the cache from now on) and the files it
-// removed.
+// wrote (their rows are the cache's from now on, never changed again) and
+// the files it removed.
 func (c *mergeRows) committed(table tables.TableKey, commit *delta.Commit, written []writtenFile) {
 	if c == nil || (len(written) == 0 && len(commit.Removes) == 0) {
 		return

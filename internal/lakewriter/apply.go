@@ -131,7 +131,8 @@ func (d *Drainer) applyTable(ctx context.Context, key tables.TableKey, items []*
 		res.latency = time.Since(start)
 		if err == nil {
 			res.committed, res.rows, res.merged, res.bytes = v, stats.rows, stats.merged, stats.bytes
-			d.markComplete(key, to) // it holds its rows through `to` (complete.go)
+			d.mergeRows.committed(key, &c, stats.written) // (mergerows.go)
+			d.markComplete(key, to)                       // it holds its rows through `to` (complete.go)
 			if key.Kind == tables.Bronze {
 				d.bronzeSeen.committed(key.Tenant, todo, v) // the fork check's anchor (bronzeheads.go)
 			}
@@ -187,6 +188,7 @@ func (d *Drainer) gapRows(ctx context.Context, key tables.TableKey, applied, fro
 type commitStats struct {
 	rows, merged int
 	bytes        int64
+	written      []writtenFile // a MERGE's new files, for mergeRows
 }
 
 func (d *Drainer) buildCommit(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
@@ -230,8 +232,7 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 	var commit delta.Commit
 	if len(m.existing) > 0 {
 		snap := w.Snapshot()
-		candidates := filesMayHold(snap.Files(), tables.SilverArtifactID.Name(), m.existing, func(k claimKey) string { return k.artifact })
-		hits, found, err := m.locate(ctx, w, snap, key, candidates)
+		hits, found, err := d.locate(ctx, m, w, snap, key)
 		if err != nil {
 			return commit, stats, nil, err
 		}
@@ -239,11 +240,8 @@ func (d *Drainer) mergeSilver(ctx context.Context, w *delta.Writer, key tables.T
 		if err != nil || len(poison) > 0 {
 			return commit, stats, poison, err
 		}
-		for _, f := range candidates {
-			if !hits[f.Path] {
-				continue
-			}
-			if err := m.rewrite(ctx, w, snap, key, f, &commit, &stats); err != nil {
+		for _, l := range hits {
+			if err := m.rewrite(ctx, w, snap, key, l, &commit, &stats); err != nil {
 				return commit, stats, nil, err
 			}
 		}
@@ -287,30 +285,26 @@ func foldSilver(todo []*item) *silverMerge {
 	return m
 }
 
-// locate reads the key columns of the candidate files: which files hold a
-// retracted claim (hits), and which claims were found at all.
-func (m *silverMerge) locate(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, candidates []*delta.Add) (hits map[string]bool, found map[claimKey]bool, err error) {
-	hits, found = map[string]bool{}, map[claimKey]bool{}
-	if len(candidates) == 0 {
-		return hits, found, nil
+// locate finds the live files that hold a retracted claim, and which
+// claims were found at all.
+func (d *Drainer) locate(ctx context.Context, m *silverMerge, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey) ([]located, map[claimKey]bool, error) {
+	found := map[claimKey]bool{}
+	match := func(k claimKey) bool {
+		if _, ok := m.existing[k]; ok {
+			found[k] = true
+			return true
+		}
+		return false
 	}
 	keys := tables.SilverColumns(tables.SilverArtifactID, tables.SilverVersion)
-	err = snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: keys.Columns(), Files: candidates},
-		func(f *delta.Add, rows []pq.Row) error {
-			for _, r := range rows {
-				c := keys.Decode(r)
-				k := claimKey{c.ArtifactID, c.Version}
-				if _, ok := m.existing[k]; ok {
-					hits[f.Path] = true
-					found[k] = true
-				}
-			}
-			return nil
-		})
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s to merge retracts: %w", key, err)
-	}
-	return hits, found, nil
+	hits, err := d.locateKeys(ctx, w, snap, key, keys.Columns(),
+		func(f *delta.Add) bool {
+			return statsMayHold(f, tables.SilverArtifactID.Name(), m.existing, func(k claimKey) string { return k.artifact })
+		},
+		func(r pq.Row) bool { c := keys.Decode(r); return match(claimKey{c.ArtifactID, c.Version}) },
+		func(r pq.Row) bool { a, v := tables.SilverClaim(r); return match(claimKey{a, v}) },
+		"merge retracts")
+	return hits, found, err
 }
 
 // missing turns the retracts of claims the table does not hold into
@@ -334,10 +328,10 @@ func (m *silverMerge) missing(key tables.TableKey, found map[claimKey]bool) ([]*
 	return poison, nil
 }
 
-// rewrite copies data file f with the retracts applied to its rows: the
-// commit removes f and adds the copy.
-func (m *silverMerge) rewrite(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add, commit *delta.Commit, stats *commitStats) error {
-	return rewriteFile(ctx, w, snap, key, f, commit, stats, "merge retracts", sortSilver, func(r pq.Row) pq.Row {
+// rewrite copies data file l.f with the retracts applied to its rows: the
+// commit removes l.f and adds the copy.
+func (m *silverMerge) rewrite(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, l located, commit *delta.Commit, stats *commitStats) error {
+	return rewriteFile(ctx, w, snap, key, l, commit, stats, "merge retracts", sortSilver, func(r pq.Row) pq.Row {
 		a, v := tables.SilverClaim(r)
 		if c, ok := m.existing[claimKey{a, v}]; ok {
 			setRetract(r, c.it)
@@ -347,22 +341,86 @@ func (m *silverMerge) rewrite(ctx context.Context, w *delta.Writer, snap *delta.
 	})
 }
 
-// rewriteFile is a MERGE's copy-on-write step, one home for silver's and
-// gold/workareas': every row of data file f passes through edit, the rows
-// are put in the table's order (sortRows) and written as one new file, and
-// the commit removes f and adds the copy. what names the MERGE in a read
-// error.
-func rewriteFile(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add,
-	commit *delta.Commit, stats *commitStats, what string, sortRows func([]pq.Row), edit func(pq.Row) pq.Row) error {
-	var rows []pq.Row
-	err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
-		for _, r := range batch {
-			rows = append(rows, edit(r))
+// located is a candidate file of a MERGE found to hold a key it changes,
+// with the file's rows if mergeRows had them (cached: rewriteFile need not
+// read it).
+type located struct {
+	f      *delta.Add
+	rows   []pq.Row
+	cached bool
+}
+
+// locateKeys finds the live files that hold a key the MERGE changes. A
+// file mergeRows has is matched on its rows (matchRow, given a full row);
+// of the others, those whose stats may hold a key (mayHold) are scanned
+// for the key columns cols only (matchKeys, given the projected row). Both
+// are called for every row, so they may record which keys were found.
+// what names the MERGE in a read error.
+func (d *Drainer) locateKeys(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, cols []string,
+	mayHold func(*delta.Add) bool, matchKeys, matchRow func(pq.Row) bool, what string) ([]located, error) {
+	files := snap.Files()
+	hit := map[string]bool{}
+	cached := map[string][]pq.Row{}
+	var scan []*delta.Add
+	for _, f := range files {
+		rows, ok := d.mergeRows.get(key, f)
+		if !ok {
+			if mayHold(f) {
+				scan = append(scan, f)
+			}
+			continue
 		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("read %s to %s: %w", key, what, err)
+		for _, r := range rows {
+			if matchRow(r) {
+				hit[f.Path] = true
+			}
+		}
+		if hit[f.Path] {
+			cached[f.Path] = cloneRows(rows) // the MERGE edits them
+		}
+	}
+	if len(scan) > 0 {
+		err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: cols, Files: scan}, func(f *delta.Add, rows []pq.Row) error {
+			for _, r := range rows {
+				if matchKeys(r) {
+					hit[f.Path] = true
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("read %s to %s: %w", key, what, err)
+		}
+	}
+	var out []located
+	for _, f := range files {
+		if hit[f.Path] {
+			rows, ok := cached[f.Path]
+			out = append(out, located{f: f, rows: rows, cached: ok})
+		}
+	}
+	return out, nil
+}
+
+// rewriteFile is a MERGE's copy-on-write step, one home for silver's and
+// gold/workareas': every row of data file l.f (from mergeRows, else read
+// from the store) passes through edit, the rows are put in the table's
+// order (sortRows) and written as one new file, and the commit removes
+// l.f and adds the copy. what names the MERGE in a read error.
+func rewriteFile(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, l located,
+	commit *delta.Commit, stats *commitStats, what string, sortRows func([]pq.Row), edit func(pq.Row) pq.Row) error {
+	f, rows := l.f, l.rows
+	if !l.cached {
+		err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
+			rows = append(rows, batch...)
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("read %s to %s: %w", key, what, err)
+		}
+	}
+	for i, r := range rows {
+		rows[i] = edit(r)
 	}
 	path, err := delta.DecodePath(f.Path)
 	if err != nil {
@@ -380,6 +438,7 @@ func rewriteFile(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key
 	commit.Removes = append(commit.Removes, rm)
 	commit.Adds = append(commit.Adds, add)
 	stats.bytes += add.Size
+	stats.written = append(stats.written, writtenFile{add: add, rows: rows})
 	return nil
 }
 
@@ -394,7 +453,8 @@ func (m *silverMerge) insert(ctx context.Context, w *delta.Writer, key tables.Ta
 }
 
 // insertFile writes a MERGE's new rows (sorted) as one data file the commit
-// adds.
+// adds. The rows are mergeRows' once the commit lands: the caller does not
+// change them after.
 func insertFile(ctx context.Context, w *delta.Writer, key tables.TableKey, rows []pq.Row, commit *delta.Commit, stats *commitStats) error {
 	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
 	if err != nil {
@@ -403,6 +463,7 @@ func insertFile(ctx context.Context, w *delta.Writer, key tables.TableKey, rows 
 	commit.Adds = append(commit.Adds, add)
 	stats.rows += len(rows)
 	stats.bytes += add.Size
+	stats.written = append(stats.written, writtenFile{add: add, rows: rows})
 	return nil
 }
 

@@ -65,4 +65,10 @@ const (
 	// table writers (a quarter: the batch itself, its decoded rows and the
 	// Parquet buffers need the rest).
 	OpenTablesShare = 4
+	// MergeRowsShare is the divisor of --memory that bounds the rows of
+	// the data files MERGEs wrote, kept so that the next MERGE of the
+	// table need not read them back (Options.MergeRowsBytes; a sixteenth,
+	// 16 MiB of the default budget). They are live heap, inside the
+	// runtime's half beside the open tables' quarter.
+	MergeRowsShare = 16
 )

@@ -75,6 +75,11 @@ type Options struct {
 	// used are closed first. 0: only MaxOpenTables bounds them
 	// (`oml lake drain --memory` sets it, OpenTablesShare of the budget).
 	OpenTablesBytes int64
+	// MergeRowsBytes bounds the rows of the data files MERGEs wrote that
+	// are kept for the next MERGE of their table (mergerows.go; default
+	// DefaultMemory / MergeRowsShare, `oml lake drain --memory` sets it to
+	// MergeRowsShare of the budget). Negative: none kept.
+	MergeRowsBytes int64
 	// BackoffMin/Max bound the wait between retries after an outage or a
 	// poison row (defaults 200ms / 30s).
 	BackoffMin, BackoffMax time.Duration
@@ -192,7 +197,9 @@ type Drainer struct {
 	log    *slog.Logger
 	tables *registry
 	lease  *lease
-	chk    *rowChecker // the row check's memory of verified tenants
+	// mergeRows keeps the rows of the files MERGEs wrote (mergerows.go).
+	mergeRows *mergeRows
+	chk       *rowChecker // the row check's memory of verified tenants
 
 	frontier  atomic.Int64 // the position the Delta logs say is applied
 	recovered bool
@@ -332,6 +339,10 @@ func New(opts Options) (*Drainer, error) {
 		witnessPub: witness.NewPublisher(opts.Lake),
 	}
 	d.tables.setBudget(opts.OpenTablesBytes)
+	if opts.MergeRowsBytes == 0 {
+		opts.MergeRowsBytes = DefaultMemory / MergeRowsShare
+	}
+	d.mergeRows = newMergeRows(opts.MergeRowsBytes)
 	if !opts.NoLease {
 		d.lease = newLease(opts.DB, opts.Holder, opts.LeaseTTL)
 	}

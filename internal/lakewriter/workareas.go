@@ -3,7 +3,6 @@ package lakewriter
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"sort"
 
 	"github.com/omlhq/oml/internal/journal"
@@ -65,8 +64,9 @@ func workareaChanges(todo []*item) (map[string][]tables.WorkareaChange, []string
 }
 
 // mergeWorkareas applies the batch's changes to the rows of their
-// workareas: the files whose stats may hold one of them are scanned for
-// the key column, the files that do are rewritten with the changes
+// workareas: the files mergeRows has are matched on their rows, those
+// whose stats may hold one of them are scanned for the key column, the
+// files that do are rewritten with the changes
 // applied (remove + add), and workareas the table does not hold yet get a
 // new row, in one new file.
 func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
@@ -74,29 +74,27 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 	var commit delta.Commit
 	var stats commitStats
 	snap := w.Snapshot()
-	candidates := filesMayHold(snap.Files(), tables.WorkareaID.Name(), byArea, func(wa string) string { return wa })
-	hits := map[string]bool{}
 	found := map[string]bool{}
-	if len(candidates) > 0 {
-		keys := tables.WorkareaColumns(tables.WorkareaID)
-		err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Columns: keys.Columns(), Files: candidates},
-			func(f *delta.Add, rows []pq.Row) error {
-				for _, r := range rows {
-					if wa := keys.Decode(r).WorkareaID; byArea[wa] != nil {
-						hits[f.Path], found[wa] = true, true
-					}
-				}
-				return nil
-			})
-		if err != nil {
-			return commit, stats, nil, fmt.Errorf("read %s to merge workareas: %w", key, err)
+	match := func(wa string) bool {
+		if byArea[wa] != nil {
+			found[wa] = true
+			return true
 		}
+		return false
 	}
-	for _, f := range candidates {
-		if !hits[f.Path] {
-			continue
-		}
-		if err := rewriteWorkareas(ctx, w, snap, key, f, byArea, &commit, &stats); err != nil {
+	keys := tables.WorkareaColumns(tables.WorkareaID)
+	hits, err := d.locateKeys(ctx, w, snap, key, keys.Columns(),
+		func(f *delta.Add) bool {
+			return statsMayHold(f, tables.WorkareaID.Name(), byArea, func(wa string) string { return wa })
+		},
+		func(r pq.Row) bool { return match(keys.Decode(r).WorkareaID) },
+		func(r pq.Row) bool { return match(tables.WorkareaOf(r)) },
+		"merge workareas")
+	if err != nil {
+		return commit, stats, nil, err
+	}
+	for _, l := range hits {
+		if err := rewriteWorkareas(ctx, w, snap, key, l, byArea, &commit, &stats); err != nil {
 			return commit, stats, nil, err
 		}
 	}
@@ -124,11 +122,11 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 	return commit, stats, nil, nil
 }
 
-// rewriteWorkareas copies data file f with the changes applied to the rows
-// of their workareas: the commit removes f and adds the copy.
-func rewriteWorkareas(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, f *delta.Add,
+// rewriteWorkareas copies data file l.f with the changes applied to the
+// rows of their workareas: the commit removes l.f and adds the copy.
+func rewriteWorkareas(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, l located,
 	byArea map[string][]tables.WorkareaChange, commit *delta.Commit, stats *commitStats) error {
-	return rewriteFile(ctx, w, snap, key, f, commit, stats, "merge workareas", sortWorkareas, func(raw pq.Row) pq.Row {
+	return rewriteFile(ctx, w, snap, key, l, commit, stats, "merge workareas", sortWorkareas, func(raw pq.Row) pq.Row {
 		cs := byArea[tables.WorkareaOf(raw)]
 		if cs == nil {
 			return raw
@@ -146,32 +144,37 @@ func sortWorkareas(rows []pq.Row) {
 	sort.SliceStable(rows, func(i, j int) bool { return tables.WorkareaOf(rows[i]) < tables.WorkareaOf(rows[j]) })
 }
 
-// filesMayHold keeps the live files whose min/max stats of the string
-// column col may hold one of the keys (col's value of a key is value(key)).
-// Files without usable stats are always kept. Silver's MERGE (by
-// artifact_id) and gold/workareas' (by workarea_id) prune with it.
-func filesMayHold[K comparable, V any](files []*delta.Add, col string, keys map[K]V, value func(K) string) []*delta.Add {
-	type bounds struct {
-		MinValues map[string]any `json:"minValues"`
-		MaxValues map[string]any `json:"maxValues"`
+// statsMayHold reports whether data file f's min/max stats of the string
+// column col may hold one of the keys (col's value of a key is
+// value(key)). A file without usable stats may. Silver's MERGE (by
+// artifact_id) and gold/workareas' (by workarea_id) prune with it the
+// files whose rows mergeRows does not have.
+func statsMayHold[K comparable, V any](f *delta.Add, col string, keys map[K]V, value func(K) string) bool {
+	var b struct {
+		MinValues map[string]json.RawMessage `json:"minValues"`
+		MaxValues map[string]json.RawMessage `json:"maxValues"`
 	}
-	var out []*delta.Add
-	for _, f := range files {
-		var b bounds
-		if f.Stats == "" || json.Unmarshal([]byte(f.Stats), &b) != nil {
-			out = append(out, f)
-			continue
-		}
-		lo, lok := b.MinValues[col].(string)
-		hi, hok := b.MaxValues[col].(string)
-		for k := range keys {
-			// The min is a prefix of the true min (≤ it); a max, when
-			// present, is ≥ the true max (truncated with a tie-breaker).
-			if v := value(k); (!lok || lo <= v) && (!hok || v <= hi) {
-				out = append(out, f)
-				break
-			}
+	if f.Stats == "" || json.Unmarshal([]byte(f.Stats), &b) != nil {
+		return true
+	}
+	lo, lok := statString(b.MinValues[col])
+	hi, hok := statString(b.MaxValues[col])
+	for k := range keys {
+		// The min is a prefix of the true min (≤ it); a max, when
+		// present, is ≥ the true max (truncated with a tie-breaker).
+		if v := value(k); (!lok || lo <= v) && (!hok || v <= hi) {
+			return true
 		}
 	}
-	return out
+	return false
+}
+
+// statString is a stats bound that is a JSON string (absent, null or of
+// another type: none).
+func statString(raw json.RawMessage) (string, bool) {
+	var s string
+	if len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
+		return "", false
+	}
+	return s, true
 }

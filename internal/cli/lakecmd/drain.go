@@ -171,7 +171,7 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	fl.IntVar(&opts.Parallel, "parallel", lakewriter.DefaultParallel, fmt.Sprintf("tables committed (and opened at start) at once; 0: what suits the store (on a file lake %d while it flushes per file, %d while it shares syncfs rounds: ?sync=file, ?sync=group, or ?sync=auto, the default, per batch as it goes; %d on S3)", store.FileConcurrency, store.FileGroupConcurrency, store.S3Concurrency))
 	fl.IntVar(&opts.MaxOpenTables, "max-open-tables", lakewriter.DefaultMaxOpenTables, "Delta table writers kept open between batches; beyond it the least recently used table is reopened from its log when next touched (bounds memory with many tenants)")
-	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: 1/%d of it is the Go runtime's soft memory limit and 1/%d bounds the open table writers' snapshots (least recently used closed first); 0: no budget beyond --max-open-tables", lakewriter.SoftLimitShare, lakewriter.OpenTablesShare))
+	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: 1/%d of it is the Go runtime's soft memory limit, 1/%d bounds the open table writers' snapshots (least recently used closed first) and 1/%d the rows of the files MERGEs wrote, kept for the next MERGE; 0: no budget beyond --max-open-tables", lakewriter.SoftLimitShare, lakewriter.OpenTablesShare, lakewriter.MergeRowsShare))
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", lakewriter.DefaultLeaseTTL, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", lakewriter.DefaultHorizonTimeout, "with --once: how long to wait for open transactions to end")
 	fl.DurationVar(&opts.MaxOutage, "max-outage", lakewriter.DefaultMaxOutage, "with --once: how long to wait out an outage of the database or the store before exiting 1")
@@ -301,7 +301,8 @@ func openDrainer(ctx context.Context, f *cliutil.Factory, o *DrainOptions, log *
 		Limits:  outbox.Limits{Rows: o.BatchRows, Bytes: int(o.batchBytes)},
 		MaxWait: o.MaxWait, PoisonBudget: o.PoisonBudget, Parallel: o.Parallel,
 		MaxOpenTables: o.MaxOpenTables, OpenTablesBytes: o.memory / lakewriter.OpenTablesShare,
-		LeaseTTL: o.LeaseTTL, HorizonTimeout: o.HorizonTimeout, MaxOutage: o.MaxOutage,
+		MergeRowsBytes: o.memory / lakewriter.MergeRowsShare,
+		LeaseTTL:       o.LeaseTTL, HorizonTimeout: o.HorizonTimeout, MaxOutage: o.MaxOutage,
 		CheckpointInterval: o.CheckpointEvery, Log: log, Metrics: metrics,
 		Durable: o.durable, DurableTimeout: o.DurableTimeout,
 	})

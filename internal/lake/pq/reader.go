@@ -286,7 +286,7 @@ func (r *Rows) nextRowGroup() bool {
 		if err != nil {
 			panic(errAbort{fmt.Errorf("pq: cannot read column %s of row group %d: %w", strings.Join(r.f.tree.leaves[c].path, "."), r.rg, err)})
 		}
-		r.cur[c] = newCursor(r.f.tree.leaves[c], cr)
+		r.cur[c] = newCursor(r.f.tree.leaves[c], cr, r.rgRows)
 	}
 	return true
 }
@@ -369,9 +369,25 @@ func (r *Rows) skip(n *node) {
 
 const readBatch = 1024
 
+// cursorBatch is how many levels a cursor reads at once: readBatch, or
+// fewer for a column chunk of fewer rows (a flat column has one level per
+// row), so that a small file's read does not clear and fill buffers of
+// readBatch values per column. A repeated column may have more levels than
+// rows: it reads them in several batches.
+func cursorBatch(li *leafInfo, rows int64) int {
+	if rows <= 0 || rows >= readBatch {
+		return readBatch
+	}
+	if li.maxRep > 0 {
+		return int(min(4*rows, readBatch))
+	}
+	return int(rows)
+}
+
 // cursor buffers the levels and values of one column chunk, one page at a time.
 type cursor struct {
 	li    *leafInfo
+	batch int // the levels read at once
 	fill  func() (int64, int, error)
 	conv  func(i int) any
 	defs  []int16
@@ -413,7 +429,7 @@ func (c *cursor) more() bool {
 		c.eof = true
 		return false
 	}
-	if total > readBatch || nv > int(total) {
+	if total > int64(c.batch) || nv > int(total) {
 		abortf("pq: column %s returned inconsistent batch sizes; the file is malformed", strings.Join(c.li.path, "."))
 	}
 	c.n, c.pos, c.vpos, c.nvals = int(total), 0, 0, nv
@@ -452,8 +468,9 @@ func (c *cursor) value() any {
 	return c.conv(c.vpos)
 }
 
-func newCursor(li *leafInfo, cr file.ColumnChunkReader) *cursor {
-	c := &cursor{li: li}
+func newCursor(li *leafInfo, cr file.ColumnChunkReader, rows int64) *cursor {
+	readBatch := cursorBatch(li, rows)
+	c := &cursor{li: li, batch: readBatch}
 	if li.maxDef > 0 {
 		c.defs = make([]int16, readBatch)
 	}
@@ -464,35 +481,35 @@ func newCursor(li *leafInfo, cr file.ColumnChunkReader) *cursor {
 	switch tr := cr.(type) {
 	case *file.BooleanColumnChunkReader:
 		vals := make([]bool, readBatch)
-		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(readBatch, vals, c.defs, c.reps) }
+		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(int64(readBatch), vals, c.defs, c.reps) }
 		c.conv = func(i int) any { return vals[i] }
 	case *file.Int32ColumnChunkReader:
 		vals := make([]int32, readBatch)
-		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(readBatch, vals, c.defs, c.reps) }
+		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(int64(readBatch), vals, c.defs, c.reps) }
 		c.conv = int32Conv(li, vals)
 	case *file.Int64ColumnChunkReader:
 		vals := make([]int64, readBatch)
-		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(readBatch, vals, c.defs, c.reps) }
+		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(int64(readBatch), vals, c.defs, c.reps) }
 		c.conv = int64Conv(li, vals)
 	case *file.Int96ColumnChunkReader:
 		vals := make([]parquet.Int96, readBatch)
-		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(readBatch, vals, c.defs, c.reps) }
+		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(int64(readBatch), vals, c.defs, c.reps) }
 		c.conv = func(i int) any { return int96ToTime(vals[i]) }
 	case *file.Float32ColumnChunkReader:
 		vals := make([]float32, readBatch)
-		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(readBatch, vals, c.defs, c.reps) }
+		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(int64(readBatch), vals, c.defs, c.reps) }
 		c.conv = func(i int) any { return vals[i] }
 	case *file.Float64ColumnChunkReader:
 		vals := make([]float64, readBatch)
-		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(readBatch, vals, c.defs, c.reps) }
+		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(int64(readBatch), vals, c.defs, c.reps) }
 		c.conv = func(i int) any { return vals[i] }
 	case *file.ByteArrayColumnChunkReader:
 		vals := make([]parquet.ByteArray, readBatch)
-		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(readBatch, vals, c.defs, c.reps) }
+		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(int64(readBatch), vals, c.defs, c.reps) }
 		c.conv = bytesConv(li, func(i int) []byte { return vals[i] })
 	case *file.FixedLenByteArrayColumnChunkReader:
 		vals := make([]parquet.FixedLenByteArray, readBatch)
-		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(readBatch, vals, c.defs, c.reps) }
+		c.fill = func() (int64, int, error) { return tr.ReadBatchInPage(int64(readBatch), vals, c.defs, c.reps) }
 		c.conv = bytesConv(li, func(i int) []byte { return vals[i] })
 	default:
 		abortf("pq: column %s has an unsupported reader %T", path, cr)

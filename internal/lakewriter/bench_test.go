@@ -361,6 +361,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stopProfile := profileTo(b, *benchLagProf)
 		pg0, cpu0 := backendCPU(ctx, app, bb.DB.Name), processCPU()
+		hits0, misses0 := lakewriter.MergeRowsHits(d)
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
 
@@ -394,6 +395,11 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		b.ReportMetric(cpu.Seconds()/el, "proc_cores")
 		b.ReportMetric(pgCPU.Seconds()/el, "pg_cores")
 		trace.report(b)
+		// How often a MERGE found the rows of the file it rewrites in
+		// memory (mergerows.go) in the timed part.
+		if hits, misses := lakewriter.MergeRowsHits(d); hits+misses > hits0+misses0 {
+			b.ReportMetric(float64(hits-hits0)/float64(hits+misses-hits0-misses0), "merge_rows_hit_ratio")
+		}
 		sort.Float64s(lags)
 		if len(lags) > 0 {
 			b.ReportMetric(lags[len(lags)/2], "lag_p50_s")

@@ -195,3 +195,10 @@ func (d *Drainer) RecheckForksNow(ctx context.Context) error {
 	d.recheck = nil
 	return d.applyRecheck(ctx, r)
 }
+
+// MergeRowsHits is the hits and misses of d's cache of MERGE-written rows
+// so far (the lag benchmark reports its hit ratio).
+func MergeRowsHits(d *Drainer) (hits, misses int64) {
+	c := d.mergeRows.counts()
+	return c.Hits, c.Misses
+}

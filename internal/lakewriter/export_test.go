@@ -195,3 +195,21 @@ func (d *Drainer) RecheckForksNow(ctx context.Context) error {
 	d.recheck = nil
 	return d.applyRecheck(ctx, r)
 }
+
+// BatchLoader reads and checks (from, to] as the drain's batch read does
+// (loadBatch, in one read), with one row checker for every call (its
+// tenants verified once, as in a long-running writer). It returns the rows
+// read and how many of them are poison.
+func BatchLoader(q *pgxpool.Pool) func(ctx context.Context, from, to int64) (rows, poison int, err error) {
+	chk := newRowChecker()
+	return func(ctx context.Context, from, to int64) (int, int, error) {
+		items, err := loadBatch(ctx, q, chk, from, to, nil)
+		poison := 0
+		for _, it := range items {
+			if it.poison != nil {
+				poison++
+			}
+		}
+		return len(items), poison, err
+	}
+}

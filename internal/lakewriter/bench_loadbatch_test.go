@@ -3,6 +3,7 @@ package lakewriter_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -20,7 +21,8 @@ var benchLoadTenants = flag.Int("bench.loadtenants", 1600, "tenants BenchmarkLoa
 // ~1,600 tenants: each tenant's claim submitted and promoted, a tenth of them
 // retracted: bronze, silver, gold.lineage and gold.workareas rows). The
 // row checker is warm (its tenants verified), as in a long-running
-// writer. cpu-ms/op is this process's CPU per batch (PostgreSQL's is not
+// writer. fastjson=false decodes every payload with encoding/json, as
+// before the fast path (flatjson.go). cpu-ms/op is this process's CPU per batch (PostgreSQL's is not
 // in it), the figure to compare on a shared machine.
 func BenchmarkLoadBatch(b *testing.B) {
 	ctx := context.Background()
@@ -34,14 +36,18 @@ func BenchmarkLoadBatch(b *testing.B) {
 	rows, poison, err := load(ctx, 0, last) // warms the checker's tenants
 	require.NoError(b, err)
 	require.Zero(b, poison)
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu0 := processCPU()
-	for b.Loop() {
-		if _, _, err := load(ctx, 0, last); err != nil {
-			b.Fatal(err)
-		}
+	for _, fast := range []bool{false, true} {
+		b.Run(fmt.Sprintf("fastjson=%v", fast), func(b *testing.B) {
+			defer lakewriter.SetFastJSON(lakewriter.SetFastJSON(fast))
+			b.ReportAllocs()
+			cpu0 := processCPU()
+			for b.Loop() {
+				if _, _, err := load(ctx, 0, last); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
+			b.ReportMetric(float64(rows), "rows/op")
+		})
 	}
-	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/1000/float64(b.N), "cpu-ms/op")
-	b.ReportMetric(float64(rows), "rows/op")
 }

@@ -213,3 +213,7 @@ func BatchLoader(q *pgxpool.Pool) func(ctx context.Context, from, to int64) (row
 		return len(items), poison, err
 	}
 }
+
+// SetFastJSON switches the row check's fast JSON path (flatjson.go) on or
+// off, for a benchmark to compare; it returns the previous setting.
+func SetFastJSON(on bool) (was bool) { was, fastJSON = fastJSON, on; return was }

@@ -3,7 +3,6 @@ package lakewriter
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -312,7 +311,7 @@ func checkMaterializations(ctx context.Context, q querier, mats []*item) error {
 		// several times more): every field used is compared with the row.
 		var prom journal.ClaimPromoted
 		switch {
-		case it.ev.eventType != string(journal.TypeClaimPromoted) || json.Unmarshal(it.ev.payload, &prom) != nil:
+		case it.ev.eventType != string(journal.TypeClaimPromoted) || plainJSON(it.ev.payload, &prom) != nil:
 			it.poison = poisonf(it.seq, "journal event %d is a %s, not the claim.promoted a materialization needs", it.ev.seq, it.ev.eventType)
 		case prom.ArtifactID != it.artifact || prom.Version != int(it.version):
 			it.poison = poisonf(it.seq, "journal event %d promotes %s v%d, not %s v%d", it.ev.seq, prom.ArtifactID, prom.Version, it.artifact, it.version)
@@ -343,7 +342,7 @@ func checkMaterialization(it *item, prom journal.ClaimPromoted, sub *event) erro
 		return poisonf(it.seq, "%v", err)
 	}
 	var s journal.ClaimSubmitted
-	if sub.eventType != string(journal.TypeClaimSubmitted) || json.Unmarshal(sub.payload, &s) != nil {
+	if sub.eventType != string(journal.TypeClaimSubmitted) || plainJSON(sub.payload, &s) != nil {
 		return poisonf(it.seq, "materialization of %s v%d names journal seq %d as its submission, but that is a %s", it.artifact, it.version, sub.seq, sub.eventType)
 	}
 	want, err := journal.ImpliedMaterialize(s, sub.seq, prom, it.ev.seq)

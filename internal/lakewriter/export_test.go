@@ -202,3 +202,25 @@ func MergeRowsHits(d *Drainer) (hits, misses int64) {
 	c := d.mergeRows.counts()
 	return c.Hits, c.Misses
 }
+
+// BatchLoader reads and checks (from, to] as the drain's batch read does
+// (loadBatch, in one read), with one row checker for every call (its
+// tenants verified once, as in a long-running writer). It returns the rows
+// read and how many of them are poison.
+func BatchLoader(q *pgxpool.Pool) func(ctx context.Context, from, to int64) (rows, poison int, err error) {
+	chk := newRowChecker()
+	return func(ctx context.Context, from, to int64) (int, int, error) {
+		items, err := loadBatch(ctx, q, chk, from, to, nil)
+		poison := 0
+		for _, it := range items {
+			if it.poison != nil {
+				poison++
+			}
+		}
+		return len(items), poison, err
+	}
+}
+
+// SetFastJSON switches the row check's fast JSON path (flatjson.go) on or
+// off, for a benchmark to compare; it returns the previous setting.
+func SetFastJSON(on bool) (was bool) { was, fastJSON = fastJSON, on; return was }

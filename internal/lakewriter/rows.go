@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -241,11 +240,4 @@ func decodeItem(it *item, kind tables.Kind, payload string, ev event, body []byt
 		return nil
 	}
 	return poisonf(seq, "silver.claims rows must be materialize or retract, not %q", it.op)
-}
-
-// strictJSON decodes one JSON value, and nothing after it, into v.
-// (json.Unmarshal refuses any data after the value; a Decoder's More let a
-// stray closing bracket through, and costs a buffer and a second scan.)
-func strictJSON(s string, v any) error {
-	return json.Unmarshal([]byte(s), v)
 }

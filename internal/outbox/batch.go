@@ -189,31 +189,34 @@ func ReadImplied(ctx context.Context, q RowsQuerier, tenant uuid.UUID, target st
 }
 
 // scanBatch decodes the rows of a batch read, one fresh BatchRow each (fn
-// may keep it).
+// may keep it). The scan's targets are one batchScan for the whole read
+// (a fresh variable per column and row, each passed to Scan, was an
+// allocation each); what a row keeps is its BatchRow and Event (one
+// allocation), its strings, one buffer for its event's prev_hash, hash and
+// signature, its event payload and its held body.
 func scanBatch(rows pgx.Rows, fn func(*BatchRow) error) error {
 	defer rows.Close()
+	s := batchScan{}
+	s.target.seen, s.target.notNull = map[string]string{}, true
+	s.op = internedText{seen: s.target.seen, notNull: true}
+	s.eventType = internedText{seen: s.target.seen}
+	s.keyID = internedText{seen: s.target.seen}
+	dest := []any{&s.seq, &s.tenant, &s.journalSeq, &s.target, &s.op, &s.artifact, &s.version, &s.payload,
+		&s.hasEvent, &s.eventType, &s.recordedAt, &s.prevHash, &s.hash, &s.sig, &s.keyID, &s.evPayload, &s.body, &s.dead}
 	for rows.Next() {
-		var (
-			r                              BatchRow
-			tenant                         pgtype.UUID
-			artifact                       pgtype.Text
-			version                        pgtype.Int4
-			hasEvent                       bool
-			eventType, keyID               pgtype.Text
-			recordedAt                     pgtype.Timestamptz
-			prevHash, hash, sig, evPayload []byte
-		)
-		if err := rows.Scan(&r.Seq, &tenant, &r.JournalSeq, &r.Target, &r.Op, &artifact, &version, &r.Payload,
-			&hasEvent, &eventType, &recordedAt, &prevHash, &hash, &sig, &keyID, &evPayload, &r.Body, &r.Dead); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return fmt.Errorf("decode outbox row: %w", err)
 		}
-		r.Tenant = uuid.UUID(tenant.Bytes)
-		r.ArtifactID, r.Version = artifact.String, version.Int32
-		if hasEvent {
-			r.Event = &Event{Type: eventType.String, RecordedAt: recordedAt.Time.UTC(), PrevHash: prevHash, Hash: hash,
-				Signature: sig, KeyID: keyID.String, Payload: evPayload}
+		a := &batchRowEvent{}
+		r := &a.row
+		*r = BatchRow{Seq: s.seq, Tenant: uuid.UUID(s.tenant.Bytes), JournalSeq: s.journalSeq, Target: s.target.s, Op: s.op.s,
+			ArtifactID: s.artifact.String, Version: s.version.Int32, Payload: s.payload, Body: s.body, Dead: s.dead}
+		if s.hasEvent {
+			a.event = Event{Type: s.eventType.s, RecordedAt: s.recordedAt.Time.UTC(), KeyID: s.keyID.s, Payload: s.evPayload}
+			carve(&a.event.PrevHash, &a.event.Hash, &a.event.Signature, s.prevHash, s.hash, s.sig)
+			r.Event = &a.event
 		}
-		if err := fn(&r); err != nil {
+		if err := fn(r); err != nil {
 			return err
 		}
 	}
@@ -221,4 +224,81 @@ func scanBatch(rows pgx.Rows, fn func(*BatchRow) error) error {
 		return err
 	}
 	return nil
+}
+
+// batchScan holds the scan targets of one batch read (scanBatch).
+type batchScan struct {
+	seq, journalSeq              int64
+	tenant                       pgtype.UUID
+	target, op, eventType, keyID internedText
+	artifact                     pgtype.Text
+	version                      pgtype.Int4
+	payload                      string
+	hasEvent, dead               bool
+	recordedAt                   pgtype.Timestamptz
+	prevHash, hash, sig          viewBytes
+	evPayload, body              []byte
+}
+
+// batchRowEvent is a BatchRow and its Event in one allocation.
+type batchRowEvent struct {
+	row   BatchRow
+	event Event
+}
+
+// internedText scans a text column whose values repeat (a target, an op,
+// an event type, a key id) into one string per distinct value of the read
+// (the first internCap of them; the rest each get their own). notNull: a
+// NULL is an error, as scanning it into a string was.
+type internedText struct {
+	s       string
+	seen    map[string]string // shared by the columns of one read
+	notNull bool
+}
+
+const internCap = 256
+
+func (t *internedText) ScanBytes(b []byte) error {
+	if b == nil && t.notNull {
+		return fmt.Errorf("cannot scan NULL into a string")
+	}
+	if s, ok := t.seen[string(b)]; ok {
+		t.s = s
+		return nil
+	}
+	t.s = string(b)
+	if len(t.seen) < internCap {
+		t.seen[t.s] = t.s
+	}
+	return nil
+}
+
+// viewBytes is a bytea column as the driver holds it: valid until the
+// next row (carve copies it out); nil for NULL.
+type viewBytes []byte
+
+func (v *viewBytes) ScanBytes(b []byte) error {
+	*v = b
+	return nil
+}
+
+// carve copies a, b and c into one new buffer and points *da, *db and *dc
+// at their parts, each with its own capacity; a NULL (nil) stays nil and
+// an empty value stays empty, not nil, as a scan into a []byte leaves
+// them.
+func carve(da, db, dc *[]byte, a, b, c viewBytes) {
+	buf := make([]byte, len(a)+len(b)+len(c))
+	off := 0
+	for _, p := range [3]struct {
+		dst *[]byte
+		src viewBytes
+	}{{da, a}, {db, b}, {dc, c}} {
+		if p.src == nil {
+			*p.dst = nil
+			continue
+		}
+		end := off + copy(buf[off:], p.src)
+		*p.dst = buf[off:end:end]
+		off = end
+	}
 }

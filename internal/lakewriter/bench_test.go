@@ -36,6 +36,7 @@ var (
 	benchMaxWait   = flag.Duration("bench.maxwait", 200*time.Millisecond, "the frontier-lag benchmark's --max-wait")
 	benchLagStream = flag.String("bench.lagstream", "live", "the frontier-lag benchmark's load: live (the workload writes beside the writer) or pregenerated (written first through the same append path, then its outbox rows released at -bench.rate)")
 	benchLagConc   = flag.Int("bench.lagconcurrency", 32, "tenants the frontier-lag benchmark's workload writes at once, each on its own connection of the application's pool (8, one pool with the writer's 4 connections, reached ~300 appends/s)")
+	benchMergeRows = flag.Int64("bench.mergerows", 0, "the frontier-lag benchmark's Options.MergeRowsBytes (0: the default, a sixteenth of --memory's default)")
 	benchLagProf   = flag.String("bench.lagprofile", "", "write a CPU profile of the frontier-lag benchmark's timed part (the workload and the writer) to this file")
 )
 
@@ -333,6 +334,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 		o.MaxWait = *benchMaxWait
 		o.Poll = 50 * time.Millisecond
 		o.Limits = outbox.Limits{Rows: 10000, Bytes: 64 << 20}
+		o.MergeRowsBytes = *benchMergeRows
 		var commits atomic.Int64
 		var trace batchTrace
 		o.OnBatch = func(r lakewriter.BatchResult) {

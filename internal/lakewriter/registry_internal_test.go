@@ -374,7 +374,7 @@ func TestRegistry_StateBudget_DropsMergeTablesStatesFirst(t *testing.T) {
 	require.False(t, ok, "the MERGE table's state went first")
 	c := r.counts()
 	require.LessOrEqual(t, c.StateBytes, r.stateBudget)
-	require.Zero(t, r.fullStates)
+	require.Empty(t, r.fullKeys)
 	_, err = r.writer(ctx, silver, createMissing)
 	require.NoError(t, err)
 }

@@ -75,9 +75,11 @@ type registry struct {
 	// bytes: beyond it a MERGE table's state goes first (each saves one
 	// log read, and a lean one costs a tenth of the bytes), then an
 	// arbitrary one. fullKeys are the MERGE tables' states' keys, so that
-	// finding one to drop never scans the lean ones (with tens of
-	// thousands of lean states and few MERGE ones left, a scan of states
-	// at every put made a 20,000-tenant drain's CPU grow by half).
+	// finding one to drop never scans the lean ones (a scan of all the
+	// states, tens of thousands of lean ones among few MERGE ones, at
+	// every put over the budget; removing it did not measurably change a
+	// 20,000-tenant drain, whose added CPU is garbage collection:
+	// docs/lake-writer.md, session 17).
 	states      map[tables.TableKey]delta.TableState
 	stateBytes  int64
 	fullKeys    map[tables.TableKey]struct{}

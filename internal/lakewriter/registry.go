@@ -80,9 +80,16 @@ type registry struct {
 	// every put over the budget; removing it did not measurably change a
 	// 20,000-tenant drain, whose added CPU is garbage collection:
 	// docs/lake-writer.md, session 17).
+	//
+	// The MERGE tables' states hold at most fullStateShare of stateBudget
+	// (fullBytes): they are the states that keep their files' actions,
+	// stats included, alive on the heap, and a 20,000-tenant drain that
+	// let them fill the whole budget spent 42% of its CPU in garbage
+	// collection (docs/lake-writer.md, "The 20,000-tenant regression").
 	states      map[tables.TableKey]delta.TableState
 	stateBytes  int64
 	fullKeys    map[tables.TableKey]struct{}
+	fullBytes   int64
 	stateBudget int64
 	// noStates keeps no states, leanStatesOnly none of the MERGE tables
 	// (tests and benchmarks compare them).
@@ -135,6 +142,11 @@ const stateShare = 2
 // table's state (a lean one is a few hundred bytes whatever the table): a MERGE table with large stats gets no state rather than
 // displacing dozens of others (1/64: 512 KiB of the default 32 MiB).
 const maxStateShare = 64
+
+// fullStateShare is the divisor of stateBudget the MERGE tables' states
+// may hold together (a quarter: 8 MiB of the default 32, a few thousand
+// tables' live files); the lean ones can use all of it.
+const fullStateShare = 4
 
 // stateSlotBytes is what one state costs in the map beyond its own bytes:
 // the key and the map's slot overhead.
@@ -263,13 +275,15 @@ func (r *registry) putState(key tables.TableKey, ts delta.TableState) {
 	if ts.Full() && stateBytes(&ts) > r.stateBudget/maxStateShare {
 		return
 	}
+	size := stateBytes(&ts)
 	r.states[key] = ts
-	r.stateBytes += stateBytes(&ts)
+	r.stateBytes += size
 	if ts.Full() {
 		r.fullKeys[key] = struct{}{}
+		r.fullBytes += size
 	}
 	for k := range r.fullKeys {
-		if r.stateBytes <= r.stateBudget {
+		if r.stateBytes <= r.stateBudget && r.fullBytes <= r.stateBudget/fullStateShare {
 			break
 		}
 		if k != key {
@@ -293,7 +307,10 @@ func (r *registry) dropStateLocked(key tables.TableKey) (delta.TableState, bool)
 	if ok {
 		delete(r.states, key)
 		r.stateBytes -= stateBytes(&ts)
-		delete(r.fullKeys, key)
+		if ts.Full() {
+			r.fullBytes -= stateBytes(&ts)
+			delete(r.fullKeys, key)
+		}
 	}
 	return ts, ok
 }
@@ -319,6 +336,8 @@ func (r *registry) stats() (open int, evictions int64) {
 type registryCounts struct {
 	Open, States         int
 	StateBytes           int64
+	FullStates           int // the MERGE tables' states, of States
+	FullStateBytes       int64
 	Evictions            int64
 	LogOpens, StateOpens int64
 }
@@ -327,6 +346,7 @@ func (r *registry) counts() registryCounts {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return registryCounts{Open: r.lru.Len(), States: len(r.states), StateBytes: r.stateBytes,
+		FullStates: len(r.fullKeys), FullStateBytes: r.fullBytes,
 		Evictions: r.evictions, LogOpens: r.logOpens, StateOpens: r.stateOpens}
 }
 

@@ -378,3 +378,55 @@ func TestRegistry_StateBudget_DropsMergeTablesStatesFirst(t *testing.T) {
 	_, err = r.writer(ctx, silver, createMissing)
 	require.NoError(t, err)
 }
+
+// TestRegistry_MergeStates_StayWithinTheirShareOfTheBudget: the MERGE
+// tables' states, which keep their files' actions alive, hold at most
+// fullStateShare of the states' budget however many MERGE tables are
+// evicted, and the lean tables' states keep the rest of it.
+func TestRegistry_MergeStates_StayWithinTheirShareOfTheBudget(t *testing.T) {
+	t.Parallel()
+	_, r, silver := evictedMergeTable(t, tables.Silver)
+	full, ok := r.takeState(silver)
+	require.True(t, ok)
+	require.True(t, full.Full())
+	r.stateBudget = stateBytes(&full) * maxStateShare
+	lean := leanStateForTest(t)
+	var leanKeys []tables.TableKey
+	for r.counts().StateBytes+stateBytes(&lean) <= r.stateBudget/2 {
+		k := tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}
+		r.putState(k, lean)
+		leanKeys = append(leanKeys, k)
+	}
+	for i := 0; i < 4*maxStateShare; i++ {
+		r.putState(tables.TableKey{Tenant: uuid.New(), Kind: tables.Silver}, full)
+		c := r.counts()
+		require.LessOrEqual(t, c.FullStateBytes, r.stateBudget/fullStateShare, "after %d MERGE tables' states", i+1)
+		require.LessOrEqual(t, c.StateBytes, r.stateBudget)
+	}
+	c := r.counts()
+	require.Equal(t, int64(maxStateShare/fullStateShare), int64(c.FullStates), "as many as their share holds")
+	require.Equal(t, c.FullStates, len(r.fullKeys))
+	for _, k := range leanKeys {
+		_, ok := r.states[k]
+		require.True(t, ok, "a lean table's state was dropped for a MERGE table's")
+	}
+}
+
+// leanStateForTest is a bronze table's compact state, taken from an
+// evicted writer.
+func leanStateForTest(t *testing.T) delta.TableState {
+	ctx := context.Background()
+	r := newRegistry(store.NewMem(), registryOptions{Lean: true, MaxOpen: 1})
+	bronze := tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}
+	w, err := r.writer(ctx, bronze, createMissing)
+	require.NoError(t, err)
+	_, err = commitOne(ctx, w, 1)
+	require.NoError(t, err)
+	r.resized(bronze, w)
+	_, err = r.writer(ctx, tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, createMissing) // evicts bronze
+	require.NoError(t, err)
+	ts, ok := r.takeState(bronze)
+	require.True(t, ok)
+	require.False(t, ts.Full())
+	return ts
+}

@@ -46,21 +46,25 @@ const (
 	// witnessed after a batch touched it.
 	DefaultWitnessInterval = 10 * time.Second
 	// DefaultMemory is the lake writer's memory budget (--memory): the Go
-	// runtime's soft memory limit is SoftLimitShare of it, and
-	// OpenTablesShare of it goes to the open table writers' snapshots
+	// runtime's soft memory limit is SoftLimit of it, and OpenTablesShare
+	// of it goes to the open table writers' snapshots
 	// (Options.OpenTablesBytes).
 	DefaultMemory = 256 << 20
-	// SoftLimitShare is the divisor of --memory given to the Go runtime as
-	// its soft memory limit (half). Below a limit it does not reach, the
-	// GC lets the heap grow to twice the live heap (GOGC=100), so peak RSS
-	// followed the live heap twice over as the tenant count grew (183 MiB
-	// at 10,000 tenants against 90 at 1,000, of which the live heap was
-	// under half: docs/lake-writer.md, memory). The other half of the
-	// budget holds what the runtime's limit does not count — the binary's
-	// code (about 29 MiB of RSS), memory freed and not yet returned — and
-	// the room the GC needs not to run back to back (a limit of 96 MiB
-	// tripled the collections of a 10,000-tenant drain, about +9 CPU-s).
-	SoftLimitShare = 2
+	// SoftLimitQuarters is how many quarters of --memory the Go runtime
+	// gets as its soft memory limit (SoftLimit; three: 192 MiB of the
+	// default 256). Below a limit it does not reach, the GC lets the heap
+	// grow to twice the live heap (GOGC=100); at the limit it runs as
+	// often as it must to stay below it, so the limit must leave the GC
+	// room above the live heap: the long-lived caches alone (the open
+	// tables' quarter, their compact states' eighth, the MERGE rows'
+	// sixteenth) can hold 112 MiB of the default budget. With half (128
+	// MiB, sessions 13 to 18) a 20,000-tenant drain's live heap sat at
+	// 113 MB and the collector ran back to back: 43 user CPU-s against
+	// 22.6 with three quarters, at 158 against 216 MiB of peak RSS
+	// (docs/lake-writer.md, "The 20,000-tenant regression"). The last
+	// quarter holds what the runtime's limit does not count: the binary's
+	// code (about 29 MiB of RSS) and little else.
+	SoftLimitQuarters = 3
 	// OpenTablesShare is the divisor of --memory that bounds the open
 	// table writers (a quarter: the batch itself, its decoded rows and the
 	// Parquet buffers need the rest).
@@ -72,3 +76,7 @@ const (
 	// runtime's half beside the open tables' quarter.
 	MergeRowsShare = 16
 )
+
+// SoftLimit is the Go runtime's soft memory limit for a --memory budget
+// (SoftLimitQuarters of it).
+func SoftLimit(memory int64) int64 { return memory / 4 * SoftLimitQuarters }

@@ -171,7 +171,7 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	fl.IntVar(&opts.Parallel, "parallel", lakewriter.DefaultParallel, fmt.Sprintf("tables committed (and opened at start) at once; 0: what suits the store (on a file lake %d while it flushes per file, %d while it shares syncfs rounds: ?sync=file, ?sync=group, or ?sync=auto, the default, per batch as it goes; %d on S3)", store.FileConcurrency, store.FileGroupConcurrency, store.S3Concurrency))
 	fl.IntVar(&opts.MaxOpenTables, "max-open-tables", lakewriter.DefaultMaxOpenTables, "Delta table writers kept open between batches; beyond it the least recently used table is reopened from its log when next touched (bounds memory with many tenants)")
-	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: 1/%d of it is the Go runtime's soft memory limit, 1/%d bounds the open table writers' snapshots (least recently used closed first) and 1/%d the rows of the files MERGEs wrote, kept for the next MERGE; 0: no budget beyond --max-open-tables", lakewriter.SoftLimitShare, lakewriter.OpenTablesShare, lakewriter.MergeRowsShare))
+	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: %d/4 of it is the Go runtime's soft memory limit, 1/%d bounds the open table writers' snapshots (least recently used closed first) and 1/%d the rows of the files MERGEs wrote, kept for the next MERGE; 0: no budget beyond --max-open-tables", lakewriter.SoftLimitQuarters, lakewriter.OpenTablesShare, lakewriter.MergeRowsShare))
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", lakewriter.DefaultLeaseTTL, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", lakewriter.DefaultHorizonTimeout, "with --once: how long to wait for open transactions to end")
 	fl.DurationVar(&opts.MaxOutage, "max-outage", lakewriter.DefaultMaxOutage, "with --once: how long to wait out an outage of the database or the store before exiting 1")
@@ -313,14 +313,14 @@ func openDrainer(ctx context.Context, f *cliutil.Factory, o *DrainOptions, log *
 }
 
 // softMemoryLimit gives the Go runtime its soft memory limit from the
-// --memory budget (lakewriter.SoftLimitShare of it): the GC works harder
+// --memory budget (lakewriter.SoftLimit of it): the GC works harder
 // near it, it never crashes the writer. A GOMEMLIMIT in the environment
 // wins; a budget of 0 sets none.
 func softMemoryLimit(budget int64, getenv func(string) string, set func(int64) int64) {
 	if budget <= 0 || getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	set(budget / lakewriter.SoftLimitShare)
+	set(lakewriter.SoftLimit(budget))
 }
 
 func evidence(m map[string]string) string {

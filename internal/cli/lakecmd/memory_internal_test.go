@@ -8,12 +8,12 @@ import (
 	"github.com/omlhq/oml/internal/lakewriter"
 )
 
-// TestSoftMemoryLimit_HalfTheBudget_EnvironmentWins_ZeroSetsNone: the
-// runtime's soft limit is lakewriter.SoftLimitShare of --memory (128 MiB
-// of the default 256), never the whole budget (the heap would then grow to
-// twice the live heap below it, and peak RSS with the tenant count); an
-// operator's GOMEMLIMIT is left alone, and --memory 0 sets no limit.
-func TestSoftMemoryLimit_HalfTheBudget_EnvironmentWins_ZeroSetsNone(t *testing.T) {
+// TestSoftMemoryLimit_ThreeQuartersOfTheBudget_EnvironmentWins_ZeroSetsNone:
+// the runtime's soft limit is lakewriter.SoftLimit of --memory (192 MiB of
+// the default 256), never the whole budget (the binary's code and what the
+// limit does not count sit on top of it); an operator's GOMEMLIMIT is left
+// alone, and --memory 0 sets no limit.
+func TestSoftMemoryLimit_ThreeQuartersOfTheBudget_EnvironmentWins_ZeroSetsNone(t *testing.T) {
 	t.Parallel()
 	run := func(budget int64, env string) (set []int64) {
 		softMemoryLimit(budget, func(k string) string {
@@ -24,8 +24,8 @@ func TestSoftMemoryLimit_HalfTheBudget_EnvironmentWins_ZeroSetsNone(t *testing.T
 		}, func(n int64) int64 { set = append(set, n); return 0 })
 		return set
 	}
-	require.Equal(t, []int64{128 << 20}, run(lakewriter.DefaultMemory, ""))
-	require.Equal(t, []int64{512 << 20}, run(1<<30, ""))
+	require.Equal(t, []int64{192 << 20}, run(lakewriter.DefaultMemory, ""))
+	require.Equal(t, []int64{768 << 20}, run(1<<30, ""))
 	require.Empty(t, run(lakewriter.DefaultMemory, "1GiB"), "GOMEMLIMIT in the environment wins")
 	require.Empty(t, run(0, ""), "--memory 0: no limit")
 }

@@ -351,17 +351,7 @@ func TestRegistry_StateBudget_DropsMergeTablesStatesFirst(t *testing.T) {
 	ctx := context.Background()
 	_, r, silver := evictedMergeTable(t, tables.Silver)
 	full := r.states[silver]
-	bronze := tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}
-	w, err := r.writer(ctx, bronze, createMissing)
-	require.NoError(t, err)
-	_, err = commitOne(ctx, w, 1)
-	require.NoError(t, err)
-	r.resized(bronze, w)
-	_, err = r.writer(ctx, tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, createMissing) // evicts bronze
-	require.NoError(t, err)
-	lean, ok := r.takeState(bronze)
-	require.True(t, ok)
-	require.False(t, lean.Full())
+	lean := leanStateForTest(t)
 	r.takeState(silver)
 	require.Zero(t, r.counts().States)
 	r.stateBudget = stateBytes(&full) * maxStateShare
@@ -370,12 +360,12 @@ func TestRegistry_StateBudget_DropsMergeTablesStatesFirst(t *testing.T) {
 		r.putState(tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, lean)
 	}
 	r.putState(tables.TableKey{Tenant: uuid.New(), Kind: tables.Bronze}, lean)
-	_, ok = r.states[silver]
+	_, ok := r.states[silver]
 	require.False(t, ok, "the MERGE table's state went first")
 	c := r.counts()
 	require.LessOrEqual(t, c.StateBytes, r.stateBudget)
 	require.Empty(t, r.fullKeys)
-	_, err = r.writer(ctx, silver, createMissing)
+	_, err := r.writer(ctx, silver, createMissing)
 	require.NoError(t, err)
 }
 

@@ -202,7 +202,7 @@ func WriteCheckpoint(ctx context.Context, st store.Store, snap *Snapshot, now ti
 	cutoff := now.Add(-retention).UnixMilli()
 
 	var meta pq.FileMeta
-	err = putStream(ctx, st, CheckpointKey(snap.version), func(w io.Writer) error {
+	err = putStream(ctx, st, CheckpointKey(snap.version), putNow, func(w io.Writer) error {
 		var werr error
 		meta, werr = writeCheckpointRows(ctx, st, w, snap, cutoff, &res)
 		return werr

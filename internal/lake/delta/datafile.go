@@ -163,7 +163,16 @@ func hiveEscape(s string) string {
 // object becomes visible only if produce succeeds. Data files use it, and
 // so does the repair archive (internal/lakerepair).
 func PutStream(ctx context.Context, st store.Store, key string, produce func(io.Writer) error) error {
-	return putStream(ctx, st, key, produce)
+	return putStream(ctx, st, key, putNow, produce)
+}
+
+// putFunc is how putStream stores the object: putNow (durable when it
+// returns) or store.PutOwed (a data file: durable before the commit that
+// names it publishes, which is the next write of the same store).
+type putFunc func(ctx context.Context, st store.Store, key string, r io.Reader, size int64) error
+
+func putNow(ctx context.Context, st store.Store, key string, r io.Reader, size int64) error {
+	return st.Put(ctx, key, r, size)
 }
 
 // smallObject: a producer that writes at most this many bytes is put in
@@ -175,7 +184,7 @@ const smallObject = 1 << 20
 // rows per table commit, thousands of them per batch at many tenants).
 var objectBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
-func putStream(ctx context.Context, st store.Store, key string, produce func(io.Writer) error) error {
+func putStream(ctx context.Context, st store.Store, key string, put putFunc, produce func(io.Writer) error) error {
 	buf := objectBufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer func() {
@@ -183,13 +192,13 @@ func putStream(ctx context.Context, st store.Store, key string, produce func(io.
 			objectBufs.Put(buf)
 		}
 	}()
-	sw := &spillWriter{ctx: ctx, st: st, key: key, buf: buf}
+	sw := &spillWriter{ctx: ctx, st: st, key: key, put: put, buf: buf}
 	werr := produce(sw)
 	if sw.pw == nil {
 		if werr != nil {
 			return werr // nothing was put
 		}
-		return st.Put(ctx, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		return put(ctx, st, key, bytes.NewReader(buf.Bytes()), int64(buf.Len()))
 	}
 	if werr != nil {
 		sw.cancel() // make sure a half-written object is never published
@@ -212,6 +221,7 @@ type spillWriter struct {
 	ctx    context.Context
 	st     store.Store
 	key    string
+	put    putFunc
 	buf    *bytes.Buffer
 	pw     *io.PipeWriter // nil until it spills
 	done   chan error
@@ -228,7 +238,7 @@ func (w *spillWriter) Write(p []byte) (int, error) {
 		pr, pw := io.Pipe()
 		w.pw, w.done = pw, make(chan error, 1)
 		go func() {
-			err := w.st.Put(ctx, w.key, pr, -1)
+			err := w.put(ctx, w.st, w.key, pr, -1)
 			pr.CloseWithError(err)
 			w.done <- err
 		}()
@@ -258,8 +268,10 @@ func (w *Writer) WriteFile(ctx context.Context, partitionValues map[string]*stri
 	}
 	if fresh {
 		// A table's first data file: make its log directory now, so the
-		// file store's fsync of the table directory after this file also
-		// carries the log directory's entry (store.PrepareDir).
+		// file store's flush of the table directory for this file also
+		// carries the log directory's entry (store.PrepareDir): per file
+		// the fsync after the file's rename, in rounds the first commit's
+		// round before publishing.
 		if err := store.PrepareDir(ctx, w.st, LogDir); err != nil {
 			return nil, fmt.Errorf("delta: table %s: %w", w.table, err)
 		}
@@ -283,7 +295,9 @@ func (w *Writer) WriteFile(ctx context.Context, partitionValues map[string]*stri
 	}
 	key := dir + "part-00000-" + uuid.NewString() + "-c000.snappy.parquet"
 	var meta pq.FileMeta
-	err = putStream(ctx, w.st, key, func(out io.Writer) error {
+	// Owed: the commit that names the file flushes it before publishing
+	// (store.PutOwed); until then nothing references it.
+	err = putStream(ctx, w.st, key, store.PutOwed, func(out io.Writer) error {
 		pw, err := layout.NewWriter(out)
 		if err != nil {
 			return err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -137,45 +138,62 @@ func benchFileSmallWrites(b *testing.B, write func(ctx context.Context, s *store
 // goroutines at once, per-file fsyncs against group syncfs rounds. ns/op
 // is wall time per pair at that concurrency; cpu-µs/pair the process's
 // user and system CPU per pair (the kernel's flusher threads not counted).
+// put=owed puts the data file as the Delta writer does (store.PutOwed: in
+// rounds its flush is the commit's), put=plain with Put, the baseline in
+// the same run.
 func BenchmarkFileCommitPairs(b *testing.B) {
 	data := bytes.Repeat([]byte("parquet!"), 512) // 4 KiB, a small batch's file
 	commit := bytes.Repeat([]byte(`{"add":{"path":"part-00000.parquet","size":4096}}`+"\n"), 20)
+	puts := []struct {
+		name string
+		put  func(ctx context.Context, s store.Store, key string, r io.Reader, size int64) error
+	}{
+		{"plain", func(ctx context.Context, s store.Store, key string, r io.Reader, size int64) error {
+			return s.Put(ctx, key, r, size)
+		}},
+		{"owed", store.PutOwed},
+	}
 	for _, mode := range []store.FileSync{store.SyncPerFile, store.SyncGroup, store.SyncAuto} {
 		for _, n := range []int{4, 16, 32, 64} {
-			b.Run(fmt.Sprintf("sync=%s/goroutines=%d", mode, n), func(b *testing.B) {
-				s, err := store.NewFile(b.TempDir(), store.WithSync(mode))
-				if err != nil {
-					b.Fatal(err)
+			for _, put := range puts {
+				if mode == store.SyncPerFile && put.name == "owed" {
+					continue // per file an owed put is a Put
 				}
-				ctx := context.Background()
-				var next atomic.Int64
-				var wg sync.WaitGroup
-				cpu0 := processCPU(b)
-				b.ResetTimer()
-				for g := range n {
-					wg.Go(func() {
-						for {
-							i := next.Add(1)
-							if i > int64(b.N) {
-								return
+				b.Run(fmt.Sprintf("sync=%s/goroutines=%d/put=%s", mode, n, put.name), func(b *testing.B) {
+					s, err := store.NewFile(b.TempDir(), store.WithSync(mode))
+					if err != nil {
+						b.Fatal(err)
+					}
+					ctx := context.Background()
+					var next atomic.Int64
+					var wg sync.WaitGroup
+					cpu0 := processCPU(b)
+					b.ResetTimer()
+					for g := range n {
+						wg.Go(func() {
+							for {
+								i := next.Add(1)
+								if i > int64(b.N) {
+									return
+								}
+								table := fmt.Sprintf("tenant-%d/bronze/t-%d/", g, i)
+								if err := put.put(ctx, s, table+"part-00000.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
+									b.Error(err)
+									return
+								}
+								if err := s.PutIfAbsent(ctx, table+"_delta_log/00000000000000000000.json", commit); err != nil {
+									b.Error(err)
+									return
+								}
 							}
-							table := fmt.Sprintf("tenant-%d/bronze/t-%d/", g, i)
-							if err := s.Put(ctx, table+"part-00000.parquet", bytes.NewReader(data), int64(len(data))); err != nil {
-								b.Error(err)
-								return
-							}
-							if err := s.PutIfAbsent(ctx, table+"_delta_log/00000000000000000000.json", commit); err != nil {
-								b.Error(err)
-								return
-							}
-						}
-					})
-				}
-				wg.Wait()
-				b.StopTimer()
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
-				b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/pair")
-			})
+						})
+					}
+					wg.Wait()
+					b.StopTimer()
+					b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "pairs/s")
+					b.ReportMetric(float64((processCPU(b)-cpu0).Microseconds())/float64(b.N), "cpu-µs/pair")
+				})
+			}
 		}
 	}
 }

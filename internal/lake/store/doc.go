@@ -31,7 +31,12 @@
 //     written and, before acknowledging, for one that started after the
 //     publish (which also covers the directories it created), sharing each
 //     syncfs with every write waiting at the time. A file on another
-//     filesystem than the root's is flushed per file in either mode.
+//     filesystem than the root's is flushed per file in either mode. The
+//     one write acknowledged before it is durable is PutOwed's (the Delta
+//     writer's data files): in rounds it waits for none, and it is durable
+//     before any later Put or PutIfAbsent of the same store publishes
+//     (owed.go), which is all a data file needs: only the commit after it
+//     names it.
 //     Either way, a write into a directory that another goroutine of the
 //     process is still creating waits for that directory to be durable in
 //     its parent before publishing (and fails, publishing nothing, if its

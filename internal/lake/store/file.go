@@ -67,7 +67,9 @@ import (
 //     before acknowledging: the rename or link is the commit point.
 //
 // A write in rounds replaces 1 and 2 by the round before publishing and 3
-// by the round after it. A directory a write in rounds created stays
+// by the round after it. An owed put (PutOwed, owed.go: a data file) in
+// rounds waits for neither: the next write of the store covers it with its
+// own round before publishing, or, per file, waits for a round that does. A directory a write in rounds created stays
 // registered as in creation until its round before publishing has ended,
 // so a per-file write below it (sync=auto mixes them) waits for that round
 // as it waits for another write's fsync of the parent.
@@ -319,6 +321,12 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
+	return f.publishPut(ctx, key, p, tmp, ps)
+}
+
+// publishPut is the rest of Put once the temporary file tmp is written:
+// the flush before publishing, the rename onto p, the flush after.
+func (f *File) publishPut(ctx context.Context, key, p, tmp string, ps putSync) error {
 	if err := ps.beforePublish(ctx, filepath.Dir(p)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: sync before publishing: %w", f, key, err)

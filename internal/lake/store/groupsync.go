@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -101,6 +102,14 @@ type groupSync struct {
 	// takes in its duration and how many callers it served.
 	measure func(waiters int, round func() error) error
 
+	// owed counts the puts published without a round of their own
+	// (PutOwed, owed.go); covered is owed as a successful round found it
+	// when it started: every put counted by then is durable. lastStart is
+	// owed when the previous round started (touched only by the running
+	// round: one runs at a time).
+	owed, covered atomic.Uint64
+	lastStart     uint64
+
 	rootMu  sync.Mutex // guards rootFD and rootDev
 	rootFD  *os.File   // the root directory, opened on first use, never closed
 	rootDev uint64
@@ -132,11 +141,24 @@ func (g *groupSync) wait(ctx context.Context) error {
 // runRound runs one round for waiters callers. measure, when set
 // (sync=auto), runs the round and takes in its cost. The creations the
 // round made durable are ended by the puts it served (beforePublish).
+// A round also covers the owed puts counted when it started; each one it
+// is the first to cover counts as the two steps (written, published) it
+// would have waited for, so sync=auto weighs a round by everything it
+// served.
 func (g *groupSync) runRound(waiters int) error {
+	start := g.owed.Load()
+	served := waiters + 2*int(start-g.lastStart)
+	g.lastStart = start
+	var err error
 	if g.measure != nil {
-		return g.measure(waiters, g.round)
+		err = g.measure(served, g.round)
+	} else {
+		err = g.round()
 	}
-	return g.round()
+	if err == nil {
+		g.covered.Store(start) // rounds run one at a time, in order: it only grows
+	}
+	return err
 }
 
 // coversDir reports whether a round flushes directory dir's entry in its
@@ -277,9 +299,13 @@ func (ps *putSync) createdDirs(made []newDir) error {
 // The same round made the put's new directories durable: their creations
 // end with its result. A successful one also ends the owed or failed
 // creations in dir, the put's directory, and in its ancestors (healPath).
+//
+// Per file it waits only for what the store owes (settleOwed): a put the
+// store left owed before this one began is durable before this one
+// publishes (owed.go); in rounds the same round covers those.
 func (ps putSync) beforePublish(ctx context.Context, dir string) error {
 	if ps.g == nil {
-		return nil
+		return ps.f.settleOwed(ctx)
 	}
 	ps.note(stepWritten)
 	seq := mkdirSeq.Load()

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -253,38 +252,22 @@ func TestFileGroup_PreparedDirectoryOffEveryPutsPath_StaysOwedUntilTheFirstWrite
 func TestFileAuto_PowerLoss_ARoundThatStartedBeforeADirectoryWasPrepared_APerFileWriteBelowItStillFsyncsItsParent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f, err := NewFile(t.TempDir(), WithSync(SyncAuto), withKernel("6.1.0-13-amd64"))
-	require.NoError(t, err)
-	require.NotNil(t, f.auto)
-	m := newPowerLoss(t, f)
+	f, m := newAutoPowerLoss(t)
 	putKey(t, f, "t/part-0.parquet") // t exists and is durable
 	m.requireSurvives(t, "t/part-0.parquet")
 
 	// The next put's round before publishing runs while t/_delta_log is
 	// prepared; its round after publishing is held while a per-file write
 	// goes into t/_delta_log.
-	var n atomic.Int32
-	in1, release1 := make(chan struct{}), make(chan struct{})
-	in2, release2 := make(chan struct{}), make(chan struct{})
-	m.inRound = func() {
-		switch n.Add(1) {
-		case 1:
-			close(in1)
-			<-release1
-		case 2:
-			close(in2)
-			<-release2
-		}
-	}
+	in, release := m.holdRounds(2)
+	in1, release1, in2, release2 := in[0], release[0], in[1], release[1]
 	done := putAsync(ctx, f, "t/part-1.parquet")
 	<-in1
 	require.NoError(t, PrepareDir(ctx, f, "t/_delta_log"))
 	close(release1)
 	<-in2
 
-	f.auto.mu.Lock() // rounds fall back to per-file fsyncs
-	f.auto.group, f.auto.since, f.auto.retryAt = false, f.auto.now(), f.auto.now().Add(time.Hour)
-	f.auto.mu.Unlock()
+	goPerFile(f) // rounds fall back to per-file fsyncs
 	require.NoError(t, f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0")))
 	m.requireSurvives(t, "t/_delta_log/0.json")
 	close(release2)

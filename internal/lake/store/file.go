@@ -309,6 +309,12 @@ func (f *File) writeTemp(ctx context.Context, final string, r io.Reader, size in
 // Put writes key atomically: a reader sees the old object or the whole new
 // one, never a partial file (temp + fsync + rename).
 func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return f.put(ctx, key, r, size, false)
+}
+
+// put is Put, or with owed PutOwed's (owed.go): in rounds the rename
+// waits for none.
+func (f *File) put(ctx context.Context, key string, r io.Reader, size int64, owed bool) error {
 	r = orEmpty(r)
 	p, err := f.path(key)
 	if err != nil {
@@ -321,12 +327,9 @@ func (f *File) Put(ctx context.Context, key string, r io.Reader, size int64) err
 	if err != nil {
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
-	return f.publishPut(ctx, key, p, tmp, ps)
-}
-
-// publishPut is the rest of Put once the temporary file tmp is written:
-// the flush before publishing, the rename onto p, the flush after.
-func (f *File) publishPut(ctx context.Context, key, p, tmp string, ps putSync) error {
+	if owed && ps.g != nil {
+		return f.publishOwed(key, p, tmp, ps)
+	}
 	if err := ps.beforePublish(ctx, filepath.Dir(p)); err != nil {
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: sync before publishing: %w", f, key, err)
@@ -339,17 +342,27 @@ func (f *File) publishPut(ctx context.Context, key, p, tmp string, ps putSync) e
 		os.Remove(tmp)
 		return fmt.Errorf("%s: put %q: %w", f, key, err)
 	}
-	if err := renameFile(tmp, p); err != nil {
-		os.Remove(tmp)
-		if errors.Is(err, syscall.EISDIR) {
-			return fmt.Errorf("%s: put %q: %w", f, key, errDirHoldsObjects)
-		}
-		return fmt.Errorf("%s: put %q: %w", f, key, err)
+	if err := f.renameTemp(key, tmp, p); err != nil {
+		return err
 	}
 	if err := ps.afterPublish(ctx, filepath.Dir(p)); err != nil {
 		return fmt.Errorf("%s: put %q: sync directory: %w", f, key, err)
 	}
 	return nil
+}
+
+// renameTemp publishes the temporary file tmp as p (key's), removing it
+// if that fails.
+func (f *File) renameTemp(key, tmp, p string) error {
+	err := renameFile(tmp, p)
+	if err == nil {
+		return nil
+	}
+	os.Remove(tmp)
+	if errors.Is(err, syscall.EISDIR) {
+		return fmt.Errorf("%s: put %q: %w", f, key, errDirHoldsObjects)
+	}
+	return fmt.Errorf("%s: put %q: %w", f, key, err)
 }
 
 // PutIfAbsent publishes a fully written, fsynced temporary file under key with

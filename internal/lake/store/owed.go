@@ -2,11 +2,7 @@ package store
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
-	"os"
-	"syscall"
 )
 
 // Owed puts: a data file whose flush the commit that names it pays.
@@ -65,28 +61,14 @@ func PutOwed(ctx context.Context, s Store, key string, r io.Reader, size int64) 
 		target, key = sub.inner, k
 	}
 	if f, ok := target.(*File); ok {
-		return f.putOwed(ctx, key, r, size)
+		return f.put(ctx, key, r, size, true)
 	}
 	return target.Put(ctx, key, r, size)
 }
 
-// putOwed is PutOwed on a file store.
-func (f *File) putOwed(ctx context.Context, key string, r io.Reader, size int64) error {
-	r = orEmpty(r)
-	p, err := f.path(key)
-	if err != nil {
-		return err
-	}
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	tmp, ps, err := f.writeTemp(ctx, p, r, size)
-	if err != nil {
-		return fmt.Errorf("%s: put %q: %w", f, key, err)
-	}
-	if ps.g == nil {
-		return f.publishPut(ctx, key, p, tmp, ps) // per file: durable now
-	}
+// publishOwed publishes an owed put's temporary file tmp, written for
+// rounds (ps), as p: no round before or after.
+func (f *File) publishOwed(key, p, tmp string, ps putSync) error {
 	ps.note(stepWritten)
 	// Its new directories are owed, like PrepareDir's: the next round of a
 	// write below them ends them, or a per-file write below them fsyncs
@@ -96,12 +78,8 @@ func (f *File) putOwed(ctx context.Context, key string, r io.Reader, size int64)
 	for _, nd := range ps.made {
 		finishDir(nd.dir, nd.c, errOwed)
 	}
-	if err := renameFile(tmp, p); err != nil {
-		os.Remove(tmp)
-		if errors.Is(err, syscall.EISDIR) {
-			return fmt.Errorf("%s: put %q: %w", f, key, errDirHoldsObjects)
-		}
-		return fmt.Errorf("%s: put %q: %w", f, key, err)
+	if err := f.renameTemp(key, tmp, p); err != nil {
+		return err
 	}
 	ps.g.owed.Add(1)
 	ps.note(stepPublished)

@@ -28,6 +28,23 @@ func (m *powerLoss) survives(key string) bool {
 	return true
 }
 
+// holdRounds holds each of the store's next n rounds, after it has taken
+// the names it flushes: in[i] is closed when round i+1 is held there, and
+// it goes on when release[i] is closed.
+func (m *powerLoss) holdRounds(n int) (in, release []chan struct{}) {
+	for range n {
+		in, release = append(in, make(chan struct{})), append(release, make(chan struct{}))
+	}
+	var count atomic.Int32
+	m.inRound = func() {
+		if i := int(count.Add(1)) - 1; i < n {
+			close(in[i])
+			<-release[i]
+		}
+	}
+	return in, release
+}
+
 // countRounds counts the store's rounds (after newPowerLoss replaced them).
 func countRounds(f *File) *atomic.Int32 {
 	var n atomic.Int32
@@ -57,6 +74,24 @@ func checkOwedAtPublish(t *testing.T, f *File, m *powerLoss, data ...string) *at
 		}
 	}
 	return &checked
+}
+
+// newAutoPowerLoss is a sync=auto store on a kernel whose syncfs reports
+// errors (so it starts in rounds), under the power-loss model.
+func newAutoPowerLoss(t *testing.T) (*File, *powerLoss) {
+	t.Helper()
+	f, err := NewFile(t.TempDir(), WithSync(SyncAuto), withKernel("6.1.0-13-amd64"))
+	require.NoError(t, err)
+	require.NotNil(t, f.auto)
+	return f, newPowerLoss(t, f)
+}
+
+// goPerFile makes a sync=auto store fall back to per-file fsyncs for the
+// next hour, as slow rounds would.
+func goPerFile(f *File) {
+	f.auto.mu.Lock()
+	f.auto.group, f.auto.since, f.auto.retryAt = false, f.auto.now(), f.auto.now().Add(time.Hour)
+	f.auto.mu.Unlock()
 }
 
 func putOwedKey(t *testing.T, f *File, key string) {
@@ -123,19 +158,14 @@ func TestFile_PowerLoss_OwedDataFilesThenTheFirstCommit_TheCommitsRoundMakesThem
 func TestFileAuto_PowerLoss_OwedInRoundsThenThePerFileCommit_WaitsForARoundBeforePublishing(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f, err := NewFile(t.TempDir(), WithSync(SyncAuto), withKernel("6.1.0-13-amd64"))
-	require.NoError(t, err)
-	require.NotNil(t, f.auto)
-	m := newPowerLoss(t, f)
+	f, m := newAutoPowerLoss(t)
 	putKey(t, f, "t/part-0.parquet") // t exists and is durable
 	rounds := countRounds(f)
 	checked := checkOwedAtPublish(t, f, m, "t/part-1.parquet")
 
 	putOwedKey(t, f, "t/part-1.parquet")
 	require.False(t, m.survives("t/part-1.parquet"))
-	f.auto.mu.Lock() // rounds fall back to per-file fsyncs
-	f.auto.group, f.auto.since, f.auto.retryAt = false, f.auto.now(), f.auto.now().Add(time.Hour)
-	f.auto.mu.Unlock()
+	goPerFile(f)
 	require.Equal(t, SyncPerFile, f.SyncInEffect())
 
 	require.NoError(t, f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0")))
@@ -165,9 +195,7 @@ func TestFile_OwedDataFile_TheCommitsRoundFails_NothingPublishedAndTheRetryCommi
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			f, err := NewFile(t.TempDir(), WithSync(SyncAuto), withKernel("6.1.0-13-amd64"))
-			require.NoError(t, err)
-			m := newPowerLoss(t, f)
+			f, m := newAutoPowerLoss(t)
 			var failing atomic.Bool
 			round := f.group.round
 			f.group.round = func() error {
@@ -179,12 +207,10 @@ func TestFile_OwedDataFile_TheCommitsRoundFails_NothingPublishedAndTheRetryCommi
 			putKey(t, f, "t/part-0.parquet")
 			putOwedKey(t, f, "t/part-1.parquet")
 			if perFileCommit {
-				f.auto.mu.Lock()
-				f.auto.group, f.auto.since, f.auto.retryAt = false, f.auto.now(), f.auto.now().Add(time.Hour)
-				f.auto.mu.Unlock()
+				goPerFile(f)
 			}
 			failing.Store(true)
-			err = f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0"))
+			err := f.PutIfAbsent(ctx, "t/_delta_log/0.json", []byte("v0"))
 			require.ErrorContains(t, err, "input/output error")
 			_, err = f.Stat(ctx, "t/_delta_log/0.json")
 			require.ErrorIs(t, err, ErrNotFound, "a commit whose owed data file is not known durable must not be published")
@@ -226,31 +252,16 @@ func TestFileGroup_OwedPutThroughASubStore_TheCommitCoversIt(t *testing.T) {
 func TestFileAuto_PowerLoss_OwedPutWhileARoundRuns_ThatRoundDoesNotCoverIt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f, err := NewFile(t.TempDir(), WithSync(SyncAuto), withKernel("6.1.0-13-amd64"))
-	require.NoError(t, err)
-	m := newPowerLoss(t, f)
+	f, m := newAutoPowerLoss(t)
 	putKey(t, f, "t/part-0.parquet")
 	checked := checkOwedAtPublish(t, f, m, "t/part-1.parquet")
 
-	var n atomic.Int32
-	in1, release1 := make(chan struct{}), make(chan struct{})
-	in2, release2 := make(chan struct{}), make(chan struct{})
-	m.inRound = func() {
-		switch n.Add(1) {
-		case 1:
-			close(in1)
-			<-release1
-		case 2:
-			close(in2)
-			<-release2
-		}
-	}
+	in, release := m.holdRounds(2)
+	in1, release1, in2, release2 := in[0], release[0], in[1], release[1]
 	other := putAsync(ctx, f, "u/other") // in rounds: its two rounds are 1 and 2
 	<-in1
 	putOwedKey(t, f, "t/part-1.parquet") // while round 1 flushes
-	f.auto.mu.Lock()
-	f.auto.group, f.auto.since, f.auto.retryAt = false, f.auto.now(), f.auto.now().Add(time.Hour)
-	f.auto.mu.Unlock()
+	goPerFile(f)
 	close(release1)
 	<-in2 // round 2 runs, after round 1 ended
 

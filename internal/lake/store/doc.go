@@ -19,8 +19,10 @@
 //   - Every write is whole: readers see the old object or all of the new one.
 //     Put is temp file + flush + rename locally, one PutObject or a multipart
 //     upload (visible only at CompleteMultipartUpload) on S3.
-//   - An acknowledged write is durable. The file store flushes in one of two
-//     modes (FileSync, the lake URL's ?sync=): per file (the default) it
+//   - An acknowledged write is durable. The file store flushes each write in
+//     one of two modes (FileSync, the lake URL's ?sync=; a URL without it
+//     gets sync=auto, which picks one per write, autosync.go): per file
+//     (NewFile's default) it
 //     fsyncs the temporary file before publishing it, the directory it was
 //     published in after, and every directory it had to create into its
 //     parent (a directory's fsync is shared by the writes that need one of

@@ -107,13 +107,24 @@ func (m *powerLoss) lose(t *testing.T, dir string) {
 // would survive a power loss now.
 func (m *powerLoss) requireSurvives(t *testing.T, key string) {
 	t.Helper()
+	if p := m.lost(key); p != "" {
+		require.Fail(t, "lost at acknowledgement", "%s was acknowledged, but a power loss now drops %s: no flush that started after it appeared covered its entry", key, p)
+	}
+}
+
+// lost is the first name on key's path, from the root down, that a power
+// loss now would drop ("" when none).
+func (m *powerLoss) lost(key string) string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.root
 	for _, part := range strings.Split(key, "/") {
 		p = filepath.Join(p, part)
-		require.True(t, m.durable[p], "%s was acknowledged, but a power loss now drops %s: no flush that started after it appeared covered its entry", key, p)
+		if !m.durable[p] {
+			return p
+		}
 	}
+	return ""
 }
 
 // newTable is what the Delta writer does with a new table: prepare

@@ -69,7 +69,8 @@ import (
 // A write in rounds replaces 1 and 2 by the round before publishing and 3
 // by the round after it. An owed put (PutOwed, owed.go: a data file) in
 // rounds waits for neither: the next write of the store covers it with its
-// own round before publishing, or, per file, waits for a round that does. A directory a write in rounds created stays
+// own round before publishing, or, per file, waits for a round that does.
+// A directory a write in rounds created stays
 // registered as in creation until its round before publishing has ended,
 // so a per-file write below it (sync=auto mixes them) waits for that round
 // as it waits for another write's fsync of the parent.

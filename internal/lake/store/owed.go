@@ -8,10 +8,9 @@ import (
 // Owed puts: a data file whose flush the commit that names it pays.
 //
 // A Delta commit is a data file put and then the log entry's PutIfAbsent.
-// In syncfs rounds each of them waits for two rounds (one before its
-// publish, one after), four per commit, and a 10,000-tenant drain is bound
-// by those waits, not by CPU (docs/lake-writer.md). The data file's two are
-// not needed for what durability promises: no name may point at bytes a
+// In syncfs rounds each of them waited for two rounds (one before its
+// publish, one after), four per commit, every one of them on the commit's
+// path. The data file's two are not needed for what durability promises: no name may point at bytes a
 // crash can lose, and a data file is named only by the commit that follows
 // it. The commit's round before its own publish started after the data
 // file was written and renamed, and a syncfs flushes the whole filesystem:

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -15,18 +14,7 @@ import (
 
 // survives reports whether every name on key's path would survive a power
 // loss now (requireSurvives, as a value).
-func (m *powerLoss) survives(key string) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	p := m.root
-	for _, part := range strings.Split(key, "/") {
-		p = filepath.Join(p, part)
-		if !m.durable[p] {
-			return false
-		}
-	}
-	return true
-}
+func (m *powerLoss) survives(key string) bool { return m.lost(key) == "" }
 
 // holdRounds holds each of the store's next n rounds, after it has taken
 // the names it flushes: in[i] is closed when round i+1 is held there, and

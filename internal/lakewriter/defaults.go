@@ -46,14 +46,16 @@ const (
 	// witnessed after a batch touched it.
 	DefaultWitnessInterval = 10 * time.Second
 	// DefaultMemory is the lake writer's memory budget (--memory): the Go
-	// runtime's soft memory limit is SoftLimit of it, and OpenTablesShare
-	// of it goes to the open table writers' snapshots
-	// (Options.OpenTablesBytes).
+	// runtime's soft memory limit is SoftLimit of it, the heap is
+	// collected when it reaches that limit (`oml lake drain` turns the
+	// proportional collector off under it, so peak RSS is the budget's
+	// whatever the number of tables: docs/lake-writer.md, "A heap sized
+	// by the budget"), and OpenTablesShare of it goes to the open table
+	// writers' snapshots (Options.OpenTablesBytes).
 	DefaultMemory = 256 << 20
 	// SoftLimitQuarters is how many quarters of --memory the Go runtime
 	// gets as its soft memory limit (SoftLimit; three: 192 MiB of the
-	// default 256). Below a limit it does not reach, the GC lets the heap
-	// grow to twice the live heap (GOGC=100); at the limit it runs as
+	// default 256). The collector runs when the heap reaches it, as
 	// often as it must to stay below it, so the limit must leave the GC
 	// room above the live heap: the long-lived caches alone (the open
 	// tables' quarter, their compact states' eighth, the MERGE rows'

@@ -171,7 +171,7 @@ are served on --metrics-addr. See docs/lake-writer.md.`,
 	fl.StringVar(&opts.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics on this address (e.g. 127.0.0.1:9464)")
 	fl.IntVar(&opts.Parallel, "parallel", lakewriter.DefaultParallel, fmt.Sprintf("tables committed (and opened at start) at once; 0: what suits the store (on a file lake %d while it flushes per file, %d while it shares syncfs rounds: ?sync=file, ?sync=group, or ?sync=auto, the default, per batch as it goes; %d on S3)", store.FileConcurrency, store.FileGroupConcurrency, store.S3Concurrency))
 	fl.IntVar(&opts.MaxOpenTables, "max-open-tables", lakewriter.DefaultMaxOpenTables, "Delta table writers kept open between batches; beyond it the least recently used table is reopened from its log when next touched (bounds memory with many tenants)")
-	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: %d/4 of it is the Go runtime's soft memory limit, 1/%d bounds the open table writers' snapshots (least recently used closed first) and 1/%d the rows of the files MERGEs wrote, kept for the next MERGE; 0: no budget beyond --max-open-tables", lakewriter.SoftLimitQuarters, lakewriter.OpenTablesShare, lakewriter.MergeRowsShare))
+	fl.StringVar(&opts.Memory, "memory", fmt.Sprintf("%dMiB", lakewriter.DefaultMemory>>20), fmt.Sprintf("memory budget: %d/4 of it is the Go runtime's soft memory limit, where the heap is collected (unless GOGC or GOMEMLIMIT is set), 1/%d bounds the open table writers' snapshots (least recently used closed first) and 1/%d the rows of the files MERGEs wrote, kept for the next MERGE; 0: no budget beyond --max-open-tables", lakewriter.SoftLimitQuarters, lakewriter.OpenTablesShare, lakewriter.MergeRowsShare))
 	fl.DurationVar(&opts.LeaseTTL, "lease-ttl", lakewriter.DefaultLeaseTTL, "lease lifetime; a writer that stops renewing loses it after this")
 	fl.DurationVar(&opts.HorizonTimeout, "horizon-timeout", lakewriter.DefaultHorizonTimeout, "with --once: how long to wait for open transactions to end")
 	fl.DurationVar(&opts.MaxOutage, "max-outage", lakewriter.DefaultMaxOutage, "with --once: how long to wait out an outage of the database or the store before exiting 1")
@@ -295,7 +295,7 @@ func openDrainer(ctx context.Context, f *cliutil.Factory, o *DrainOptions, log *
 		log.Info("serving Prometheus metrics", "addr", ln.Addr().String(), "path", "/metrics")
 	}
 
-	softMemoryLimit(o.memory, os.Getenv, debug.SetMemoryLimit)
+	applyMemoryBudget(o.memory, os.Getenv, runtimeKnobs{limit: debug.SetMemoryLimit, percent: debug.SetGCPercent})
 	d, err := lakewriter.New(lakewriter.Options{
 		DB: pool, Lake: lake, Signer: signer,
 		Limits:  outbox.Limits{Rows: o.BatchRows, Bytes: int(o.batchBytes)},
@@ -312,15 +312,31 @@ func openDrainer(ctx context.Context, f *cliutil.Factory, o *DrainOptions, log *
 	return d, lake.String(), stop, nil
 }
 
-// softMemoryLimit gives the Go runtime its soft memory limit from the
-// --memory budget (lakewriter.SoftLimit of it): the GC works harder
-// near it, it never crashes the writer. A GOMEMLIMIT in the environment
-// wins; a budget of 0 sets none.
-func softMemoryLimit(budget int64, getenv func(string) string, set func(int64) int64) {
+// runtimeKnobs are the Go runtime's two garbage-collector settings
+// (runtime/debug's SetMemoryLimit and SetGCPercent; a test records them).
+type runtimeKnobs struct {
+	limit   func(int64) int64
+	percent func(int) int
+}
+
+// applyMemoryBudget hands the --memory budget to the Go runtime: its soft
+// memory limit is lakewriter.SoftLimit of the budget, and the heap is
+// collected when it reaches that limit rather than at twice the live heap
+// (GOGC=100): peak RSS is then the budget's, not twice whatever the
+// caches hold, so it is the same at 1,000 tenants as at 20,000
+// (lakewriter.SoftLimitQuarters says why three quarters, and
+// docs/lake-writer.md, "A heap sized by the budget", what it costs). The
+// environment wins: a GOMEMLIMIT leaves both settings to the runtime (an
+// operator who set a limit of their own gets GOGC's collections below it),
+// a GOGC leaves the collector's pace to it. A budget of 0 sets neither.
+func applyMemoryBudget(budget int64, getenv func(string) string, k runtimeKnobs) {
 	if budget <= 0 || getenv("GOMEMLIMIT") != "" {
 		return
 	}
-	set(lakewriter.SoftLimit(budget))
+	k.limit(lakewriter.SoftLimit(budget))
+	if getenv("GOGC") == "" {
+		k.percent(-1) // after the limit: never unbounded
+	}
 }
 
 func evidence(m map[string]string) string {

@@ -69,6 +69,16 @@ func GrantMonitor(ctx context.Context, conn *pgx.Conn) (MonitorGrant, error) {
 	if errors.As(err, &pe) && pe.Code == "42501" { // insufficient_privilege
 		return MonitorNeedsAdmin, nil
 	}
+	if errors.As(err, &pe) && pe.Code == "23505" { // unique_violation
+		// A role membership is the cluster's, not the database's: another
+		// session (an `oml init` of another database of the same cluster)
+		// granted it between our check and our GRANT, and ours then
+		// collided with its row of pg_auth_members. The grant is there
+		// when the check says so; anything else is still an error.
+		if ok, cerr := LakeWriterReadsStandbys(ctx, conn); cerr == nil && ok {
+			return MonitorAlready, nil
+		}
+	}
 	if err != nil {
 		return "", fmt.Errorf("grant pg_monitor to %s: %w", LakeWriterRole, err)
 	}

@@ -79,10 +79,21 @@ func TestPrune_NeverAboveATablesTxnVersionNorTheFrontier(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, young.Rows, "every row is younger than an hour")
 
-	// The frontier cache below the lake: nothing above it goes.
-	var frontier int64
+	// The frontier cache below the lake: nothing above it goes. It is
+	// lowered below the copy's table's last row before the copy too, so
+	// the prune after it is put back has rows of that table to take and
+	// reports where the copy stopped them: at half the frontier alone, a
+	// table whose rows before the copy all lie below half (its tenant's
+	// appends ran first) was pruned up to the copy by the first prune,
+	// and the second, which lists only the tables it pruned, did not list
+	// it.
+	var frontier, beforeCopy int64
 	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT frontier FROM oml.lake_frontier`).Scan(&frontier))
-	low := frontier / 2
+	require.NoError(t, b.Pool.QueryRow(ctx, `SELECT max(o.seq) FROM oml.dead_letter d
+JOIN oml.outbox c ON c.seq = d.new_outbox_seq
+JOIN oml.outbox o ON o.tenant_id = c.tenant_id AND o.target = c.target AND o.seq < c.seq
+WHERE d.id = $1 AND NOT EXISTS (SELECT 1 FROM oml.dead_letter x WHERE x.outbox_seq = o.seq)`, dl).Scan(&beforeCopy))
+	low := min(frontier/2, beforeCopy-1)
 	_, err = b.Pool.Exec(ctx, `UPDATE oml.lake_frontier SET frontier = $1`, low)
 	require.NoError(t, err)
 	aboveLow := b.countWhere(t, `seq > $1`, low)

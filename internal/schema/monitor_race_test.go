@@ -25,18 +25,14 @@ func TestGrantMonitor_ConcurrentInitsOfOneCluster_EveryOneSucceeds(t *testing.T)
 	t.Parallel()
 	ctx := context.Background()
 	node := testdb.NewPrimary(t)
+	_ = node.CreateDatabase(t, "oml", schema.Migrate) // the job roles exist on the cluster now
 	admin, err := pgx.Connect(ctx, node.URL("postgres"))
 	require.NoError(t, err)
 	defer admin.Close(ctx)
-	_, err = admin.Exec(ctx, "CREATE ROLE "+schema.LakeWriterRole+" NOLOGIN")
-	require.NoError(t, err)
 	const sessions = 4
 	conns := make([]*pgx.Conn, sessions)
 	for i := range conns {
-		db := "init" + string(rune('a'+i))
-		_, err := admin.Exec(ctx, "CREATE DATABASE "+db)
-		require.NoError(t, err)
-		conns[i], err = pgx.Connect(ctx, node.URL(db))
+		conns[i], err = pgx.Connect(ctx, node.CreateDatabase(t, "init"+string(rune('a'+i)), nil))
 		require.NoError(t, err)
 		defer conns[i].Close(ctx)
 	}

@@ -37,6 +37,7 @@ var (
 	benchLagStream = flag.String("bench.lagstream", "live", "the frontier-lag benchmark's load: live (the workload writes beside the writer) or pregenerated (written first through the same append path, then its outbox rows released at -bench.rate)")
 	benchLagConc   = flag.Int("bench.lagconcurrency", 32, "tenants the frontier-lag benchmark's workload writes at once, each on its own connection of the application's pool (8, one pool with the writer's 4 connections, reached ~300 appends/s)")
 	benchMergeRows = flag.Int64("bench.mergerows", 0, "the frontier-lag benchmark's Options.MergeRowsBytes (0: the default, a sixteenth of --memory's default)")
+	benchLagPar    = flag.Int("bench.parallel", 0, "the frontier-lag benchmark's Options.Parallel (--parallel; 0: what suits the store)")
 	benchLagProf   = flag.String("bench.lagprofile", "", "write a CPU profile of the frontier-lag benchmark's timed part (the workload and the writer) to this file")
 )
 
@@ -335,11 +336,19 @@ func BenchmarkFrontierLag(b *testing.B) {
 		o.Poll = 50 * time.Millisecond
 		o.Limits = outbox.Limits{Rows: 10000, Bytes: 64 << 20}
 		o.MergeRowsBytes = *benchMergeRows
+		o.Parallel = *benchLagPar
 		var commits atomic.Int64
 		var trace batchTrace
+		// perFile counts the batches after which a sync=auto file lake
+		// flushes per file (its fallback from rounds, autosync.go).
+		var perFile atomic.Int64
+		fileLake, _ := lake.(*store.File)
 		o.OnBatch = func(r lakewriter.BatchResult) {
 			commits.Add(int64(r.Tables))
 			trace.add(r)
+			if fileLake != nil && fileLake.SyncInEffect() == store.SyncPerFile {
+				perFile.Add(1)
+			}
 		}
 		// Steady state: the writer that drained the warm-up (every table
 		// exists, its start-up scan is done) goes on running, so the lag
@@ -358,6 +367,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 			stream = stageStream(b, bb, app, *benchLagConc, int64(*benchRate*benchLagFor.Seconds()), d.Frontier())
 		}
 		commits.Store(0)
+		perFile.Store(0)
 		trace.reset()
 		pool0 := bb.pool.Stat()
 		ctx, cancel := context.WithCancel(context.Background())
@@ -397,6 +407,7 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		b.ReportMetric(cpu.Seconds()/el, "proc_cores")
 		b.ReportMetric(pgCPU.Seconds()/el, "pg_cores")
 		trace.report(b)
+		b.ReportMetric(float64(perFile.Load()), "perfile_batches")
 		// How often a MERGE found the rows of the file it rewrites in
 		// memory (mergerows.go) in the timed part.
 		if hits, misses := lakewriter.MergeRowsHits(d); hits+misses > hits0+misses0 {

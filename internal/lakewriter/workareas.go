@@ -82,12 +82,13 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 		}
 		return false
 	}
-	keys := tables.WorkareaColumns(tables.WorkareaID)
-	hits, err := d.locateKeys(ctx, w, snap, key, keys.Columns(),
+	// Read whole (cols nil): a candidate is the tenant's file, which the
+	// MERGE rewrites (locateKeys).
+	hits, err := d.locateKeys(ctx, w, snap, key, nil,
 		func(f *delta.Add) bool {
 			return statsMayHold(f, tables.WorkareaID.Name(), byArea, func(wa string) string { return wa })
 		},
-		func(r pq.Row) bool { return match(keys.Decode(r).WorkareaID) },
+		nil,
 		func(r pq.Row) bool { return match(tables.WorkareaOf(r)) },
 		"merge workareas")
 	if err != nil {

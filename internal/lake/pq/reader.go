@@ -29,7 +29,7 @@ func Open(r io.ReaderAt, size int64) (f *File, err error) {
 			f, err = nil, fmt.Errorf("pq: the file is not valid Parquet: %v", p)
 		}
 	}()
-	fr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size))
+	fr, err := file.NewParquetReader(io.NewSectionReader(r, 0, size), file.WithReadProps(parquet.NewReaderProperties(pageBuffers)))
 	if err != nil {
 		return nil, fmt.Errorf("pq: the file is not valid Parquet: %w", err)
 	}
@@ -272,6 +272,7 @@ func (r *Rows) ReadAll() ([]Row, error) {
 }
 
 func (r *Rows) nextRowGroup() bool {
+	r.closeColumns()
 	r.rg++
 	if r.rg >= r.f.r.NumRowGroups() {
 		return false
@@ -289,6 +290,20 @@ func (r *Rows) nextRowGroup() bool {
 		r.cur[c] = newCursor(r.f.tree.leaves[c], cr, r.rgRows)
 	}
 	return true
+}
+
+// closeColumns closes the column readers of the row group just read, so
+// their page buffers go back to pageBuffers (every value read from them
+// was copied: cursor.more).
+func (r *Rows) closeColumns() {
+	for _, c := range r.cols {
+		if cur := r.cur[c]; cur != nil {
+			if cl, ok := cur.cr.(io.Closer); ok {
+				_ = cl.Close() // frees buffers; a page reader's Close reports nothing
+			}
+			r.cur[c] = nil
+		}
+	}
 }
 
 // read assembles the value of node n for the current entry of its leaves.
@@ -387,7 +402,8 @@ func cursorBatch(li *leafInfo, rows int64) int {
 // cursor buffers the levels and values of one column chunk, one page at a time.
 type cursor struct {
 	li    *leafInfo
-	batch int // the levels read at once
+	cr    file.ColumnChunkReader // closed once its row group is read
+	batch int                    // the levels read at once
 	fill  func() (int64, int, error)
 	conv  func(i int) any
 	defs  []int16
@@ -470,7 +486,7 @@ func (c *cursor) value() any {
 
 func newCursor(li *leafInfo, cr file.ColumnChunkReader, rows int64) *cursor {
 	readBatch := cursorBatch(li, rows)
-	c := &cursor{li: li, batch: readBatch}
+	c := &cursor{li: li, cr: cr, batch: readBatch}
 	if li.maxDef > 0 {
 		c.defs = make([]int16, readBatch)
 	}

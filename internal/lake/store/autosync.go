@@ -29,8 +29,10 @@ import (
 // everything the filesystem's other writers dirtied while no round ran
 // (after a drain started or while the store was per file), and on a busy
 // machine it took up to a second for one waiter where the next took a
-// few milliseconds for thirty. When rounds cost autoSlowFactor times what
-// fsyncs do, after autoMinRounds counted rounds of the phase, the store
+// few milliseconds for thirty. When a wait for a round costs
+// autoSlowFactor times what autoFsyncsPerWait fsyncs do (the fsyncs a
+// commit makes per file for each round it waits for in rounds), after
+// autoMinRounds counted rounds of the phase, the store
 // goes per file and tries rounds again
 // after a backoff, doubled each time a retry falls back soon (within
 // autoBackoffMax of the retry), reset after a phase of rounds that lasted
@@ -62,8 +64,22 @@ import (
 // 10,000-tenant drain left rounds for most of its writes (up to 12x the
 // device flushes, 1.4-1.7x the wall time of sync=group); a foreign writer
 // stretching rounds to seconds still passes 6 by far.
+//
+// autoFsyncsPerWait weighs the two kinds of step by what a table commit
+// makes of each: per file four fsyncs (the data file and its directory,
+// the commit file and the log directory, file.go's 1 and 3 twice), in
+// rounds two waits (the commit's round before publishing and its round
+// after; the data file is owed and waits for none, owed.go). Compared
+// step for step, rounds had to be six times cheaper than an fsync, twelve
+// times cheaper per commit: at the lake writer's steady state over 10,000
+// tenants (BenchmarkFrontierLag, 2,000 events/s, PostgreSQL on the same
+// disk) rounds at 1.7 ms a wait against fsyncs at 0.25 ms over their
+// queue sent the store per file, where its batches then took 1.7-2.9 ms
+// a table commit against 0.9-1.5 ms in rounds (docs/lake-writer.md,
+// session 22).
 const (
 	autoSlowFactor    = 6
+	autoFsyncsPerWait = 2
 	autoMinRounds     = 8
 	autoFileCostPrior = time.Millisecond
 	autoBackoffMin    = time.Second
@@ -140,7 +156,7 @@ func (a *autoSync) roundDone(d time.Duration, waiters int) {
 	}
 	a.roundTime += float64(d) - a.roundTime/autoEWMA
 	a.roundSteps += float64(max(waiters, 1)) - a.roundSteps/autoEWMA
-	if a.rounds <= autoMinRounds || a.roundCost() <= autoSlowFactor*a.fileCost {
+	if a.rounds <= autoMinRounds || a.roundCost() <= autoSlowFactor*autoFsyncsPerWait*a.fileCost {
 		return
 	}
 	now := a.now()

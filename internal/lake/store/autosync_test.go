@@ -90,8 +90,9 @@ func TestFileAuto_ModeChosenByKernelVersion_RoundsFrom5Point8PerFileBefore(t *te
 }
 
 // TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff
-// makes each round cost 10 ms of one waiter (against the 1 ms prior of an
-// fsync): after the first round and autoMinRounds more the store goes per
+// makes each round cost 20 ms of one waiter (against the 1 ms prior of an
+// fsync, twelve times that per wait: autoSlowFactor × autoFsyncsPerWait):
+// after the first round and autoMinRounds more the store goes per
 // file, its puts take
 // no round and its concurrency is the per-file one; once the backoff has
 // passed the next sizing of a batch (Concurrency) starts rounds again,
@@ -100,7 +101,7 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 	t.Parallel()
 	ctx := context.Background()
 	f, clock, roundCost, rounds := autoStore(t)
-	roundCost.Store(int64(10 * time.Millisecond))
+	roundCost.Store(int64(20 * time.Millisecond))
 	put := func(i int) {
 		t.Helper()
 		require.NoError(t, f.PutIfAbsent(ctx, fmt.Sprintf("t/_delta_log/%d.json", i), []byte("v")))
@@ -108,7 +109,7 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 	i := 0
 	for ; f.SyncInEffect() == SyncGroup; i++ {
 		put(i)
-		require.LessOrEqual(t, int(rounds.Load()), autoMinRounds+2, "rounds of 10 ms for one step each, against 1 ms an fsync, were kept")
+		require.LessOrEqual(t, int(rounds.Load()), autoMinRounds+2, "rounds of 20 ms for one step each, against 1 ms an fsync, were kept")
 	}
 	require.Equal(t, int32(autoMinRounds+2), rounds.Load(), "the store went per file before the first round and autoMinRounds more were seen")
 	require.Equal(t, FileConcurrency, f.Concurrency())
@@ -134,7 +135,7 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 	require.Equal(t, SyncGroup, f.SyncInEffect())
 
 	// Slow again soon after the retry: the next backoff is twice as long.
-	roundCost.Store(int64(10 * time.Millisecond))
+	roundCost.Store(int64(20 * time.Millisecond))
 	for i += 14; f.SyncInEffect() == SyncGroup; i++ {
 		put(i)
 	}
@@ -144,6 +145,27 @@ func TestFileAuto_SlowRounds_FallBackToPerFile_ThenRoundsAgainAfterTheBackoff(t 
 	require.Equal(t, SyncPerFile, f.SyncInEffect())
 	clock.advance(time.Nanosecond)
 	require.Equal(t, SyncGroup, f.SyncInEffect(), "a store nobody sizes retries rounds from its puts after autoBackoffMax")
+}
+
+// TestFileAuto_RoundsSixToTwelveTimesAnFsyncPerWait_AreKept: a wait for a
+// round stands for two fsyncs per file (a commit waits for two rounds and
+// makes four fsyncs), so rounds of 10 ms for one waiter each, against the
+// 1 ms prior of an fsync, are kept: ten times an fsync per wait, five per
+// fsync a commit makes. Compared wait for fsync (before session 22) the
+// store went per file here, and at the lake writer's steady state over
+// 10,000 tenants its batches then took twice as long per table commit.
+func TestFileAuto_RoundsSixToTwelveTimesAnFsyncPerWait_AreKept(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f, _, roundCost, rounds := autoStore(t)
+	roundCost.Store(int64(10 * time.Millisecond))
+	for i := range 4 * autoMinRounds {
+		require.NoError(t, f.PutIfAbsent(ctx, fmt.Sprintf("t/_delta_log/%d.json", i), []byte("v")))
+	}
+	require.Greater(t, int(rounds.Load()), 2*autoMinRounds, "the puts waited for rounds")
+	require.Equal(t, SyncGroup, f.SyncInEffect(), "rounds ten times an fsync per wait went per file")
+	require.Zero(t, f.auto.fallbackCount())
+	require.Equal(t, FileGroupConcurrency, f.Concurrency())
 }
 
 // putRecord is one put's protocol and steps on the test's logical clock.

@@ -2,7 +2,9 @@ package lakewriter_test
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"runtime/metrics"
 	"runtime/pprof"
 	"strconv"
 	"strings"
@@ -17,6 +19,49 @@ import (
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/workload"
 )
+
+// lagTimeline is the frontier-lag benchmark's timeline (-bench.lagtrace):
+// when each batch ended and what it did, and each lag sample, so a lag
+// run's worst seconds can be matched with what the writer did then.
+type lagTimeline struct {
+	mu    sync.Mutex
+	t0    time.Time
+	lines []string
+}
+
+func (l *lagTimeline) start() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.t0, l.lines = time.Now(), nil
+}
+
+func (l *lagTimeline) add(line string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.t0.IsZero() {
+		l.lines = append(l.lines, strconv.FormatFloat(time.Since(l.t0).Seconds(), 'f', 3, 64)+" "+line)
+	}
+}
+
+func (l *lagTimeline) batch(r lakewriter.BatchResult, mode string) {
+	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	p := r.Phases
+	l.add(fmt.Sprintf("batch rows=%d tables=%d read=%.3f ahead_wait=%.3f apply=%.3f from_ahead=%v flush=%s gc_cycles=%d",
+		r.Rows, r.Tables, p.Read.Seconds(), p.AheadWait.Seconds(), p.Apply.Seconds(), p.FromAhead, mode, s[0].Value.Uint64()))
+}
+
+func (l *lagTimeline) lag(v float64) { l.add("lag " + strconv.FormatFloat(v, 'f', 3, 64)) }
+
+// write puts the timeline in path ("": nowhere).
+func (l *lagTimeline) write(b *testing.B, path string) {
+	if path == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.NoError(b, os.WriteFile(path, []byte(strings.Join(l.lines, "\n")+"\n"), 0o644))
+}
 
 // batchTrace sums where the frontier-lag benchmark's batches spent their
 // time (lakewriter.BatchPhases) and the loop's time between two batches

@@ -38,6 +38,7 @@ var (
 	benchLagConc   = flag.Int("bench.lagconcurrency", 32, "tenants the frontier-lag benchmark's workload writes at once, each on its own connection of the application's pool (8, one pool with the writer's 4 connections, reached ~300 appends/s)")
 	benchMergeRows = flag.Int64("bench.mergerows", 0, "the frontier-lag benchmark's Options.MergeRowsBytes (0: the default, a sixteenth of --memory's default)")
 	benchLagPar    = flag.Int("bench.parallel", 0, "the frontier-lag benchmark's Options.Parallel (--parallel; 0: what suits the store)")
+	benchLagTrace  = flag.String("bench.lagtrace", "", "write the frontier-lag benchmark's timeline to this file: each batch (its end, rows, tables, phases, the store's flush mode after it, GC cycles so far) and each lag sample, in seconds from the timed part's start")
 	benchLagProf   = flag.String("bench.lagprofile", "", "write a CPU profile of the frontier-lag benchmark's timed part (the workload and the writer) to this file")
 )
 
@@ -343,12 +344,16 @@ func BenchmarkFrontierLag(b *testing.B) {
 		// flushes per file (its fallback from rounds, autosync.go).
 		var perFile atomic.Int64
 		fileLake, _ := lake.(*store.File)
+		var timeline lagTimeline
 		o.OnBatch = func(r lakewriter.BatchResult) {
 			commits.Add(int64(r.Tables))
 			trace.add(r)
+			mode := "rounds"
 			if fileLake != nil && fileLake.SyncInEffect() == store.SyncPerFile {
 				perFile.Add(1)
+				mode = "per-file"
 			}
+			timeline.batch(r, mode)
 		}
 		// Steady state: the writer that drained the warm-up (every table
 		// exists, its start-up scan is done) goes on running, so the lag
@@ -369,6 +374,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 		commits.Store(0)
 		perFile.Store(0)
 		trace.reset()
+		timeline.start()
 		pool0 := bb.pool.Stat()
 		ctx, cancel := context.WithCancel(context.Background())
 		stopProfile := profileTo(b, *benchLagProf)
@@ -383,6 +389,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 			_ = app.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
 FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 			lags = append(lags, lag)
+			timeline.lag(lag)
 		})
 		var events int64
 		var elapsed time.Duration
@@ -407,6 +414,7 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		b.ReportMetric(cpu.Seconds()/el, "proc_cores")
 		b.ReportMetric(pgCPU.Seconds()/el, "pg_cores")
 		trace.report(b)
+		timeline.write(b, *benchLagTrace)
 		b.ReportMetric(float64(perFile.Load()), "perfile_batches")
 		// How often a MERGE found the rows of the file it rewrites in
 		// memory (mergerows.go) in the timed part.

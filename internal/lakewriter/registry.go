@@ -144,9 +144,14 @@ const stateShare = 2
 const maxStateShare = 64
 
 // fullStateShare is the divisor of stateBudget the MERGE tables' states
-// may hold together (a quarter: 8 MiB of the default 32, a few thousand
-// tables' live files); the lean ones can use all of it.
-const fullStateShare = 4
+// may hold together (a half: 16 MiB of the default 32, several thousand
+// tables' live files); the lean ones can use all of it. A quarter (session
+// 19, "The 20,000-tenant regression") left most of a 10,000-tenant steady
+// state's silver and gold/workareas tables to be reopened from their logs
+// (8.6% of the lag benchmark's CPU, most of it decoding commit JSON); with
+// a half the 10,000- and 20,000-tenant backlog drains kept their peak RSS
+// (221 MiB) and user CPU (docs/lake-writer.md, session 22).
+const fullStateShare = 2
 
 // stateSlotBytes is what one state costs in the map beyond its own bytes:
 // the key and the map's slot overhead.

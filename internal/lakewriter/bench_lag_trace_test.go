@@ -43,12 +43,13 @@ func (l *lagTimeline) add(line string) {
 	}
 }
 
-func (l *lagTimeline) batch(r lakewriter.BatchResult, mode string) {
+func (l *lagTimeline) batch(r lakewriter.BatchResult, mode string, forkChecks int64, forkChecked time.Duration) {
 	s := []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
 	p := r.Phases
-	l.add(fmt.Sprintf("batch rows=%d tables=%d read=%.3f ahead_wait=%.3f apply=%.3f from_ahead=%v flush=%s gc_cycles=%d",
-		r.Rows, r.Tables, p.Read.Seconds(), p.AheadWait.Seconds(), p.Apply.Seconds(), p.FromAhead, mode, s[0].Value.Uint64()))
+	l.add(fmt.Sprintf("batch rows=%d tables=%d read=%.3f ahead_wait=%.3f apply=%.3f from_ahead=%v flush=%s gc_cycles=%d fork_checks=%d fork_check_s=%.2f",
+		r.Rows, r.Tables, p.Read.Seconds(), p.AheadWait.Seconds(), p.Apply.Seconds(), p.FromAhead, mode, s[0].Value.Uint64(),
+		forkChecks, forkChecked.Seconds()))
 }
 
 func (l *lagTimeline) lag(v float64) { l.add("lag " + strconv.FormatFloat(v, 'f', 3, 64)) }

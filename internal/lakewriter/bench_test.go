@@ -38,7 +38,7 @@ var (
 	benchLagConc   = flag.Int("bench.lagconcurrency", 32, "tenants the frontier-lag benchmark's workload writes at once, each on its own connection of the application's pool (8, one pool with the writer's 4 connections, reached ~300 appends/s)")
 	benchMergeRows = flag.Int64("bench.mergerows", 0, "the frontier-lag benchmark's Options.MergeRowsBytes (0: the default, a sixteenth of --memory's default)")
 	benchLagPar    = flag.Int("bench.parallel", 0, "the frontier-lag benchmark's Options.Parallel (--parallel; 0: what suits the store)")
-	benchLagTrace  = flag.String("bench.lagtrace", "", "write the frontier-lag benchmark's timeline to this file: each batch (its end, rows, tables, phases, the store's flush mode after it, GC cycles so far) and each lag sample, in seconds from the timed part's start")
+	benchLagTrace  = flag.String("bench.lagtrace", "", "write the frontier-lag benchmark's timeline to this file: each batch (its end, rows, tables, phases, the store's flush mode after it, GC cycles so far, the periodic fork checks ended so far and their time) and each lag sample, in seconds from the timed part's start")
 	benchLagProf   = flag.String("bench.lagprofile", "", "write a CPU profile of the frontier-lag benchmark's timed part (the workload and the writer) to this file")
 )
 
@@ -345,6 +345,9 @@ func BenchmarkFrontierLag(b *testing.B) {
 		var perFile atomic.Int64
 		fileLake, _ := lake.(*store.File)
 		var timeline lagTimeline
+		// running is the writer once the warm-up has made it (OnBatch runs
+		// in the warm-up too), for the fork checks it has ended so far.
+		var running atomic.Pointer[lakewriter.Drainer]
 		o.OnBatch = func(r lakewriter.BatchResult) {
 			commits.Add(int64(r.Tables))
 			trace.add(r)
@@ -353,7 +356,12 @@ func BenchmarkFrontierLag(b *testing.B) {
 				perFile.Add(1)
 				mode = "per-file"
 			}
-			timeline.batch(r, mode)
+			var checks int64
+			var checked time.Duration
+			if w := running.Load(); w != nil {
+				checks, checked = w.ForkCheckReads()
+			}
+			timeline.batch(r, mode, checks, checked)
 		}
 		// Steady state: the writer that drained the warm-up (every table
 		// exists, its start-up scan is done) goes on running, so the lag
@@ -367,6 +375,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 			d, err = lakewriter.New(o)
 			require.NoError(b, err)
 		}
+		running.Store(d)
 		var stream stagedStream
 		if *benchLagStream == "pregenerated" {
 			stream = stageStream(b, bb, app, *benchLagConc, int64(*benchRate*benchLagFor.Seconds()), d.Frontier())

@@ -341,7 +341,10 @@ func BenchmarkFrontierLag(b *testing.B) {
 		var commits atomic.Int64
 		var trace batchTrace
 		// perFile counts the batches after which a sync=auto file lake
-		// flushes per file (its fallback from rounds, autosync.go).
+		// flushes per file (its fallback from rounds, autosync.go). Asking
+		// (SyncInEffect) can start a retry of rounds, but only
+		// autoBackoffMax after a fallback, later than the drainer's own
+		// sizing of its next batch retries them.
 		var perFile atomic.Int64
 		fileLake, _ := lake.(*store.File)
 		var timeline lagTimeline

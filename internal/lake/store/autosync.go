@@ -70,13 +70,14 @@ import (
 // the commit file and the log directory, file.go's 1 and 3 twice), in
 // rounds two waits (the commit's round before publishing and its round
 // after; the data file is owed and waits for none, owed.go). Compared
-// step for step, rounds had to be six times cheaper than an fsync, twelve
-// times cheaper per commit: at the lake writer's steady state over 10,000
-// tenants (BenchmarkFrontierLag, 2,000 events/s, PostgreSQL on the same
-// disk) rounds at 1.7 ms a wait against fsyncs at 0.25 ms over their
-// queue sent the store per file, where its batches then took 1.7-2.9 ms
-// a table commit against 0.9-1.5 ms in rounds (docs/lake-writer.md,
-// session 22).
+// step for step (before session 22), a wait could cost at most six times
+// an fsync, which per commit is only three times what per-file flushing
+// costs (two waits against four fsyncs), not autoSlowFactor: at the lake
+// writer's steady state over 10,000 tenants (BenchmarkFrontierLag, 2,000
+// events/s, PostgreSQL on the same disk) rounds at 1.7 ms a wait against
+// fsyncs at 0.25 ms over their queue (6.7 times) sent the store per file,
+// where its batches then took 1.7-2.9 ms a table commit against 0.9-1.5
+// ms in rounds (docs/lake-writer.md, session 22).
 const (
 	autoSlowFactor    = 6
 	autoFsyncsPerWait = 2

@@ -309,15 +309,28 @@ func ForkCheckWith(ctx context.Context, q Querier, st store.Store, only *uuid.UU
 // ForkCheckCaching is ForkCheckWith reading the witness keys through
 // cache (nil: a full verification of the provider chain).
 func ForkCheckCaching(ctx context.Context, q Querier, st store.Store, only *uuid.UUID, read HeadReader, cache *ProviderTrustCache) (*ForkCheckResult, error) {
-	issued := IssuedKeys
-	if cache != nil {
-		issued = cache.IssuedKeys
-	}
-	trusted, err := issued(ctx, q)
+	trusted, err := cache.issued(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	return ForkCheckTrusting(ctx, q, st, only, read, trusted)
+}
+
+// ForkCheckRemembering is ForkCheckCaching over every tenant for the
+// process that publishes witnesses through pub (the lake writer's
+// periodic check): a tenant whose newest listed witness is the one pub put
+// last is compared with the head pub remembers, not read and verified
+// again (witness.NewestRemembered).
+func ForkCheckRemembering(ctx context.Context, q Querier, st store.Store, read HeadReader, cache *ProviderTrustCache, pub *witness.Publisher) (*ForkCheckResult, error) {
+	trusted, err := cache.issued(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	newest, bad, err := witness.NewestRemembered(ctx, st, trusted, pub)
+	if err != nil {
+		return nil, err
+	}
+	return forkCheck(ctx, q, st, nil, read, newest, bad)
 }
 
 // ForkCheckTrusting is ForkCheckWith with the witness keys given (oml

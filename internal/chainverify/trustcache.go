@@ -30,6 +30,15 @@ type ProviderTrustCache struct {
 	verified *Head
 }
 
+// issued is c's IssuedKeys, or IssuedKeys (a full verification of the
+// provider chain) when c is nil.
+func (c *ProviderTrustCache) issued(ctx context.Context, q Querier) (witness.KeyLookup, error) {
+	if c == nil {
+		return IssuedKeys(ctx, q)
+	}
+	return c.IssuedKeys(ctx, q)
+}
+
 // IssuedKeys is chainverify.IssuedKeys through the cache.
 func (c *ProviderTrustCache) IssuedKeys(ctx context.Context, q Querier) (witness.KeyLookup, error) {
 	c.mu.Lock()

@@ -47,6 +47,20 @@ import (
 // data file again was most of the check's CPU at 10,000 tenants. Every
 // forkFullPassInterval it reads them from the lake again.
 //
+// Its witnesses come from the writer's publisher where they can
+// (witness.NewestRemembered): a tenant whose newest listed witness is the
+// one this writer put last, at its size, under a key the provider chain
+// still issues for it, is compared with the head the publisher remembers,
+// not read and verified again. Reading and verifying every tenant's newest
+// witness was three quarters of the check's CPU at 10,000 tenants (the
+// verified-signature cache misses: nearly every tenant has a new witness
+// each minute), a burst of 2.3–3.3 s of both cores beside the batches in
+// the steady state of BenchmarkFrontierLag, where the batches have little
+// margin. The publisher trusts what it put more than a copy read back
+// (witness.Publisher), and a witness of another writer, or one rewritten
+// to another size, is the newest listed object or not ours, and is read.
+// The check at start reads every witness.
+//
 // The tables held for a fault of their own are read again first, on the
 // loop's goroutine (recheckHeldTables: one open per held table, usually
 // none), and those it releases are caught up at once.
@@ -124,7 +138,7 @@ func (d *Drainer) startRecheck(ctx context.Context) {
 		defer close(r.done)
 		start := time.Now()
 		d.waitWitnessPass(rctx)
-		r.res, r.err = chainverify.ForkCheckCaching(rctx, d.db, d.opts.Lake, nil, read, &d.providerTrust)
+		r.res, r.err = chainverify.ForkCheckRemembering(rctx, d.db, d.opts.Lake, read, &d.providerTrust, d.witnessPub)
 		r.took = time.Since(start)
 		d.forkReads.Add(1)
 		d.forkReadNanos.Add(int64(r.took))

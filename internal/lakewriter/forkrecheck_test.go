@@ -215,3 +215,54 @@ func TestRun_PeriodicForkCheck_TenantsWhoseBronzeTheWriterCommitted_ReadNoBronze
 	}
 	require.Empty(t, d.Refused())
 }
+
+// TestRun_PeriodicForkCheck_WitnessesTheWriterPut_AreNotReadBack_ANewerForeignOneIs:
+// the periodic check takes the witnesses the writer put from its
+// publisher's memory and reads none of them back (at 10,000 tenants
+// reading and verifying them was most of the check's CPU); a newer
+// witness another writer put, of a chain the journal does not hold, is
+// read and holds its tenant.
+func TestRun_PeriodicForkCheck_WitnessesTheWriterPut_AreNotReadBack_ANewerForeignOneIs(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	b := setup(t, 3)
+	b.load(t, workload.Config{Claims: 3, Seed: 117})
+	lake := store.NewMem()
+	o := b.opts(lake)
+	o.WitnessInterval = time.Nanosecond
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	b.drainAll(t, d)
+	seqs := witnessedSeqs(t, lake)
+	for _, id := range b.tenants {
+		require.NotEmpty(t, seqs[id.String()], "tenant %s is witnessed", id)
+	}
+
+	readWitnesses := func(from int) (n int) {
+		for _, e := range lake.Trace()[from:] {
+			if e.Op == store.OpGet && strings.HasPrefix(e.Key, witness.Prefix) {
+				n++
+			}
+		}
+		return n
+	}
+	before := len(lake.Trace())
+	require.NoError(t, d.RecheckForksNow(ctx))
+	require.Zero(t, readWitnesses(before), "the periodic check read back a witness the writer put")
+	require.Empty(t, d.Refused())
+
+	victim := b.tenants[1]
+	heads, err := witness.Capture(ctx, b.pool, &victim, time.Now())
+	require.NoError(t, err)
+	theirs := *heads[0]
+	theirs.Seq, theirs.Hash = theirs.Seq+100, strings.Repeat("ab", 32) // a chain the journal does not hold
+	require.NoError(t, theirs.Sign(b.key))
+	_, err = witness.Publish(ctx, lake, &theirs)
+	require.NoError(t, err)
+	before = len(lake.Trace())
+	require.NoError(t, d.RecheckForksNow(ctx))
+	require.Equal(t, 1, readWitnesses(before), "only the other writer's witness is read")
+	refused := d.Refused()
+	require.Len(t, refused, 1)
+	require.Equal(t, victim, refused[0].Tenant)
+}

@@ -105,7 +105,7 @@ func NewestCached(ctx context.Context, st store.Store, trusted KeyLookup, opts C
 	stats.State = summaryfile.State(err)
 	at := now()
 	c := &cacheRun{old: old, scrub: cacheScrub(old, at), now: at, fresh: map[uuid.UUID]*cacheEntry{}}
-	out, bad, err := newest(ctx, st, nil, trusted, c)
+	out, bad, err := newest(ctx, st, nil, trusted, c, nil)
 	if err != nil {
 		return nil, nil, stats, err
 	}

@@ -80,7 +80,7 @@ func TestPublisher_NextHead_OneListingOneJournalReadTwoPuts(t *testing.T) {
 	require.Equal(t, 0, st.Count(store.OpGet))
 	require.Equal(t, 2, st.Count(store.OpPutIfAbsent))
 	require.Equal(t, 1, j.reads)
-	seq, ok := p.Remembered(j.tenant)
+	seq, ok := p.RememberedSeq(j.tenant)
 	require.True(t, ok)
 	require.EqualValues(t, 9, seq)
 }
@@ -113,7 +113,7 @@ func TestPublisher_AnotherWriterWitnessedAForkBetweenOurs_IsStillRefused(t *test
 	_, _, err := p.Publish(ctx, j.head(9), k, j.check(k))
 	require.ErrorIs(t, err, witness.ErrNotExtending)
 	require.Contains(t, err.Error(), "seq 7")
-	_, ok := p.Remembered(j.tenant)
+	_, ok := p.RememberedSeq(j.tenant)
 	require.False(t, ok, "a refused tenant's memory is dropped")
 }
 

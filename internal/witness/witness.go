@@ -228,12 +228,22 @@ func (e *InvalidError) Error() string { return fmt.Sprintf("witness %s: %s", e.K
 // one verifies, and every one that did not is returned in bad as an
 // *InvalidError. tenant limits the listing to one tenant when non-nil.
 func Newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyLookup) (map[uuid.UUID]*Head, []error, error) {
-	return newest(ctx, st, tenant, trusted, nil)
+	return newest(ctx, st, tenant, trusted, nil, nil)
+}
+
+// NewestRemembered is Newest over every tenant for the process that
+// publishes through p (the lake writer's periodic fork check): a tenant
+// whose newest listed witness is the one p put last is served from p's
+// memory (Publisher.Remembered), not read and verified again; every other
+// tenant's witnesses are read as Newest reads them.
+func NewestRemembered(ctx context.Context, st store.Store, trusted KeyLookup, p *Publisher) (map[uuid.UUID]*Head, []error, error) {
+	return newest(ctx, st, nil, trusted, nil, p)
 }
 
 // newest is Newest, with c (NewestCached's summary; nil: none) serving the
-// tenants whose newest witness it verified before, unchanged.
-func newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyLookup, c *cacheRun) (map[uuid.UUID]*Head, []error, error) {
+// tenants whose newest witness it verified before, unchanged, and p (nil:
+// none) those whose newest witness it put.
+func newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyLookup, c *cacheRun, p *Publisher) (map[uuid.UUID]*Head, []error, error) {
 	prefix := Prefix
 	if tenant != nil {
 		prefix += tenant.String() + "/"
@@ -279,8 +289,16 @@ func newest(ctx context.Context, st store.Store, tenant *uuid.UUID, trusted KeyL
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(store.Concurrency(st))
 	for id, es := range byTenant {
+		slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(b.seq, a.seq) })
+		if p != nil {
+			if h, ok := p.Remembered(id, es[0].info, trusted); ok {
+				mu.Lock()
+				out[id] = h
+				mu.Unlock()
+				continue
+			}
+		}
 		g.Go(func() error {
-			slices.SortFunc(es, func(a, b entry) int { return cmp.Compare(b.seq, a.seq) })
 			if c != nil {
 				if h, ok := c.keep(id, es[0].info, trusted); ok {
 					mu.Lock()

@@ -413,6 +413,11 @@ func (w *Writer) Checkpoint(ctx context.Context) (CheckpointResult, error) {
 	if w.broken != nil {
 		return CheckpointResult{}, w.broken
 	}
+	if w.snap.tombsPartial {
+		if err := w.completeTombstones(ctx); err != nil {
+			return CheckpointResult{}, err
+		}
+	}
 	now := w.opts.now()
 	res, err := WriteCheckpoint(ctx, w.st, w.snap, now)
 	if err == nil || errors.Is(err, errHintOnly) {
@@ -430,6 +435,19 @@ func (w *Writer) Checkpoint(ctx context.Context) (CheckpointResult, error) {
 		w.broken = fmt.Errorf("%w: table %s: the base of version %d is no longer in the log: %v", ErrWriterBroken, w.table, w.snap.leanTail, err)
 	}
 	return res, err
+}
+
+// completeTombstones takes the tombstones of a snapshot rebuilt from a
+// TableState (which keeps none) from a load of the log at its version:
+// the writer's snapshot is the log at that version, so the load's removes
+// are the snapshot's, those made since the rebuild included.
+func (w *Writer) completeTombstones(ctx context.Context) error {
+	all, err := Load(ctx, w.st, AtVersion(w.snap.version))
+	if err != nil {
+		return fmt.Errorf("delta: table %s: reading its tombstones for a checkpoint at version %d: %w", w.table, w.snap.version, err)
+	}
+	w.snap.tombstones, w.snap.tombsPartial = all.tombstones, false
+	return nil
 }
 
 // dropExpiredTombstones forgets the removes a checkpoint written now would

@@ -51,11 +51,21 @@ import (
 //
 // A full writer's state (a writer of removes: the lake writer's MERGE
 // tables, silver and gold/workareas, prune and rewrite files by their
-// stats) also keeps the live files and tombstones (fullFiles): the add
-// and remove actions of the evicted snapshot itself, shared, not copied,
-// in two slices instead of two maps (no commitInfo either: most of a
-// state's bytes are its files' stats, and every byte saved is a state
-// more within the registry's budget). Its snapshot needs nothing from the store, so log
+// stats) also keeps the live files (fullFiles): the add actions of the
+// evicted snapshot itself, shared, not copied, in two slices instead of a
+// map (no commitInfo either: most of a state's bytes are its files'
+// stats, and every byte saved is a state more within the registry's
+// budget). It keeps no tombstones. A MERGE table removes a file at every
+// commit and Delta keeps each remove for the retention (a week by
+// default), so they grew without end: at 10,000 tenants in the lake
+// writer's steady state a workareas state with its tombstones took about
+// 12 KB after a minute, and only one MERGE table in eight still had a
+// state within the budget; the others were reopened from their logs at
+// about 9 ms each (BenchmarkFrontierLag, session 23). Only a checkpoint
+// needs them (it must carry every remove within the retention), so the
+// rebuilt snapshot holds the removes since (tombsPartial) and
+// Writer.Checkpoint reads the rest from a load of the log at its version
+// first: one load per checkpoint interval instead of one per reopen. Its snapshot needs nothing from the store, so log
 // cleanup before the state's commit does not matter to it; but a MERGE
 // reads the files it lists before its commit's put-if-absent can settle
 // anything, so ReopenWriter also requires that the state's commit is the
@@ -91,21 +101,18 @@ type TableState struct {
 }
 
 // fullFiles is the part of a full writer's state a lean one does not
-// have: the snapshot's files and tombstones by decoded path, as parallel
-// slices.
+// have: the snapshot's live files by decoded path, as parallel slices.
 type fullFiles struct {
-	keys     []string
-	files    []*Add
-	tombKeys []string
-	tombs    []*Remove
-	bytes    int64 // ApproxBytes of all of it, measured once
+	keys  []string
+	files []*Add
+	bytes int64 // ApproxBytes of all of it, measured once
 }
 
-// MaxStateFiles bounds the live files plus tombstones of a full writer
-// that gives a state (Writer.State): a state copies two pointers per file
-// at every eviction and rebuilds two maps at every reopen, which past a
-// few hundred files approaches what reading the log costs, and its bytes
-// would crowd out hundreds of small tables' states.
+// MaxStateFiles bounds the live files of a full writer that gives a
+// state (Writer.State): a state copies two pointers per file at every
+// eviction and rebuilds a map at every reopen, which past a few hundred
+// files approaches what reading the log costs, and its bytes would crowd
+// out hundreds of small tables' states.
 const MaxStateFiles = 256
 
 // stateTxn is one appId's latest txn in a TableState.
@@ -229,7 +236,7 @@ func (w *Writer) State() (TableState, bool) {
 	if w.broken != nil || w.stale || w.gateErr != nil || w.create != nil || s.version < 0 || s.headAt != s.version {
 		return TableState{}, false
 	}
-	if !s.lean && len(s.files)+len(s.tombstones) > MaxStateFiles {
+	if !s.lean && len(s.files) > MaxStateFiles {
 		return TableState{}, false
 	}
 	ts := TableState{
@@ -277,7 +284,8 @@ func (w *Writer) State() (TableState, bool) {
 	return ts, true
 }
 
-// fullFilesOf takes a full snapshot's files and tombstones for a state. The actions are shared: a snapshot never
+// fullFilesOf takes a full snapshot's live files for a state (not its
+// tombstones: TableState). The actions are shared: a snapshot never
 // modifies an action it holds (apply replaces them), so the writer may
 // go on committing without changing the state.
 func fullFilesOf(s *Snapshot) *fullFiles {
@@ -288,17 +296,6 @@ func fullFilesOf(s *Snapshot) *fullFiles {
 		f.bytes += 24 + int64(unsafe.Sizeof(*a)) + stringBytes(k, a.Path) + int64(len(a.Stats)) +
 			mapBytes(a.PartitionValues) + mapBytes(a.Tags)
 		if a.DeletionVector != nil {
-			f.bytes += 128
-		}
-	}
-	if len(s.tombstones) > 0 {
-		f.tombKeys, f.tombs = make([]string, 0, len(s.tombstones)), make([]*Remove, 0, len(s.tombstones))
-	}
-	for k, r := range s.tombstones {
-		f.tombKeys, f.tombs = append(f.tombKeys, k), append(f.tombs, r)
-		f.bytes += 24 + int64(unsafe.Sizeof(*r)) + stringBytes(k, r.Path) + int64(len(r.Stats)) +
-			mapBytes(r.PartitionValues) + mapBytes(r.Tags) + 24 // the optional fields' words
-		if r.DeletionVector != nil {
 			f.bytes += 128
 		}
 	}
@@ -405,16 +402,14 @@ func (ts *TableState) snapshot(table string) *Snapshot {
 	return s
 }
 
-// fill puts the files and tombstones into a full snapshot being rebuilt.
+// fill puts the live files into a full snapshot being rebuilt; its
+// tombstones are the log's (tombsPartial).
 func (f *fullFiles) fill(s *Snapshot) {
 	s.files = make(map[string]*Add, len(f.files))
 	for i, a := range f.files {
 		s.files[f.keys[i]] = a
 	}
-	s.tombstones = make(map[string]*Remove, len(f.tombs))
-	for i, r := range f.tombs {
-		s.tombstones[f.tombKeys[i]] = r
-	}
+	s.tombsPartial = true
 }
 
 // ReopenWriter returns a writer on the table at st from a state one of

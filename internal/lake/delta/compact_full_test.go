@@ -75,7 +75,8 @@ func fullTableState(t testing.TB, st store.Store) (*Writer, *TableState) {
 
 // requireFullEqualsLog: a full writer's snapshot equals a load of the log
 // at its version, files with their stats, tombstones and txns, and its
-// files scan.
+// files scan. A snapshot rebuilt from a state holds only the tombstones
+// of its commits since (TombstonesComplete false): those are the log's.
 func requireFullEqualsLog(t *testing.T, st store.Store, w *Writer) {
 	t.Helper()
 	ctx := context.Background()
@@ -83,7 +84,12 @@ func requireFullEqualsLog(t *testing.T, st store.Store, w *Writer) {
 	require.False(t, snap.Lean())
 	want, err := Load(ctx, st, AtVersion(snap.Version()))
 	require.NoError(t, err)
-	require.Equal(t, stateOf(want), stateOf(snap))
+	wantState, gotState := stateOf(want), stateOf(snap)
+	if !snap.TombstonesComplete() {
+		require.Subset(t, wantState.Tombstones, gotState.Tombstones, "the removes since the rebuild are the log's")
+		wantState.Tombstones, gotState.Tombstones = nil, nil
+	}
+	require.Equal(t, wantState, gotState)
 	require.Equal(t, want.Metadata(), snap.Metadata())
 	if gotInfo, ok := snap.TxnCommitInfo(stateApp); ok {
 		// A state keeps no commitInfo; a writer that committed since
@@ -126,7 +132,54 @@ func TestFullTableState_RebuiltWriter_MergesAndCheckpointsEqualAReplay(t *testin
 		requireFullEqualsLog(t, st, w)
 		all, err := Load(ctx, st, jsonOnlyAt(w.Version()))
 		require.NoError(t, err)
-		require.Equal(t, stateOf(all), stateOf(w.Snapshot()), "equals a JSON replay")
+		fromCheckpoints, err := Load(ctx, st)
+		require.NoError(t, err)
+		require.Equal(t, stateOf(all), stateOf(fromCheckpoints), "the rebuilt writers' checkpoints equal a JSON replay")
+	})
+}
+
+// TestFullTableState_RebuiltWritersCheckpoint_CarriesEveryTombstone: a
+// state keeps no tombstones, yet the checkpoint a rebuilt writer writes
+// must carry every remove within the retention, the ones before the
+// rebuild included: the checkpoint file alone holds the JSON replay's
+// live files and tombstones.
+func TestFullTableState_RebuiltWritersCheckpoint_CarriesEveryTombstone(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, st store.Store) {
+		ctx := context.Background()
+		w, ts := fullTableState(t, st)
+		for i := int64(12); i <= 15; i++ {
+			w = reopen(t, st, ts, Options{}, true)
+			require.False(t, w.Snapshot().TombstonesComplete())
+			mergeOnce(t, w, i)
+			ts = stateOfWriter(t, w)
+		}
+		w = reopen(t, st, ts, Options{}, true)
+		res, err := w.Checkpoint(ctx)
+		require.NoError(t, err)
+		require.True(t, w.Snapshot().TombstonesComplete())
+		all, err := Load(ctx, st, jsonOnlyAt(w.Version()))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, all.NumTombstones(), 5, "every MERGE left a remove")
+		var files, tombs []string
+		require.NoError(t, readCheckpoint(ctx, st, &checkpointRef{version: res.Version, keys: []string{CheckpointKey(res.Version)}}, func(a *Action) error {
+			switch {
+			case a.Add != nil:
+				files = append(files, a.Add.Path)
+			case a.Remove != nil:
+				tombs = append(tombs, a.Remove.Path)
+			}
+			return nil
+		}))
+		var wantFiles, wantTombs []string
+		for _, a := range all.Files() {
+			wantFiles = append(wantFiles, a.Path)
+		}
+		for _, r := range all.Tombstones() {
+			wantTombs = append(wantTombs, r.Path)
+		}
+		require.ElementsMatch(t, wantFiles, files)
+		require.ElementsMatch(t, wantTombs, tombs, "the checkpoint carries the tombstones from before the rebuild")
 	})
 }
 

@@ -35,6 +35,11 @@ type Snapshot struct {
 
 	files      map[string]*Add    // by decoded path
 	tombstones map[string]*Remove // by decoded path
+	// tombsPartial: tombstones holds only the removes of the commits made
+	// or read since the snapshot was rebuilt from a TableState, which
+	// keeps none (compact.go); the log holds the rest. A checkpoint reads
+	// them first (Writer.Checkpoint).
+	tombsPartial bool
 	// txns holds, per appId, the latest txn, the version that set it, and
 	// the commitInfo of the commit that set it when that commit was
 	// replayed or made here (not when the txn came from a checkpoint,
@@ -170,6 +175,11 @@ func (s *Snapshot) Tombstones() []*Remove {
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
+
+// TombstonesComplete reports whether Tombstones is every remove still
+// within the retention: false for a full writer's snapshot rebuilt from a
+// TableState, which holds only the removes since (a load holds them all).
+func (s *Snapshot) TombstonesComplete() bool { return !s.tombsPartial }
 
 // NumTombstones is the number of remembered remove actions.
 func (s *Snapshot) NumTombstones() int { return len(s.tombstones) }

@@ -298,3 +298,40 @@ func profileTo(b *testing.B, path string) (stop func()) {
 		require.NoError(b, f.Close())
 	}
 }
+
+// machineTicks reads the machine's CPU time from /proc/stat: all of it
+// and the idle part (idle and iowait), in clock ticks.
+func machineTicks() (total, idle float64) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0
+	}
+	line, _, _ := strings.Cut(string(raw), "\n")
+	for i, f := range strings.Fields(line)[1:] {
+		v, _ := strconv.ParseFloat(f, 64)
+		total += v
+		if i == 3 || i == 4 {
+			idle += v
+		}
+	}
+	return total, idle
+}
+
+// busySince is the share of the machine's CPU time that was not idle
+// since machineTicks gave total0 and idle0: the writer, the workload,
+// PostgreSQL (its autovacuum workers too) and the kernel's own threads.
+func busySince(total0, idle0 float64) float64 {
+	total, idle := machineTicks()
+	if total <= total0 {
+		return 0
+	}
+	return 1 - (idle-idle0)/(total-total0)
+}
+
+// autovacuums counts the autovacuum and autoanalyze runs PostgreSQL has
+// recorded for the database's tables so far.
+func autovacuums(ctx context.Context, pool *pgxpool.Pool) int64 {
+	var n int64
+	_ = pool.QueryRow(ctx, `SELECT coalesce(sum(autovacuum_count + autoanalyze_count), 0) FROM pg_stat_user_tables`).Scan(&n)
+	return n
+}

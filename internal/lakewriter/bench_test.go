@@ -391,7 +391,10 @@ func BenchmarkFrontierLag(b *testing.B) {
 		ctx, cancel := context.WithCancel(context.Background())
 		stopProfile := profileTo(b, *benchLagProf)
 		pg0, cpu0 := backendCPU(ctx, app, bb.DB.Name), processCPU()
+		ticks0, idle0 := machineTicks()
+		vacuums0 := autovacuums(ctx, app)
 		hits0, misses0 := lakewriter.MergeRowsHits(d)
+		logOpens0, stateOpens0 := d.TableOpens()
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
 
@@ -418,6 +421,7 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		stopSampling()
 		stopProfile()
 		pgCPU, cpu := cpuSince(pg0, backendCPU(context.Background(), app, bb.DB.Name)), processCPU()-cpu0
+		busy, vacuums := busySince(ticks0, idle0), autovacuums(context.Background(), app)-vacuums0
 		cancel()
 		require.NoError(b, <-done)
 		el := elapsed.Seconds()
@@ -425,9 +429,24 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		// database's backends (both pools').
 		b.ReportMetric(cpu.Seconds()/el, "proc_cores")
 		b.ReportMetric(pgCPU.Seconds()/el, "pg_cores")
+		// The whole machine's (pg_cores counts only the backends connected
+		// at both ends of the run, not an autovacuum worker that came and
+		// went), and the autovacuum and autoanalyze runs in the minute.
+		b.ReportMetric(busy, "machine_busy")
+		b.ReportMetric(float64(vacuums), "autovacuums")
 		trace.report(b)
 		timeline.write(b, *benchLagTrace)
 		b.ReportMetric(float64(perFile.Load()), "perfile_batches")
+		// How the tables the batches touched were opened: rebuilt from
+		// their compact states, or read from their logs (registry.go),
+		// and the MERGE tables' states kept at the end.
+		logOpens, stateOpens := d.TableOpens()
+		b.ReportMetric(float64(logOpens-logOpens0)/el, "log_opens/s")
+		b.ReportMetric(float64(stateOpens-stateOpens0)/el, "state_opens/s")
+		if n, bytes := d.MergeStates(); n > 0 {
+			b.ReportMetric(float64(n), "merge_states")
+			b.ReportMetric(float64(bytes)/float64(n), "merge_state_bytes")
+		}
 		// How often a MERGE found the rows of the file it rewrites in
 		// memory (mergerows.go) in the timed part.
 		if hits, misses := lakewriter.MergeRowsHits(d); hits+misses > hits0+misses0 {

@@ -33,6 +33,13 @@ func (d *Drainer) TableOpens() (fromLog, fromState int64) {
 	return c.LogOpens, c.StateOpens
 }
 
+// MergeStates reports the compact states of MERGE tables (silver,
+// gold/workareas) the drainer keeps and their estimated bytes.
+func (d *Drainer) MergeStates() (n int, bytes int64) {
+	c := d.tables.counts()
+	return c.FullStates, c.FullStateBytes
+}
+
 // NoCompactStates makes the drainer reopen every evicted table from its
 // log (tests and benchmarks compare the two).
 func (d *Drainer) NoCompactStates() { d.tables.noStates = true }

@@ -144,14 +144,17 @@ const stateShare = 2
 const maxStateShare = 64
 
 // fullStateShare is the divisor of stateBudget the MERGE tables' states
-// may hold together (a half: 16 MiB of the default 32, several thousand
-// tables' live files); the lean ones can use all of it. A quarter (session
-// 19, "The 20,000-tenant regression") left most of a 10,000-tenant steady
-// state's silver and gold/workareas tables to be reopened from their logs
-// (8.6% of the lag benchmark's CPU, most of it decoding commit JSON); with
-// a half the 10,000- and 20,000-tenant backlog drains kept their peak RSS
-// (221 MiB) and user CPU (docs/lake-writer.md, session 22).
-const fullStateShare = 2
+// may hold together: all of it (32 MiB of the default), as the lean ones
+// may; a MERGE table's state is still the first dropped beyond the budget,
+// so the lean ones always fit. A quarter (session 19, "The 20,000-tenant
+// regression", when the states kept their tombstones) left most of a
+// 10,000-tenant steady state's silver and gold/workareas tables to be
+// reopened from their logs (8.6% of the lag benchmark's CPU, most of it
+// decoding commit JSON); a half (session 22) still left four in five of
+// those reopens to the logs at about 9 ms each (session 23, once the
+// states had no tombstones); the whole budget left about half
+// (docs/lake-writer.md, session 23).
+const fullStateShare = 1
 
 // stateSlotBytes is what one state costs in the map beyond its own bytes:
 // the key and the map's slot overhead.

@@ -372,7 +372,8 @@ func TestRegistry_StateBudget_DropsMergeTablesStatesFirst(t *testing.T) {
 // TestRegistry_MergeStates_StayWithinTheirShareOfTheBudget: the MERGE
 // tables' states, which keep their files' actions alive, hold at most
 // fullStateShare of the states' budget however many MERGE tables are
-// evicted, and the lean tables' states keep the rest of it.
+// evicted, and never displace a lean table's state: they fill what the
+// lean ones leave, up to their share.
 func TestRegistry_MergeStates_StayWithinTheirShareOfTheBudget(t *testing.T) {
 	t.Parallel()
 	_, r, silver := evictedMergeTable(t, tables.Silver)
@@ -394,7 +395,9 @@ func TestRegistry_MergeStates_StayWithinTheirShareOfTheBudget(t *testing.T) {
 		require.LessOrEqual(t, c.StateBytes, r.stateBudget)
 	}
 	c := r.counts()
-	require.Equal(t, int64(maxStateShare/fullStateShare), int64(c.FullStates), "as many as their share holds")
+	leanBytes := int64(len(leanKeys)) * stateBytes(&lean)
+	want := min(r.stateBudget/fullStateShare, r.stateBudget-leanBytes) / stateBytes(&full)
+	require.Equal(t, want, int64(c.FullStates), "as many as their share and the lean states leave hold")
 	require.Equal(t, c.FullStates, len(r.fullKeys))
 	for _, k := range leanKeys {
 		_, ok := r.states[k]

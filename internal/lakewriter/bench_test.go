@@ -406,6 +406,19 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 			lags = append(lags, lag)
 			timeline.lag(lag)
 		})
+		// With a timeline, what PostgreSQL's autovacuum workers are doing
+		// every half second (they share the machine's two cores).
+		stopVacuums := func() {}
+		if *benchLagTrace != "" {
+			stopVacuums = sampleEvery(500*time.Millisecond, func() {
+				var running string
+				_ = app.QueryRow(ctx, `SELECT coalesce(string_agg(query, '; '), '')
+FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND query <> ''`).Scan(&running)
+				if running != "" {
+					timeline.add("autovacuum " + running)
+				}
+			})
+		}
 		var events int64
 		var elapsed time.Duration
 		if *benchLagStream == "pregenerated" {
@@ -419,6 +432,7 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 			events, elapsed = res.Stats.Events, time.Duration(res.Stats.ElapsedNano)
 		}
 		stopSampling()
+		stopVacuums()
 		stopProfile()
 		pgCPU, cpu := cpuSince(pg0, backendCPU(context.Background(), app, bb.DB.Name)), processCPU()-cpu0
 		busy, vacuums := busySince(ticks0, idle0), autovacuums(context.Background(), app)-vacuums0

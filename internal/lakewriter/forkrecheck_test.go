@@ -138,13 +138,7 @@ func TestRun_PublicationHoldsATenantWhileTheForkCheckReads_TheCheckKeepsTheHold(
 
 	g.waitEntered(t, 0)
 	require.Empty(t, d.Refused())
-	heads, err := witness.Capture(ctx, b.pool, &victim, time.Now())
-	require.NoError(t, err)
-	theirs := *heads[0]
-	theirs.Seq, theirs.Hash = theirs.Seq+100, strings.Repeat("cd", 32) // a chain the journal does not hold
-	require.NoError(t, theirs.Sign(b.key))
-	_, err = witness.Publish(ctx, lake, &theirs)
-	require.NoError(t, err)
+	otherWriterWitnessesAFork(t, b, lake, victim)
 	d.PublishWitnessesNow(ctx, []uuid.UUID{victim})
 	require.Len(t, d.Refused(), 1, "the publication held the tenant")
 
@@ -199,14 +193,7 @@ func TestRun_PeriodicForkCheck_TailLostThatOnlyBronzeHeld_IsHeldFromTheHeadTheWr
 func TestRun_PeriodicForkCheck_TenantsWhoseBronzeTheWriterCommitted_ReadNoBronzeTable(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, 3)
-	b.load(t, workload.Config{Claims: 3, Seed: 116})
-	lake := store.NewMem()
-	o := b.opts(lake)
-	o.WitnessInterval = time.Nanosecond
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	_, lake, d := drainedWitnessing(t, 116)
 
 	before := len(lake.Trace())
 	require.NoError(t, d.RecheckForksNow(ctx))
@@ -225,14 +212,7 @@ func TestRun_PeriodicForkCheck_TenantsWhoseBronzeTheWriterCommitted_ReadNoBronze
 func TestRun_PeriodicForkCheck_WitnessesTheWriterPut_AreNotReadBack_ANewerForeignOneIs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	b := setup(t, 3)
-	b.load(t, workload.Config{Claims: 3, Seed: 117})
-	lake := store.NewMem()
-	o := b.opts(lake)
-	o.WitnessInterval = time.Nanosecond
-	d, err := lakewriter.New(o)
-	require.NoError(t, err)
-	b.drainAll(t, d)
+	b, lake, d := drainedWitnessing(t, 117)
 	seqs := witnessedSeqs(t, lake)
 	for _, id := range b.tenants {
 		require.NotEmpty(t, seqs[id.String()], "tenant %s is witnessed", id)
@@ -252,17 +232,41 @@ func TestRun_PeriodicForkCheck_WitnessesTheWriterPut_AreNotReadBack_ANewerForeig
 	require.Empty(t, d.Refused())
 
 	victim := b.tenants[1]
-	heads, err := witness.Capture(ctx, b.pool, &victim, time.Now())
-	require.NoError(t, err)
-	theirs := *heads[0]
-	theirs.Seq, theirs.Hash = theirs.Seq+100, strings.Repeat("ab", 32) // a chain the journal does not hold
-	require.NoError(t, theirs.Sign(b.key))
-	_, err = witness.Publish(ctx, lake, &theirs)
-	require.NoError(t, err)
+	otherWriterWitnessesAFork(t, b, lake, victim)
 	before = len(lake.Trace())
 	require.NoError(t, d.RecheckForksNow(ctx))
 	require.Equal(t, 1, readWitnesses(before), "only the other writer's witness is read")
 	refused := d.Refused()
 	require.Len(t, refused, 1)
 	require.Equal(t, victim, refused[0].Tenant)
+}
+
+// drainedWitnessing loads three tenants (seed) and drains them all with a
+// writer that witnesses every head, into an in-memory lake that records
+// its operations.
+func drainedWitnessing(t *testing.T, seed uint64) (*bundle, *store.Mem, *lakewriter.Drainer) {
+	t.Helper()
+	b := setup(t, 3)
+	b.load(t, workload.Config{Claims: 3, Seed: seed})
+	lake := store.NewMem()
+	o := b.opts(lake)
+	o.WitnessInterval = time.Nanosecond
+	d, err := lakewriter.New(o)
+	require.NoError(t, err)
+	b.drainAll(t, d)
+	return b, lake, d
+}
+
+// otherWriterWitnessesAFork puts, as another writer would, a witness of
+// victim 100 events past its head on a chain the journal does not hold.
+func otherWriterWitnessesAFork(t *testing.T, b *bundle, lake store.Store, victim uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	heads, err := witness.Capture(ctx, b.pool, &victim, time.Now())
+	require.NoError(t, err)
+	theirs := *heads[0]
+	theirs.Seq, theirs.Hash = theirs.Seq+100, strings.Repeat("cd", 32)
+	require.NoError(t, theirs.Sign(b.key))
+	_, err = witness.Publish(ctx, lake, &theirs)
+	require.NoError(t, err)
 }

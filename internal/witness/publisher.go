@@ -294,7 +294,11 @@ const internCap = 64
 // it extends the tenant's earlier witnesses, and trusts it more than a
 // copy read from the store (see Publisher). A witness rewritten in place
 // with its size kept is not seen here; oml doctor reads and verifies
-// every witness (its scrub included) and reports it.
+// every witness (its scrub included) and reports it. When another
+// publisher had put the same head (seq and hash) first and Publish found
+// it there, the head returned carries this publisher's time and key
+// instead of that object's: the same anchor, which is what the fork check
+// compares with the journal.
 func (p *Publisher) Remembered(id uuid.UUID, newest store.ObjectInfo, trusted KeyLookup) (*Head, bool) {
 	p.mu.Lock()
 	l, ok := p.last[id]

@@ -57,11 +57,10 @@ import (
 // stats, and every byte saved is a state more within the registry's
 // budget). It keeps no tombstones. A MERGE table removes a file at every
 // commit and Delta keeps each remove for the retention (a week by
-// default), so they grew without end: at 10,000 tenants in the lake
-// writer's steady state a workareas state with its tombstones took about
-// 12 KB after a minute, and only one MERGE table in eight still had a
-// state within the budget; the others were reopened from their logs at
-// about 9 ms each (BenchmarkFrontierLag, session 23). Only a checkpoint
+// default), so they grew with every commit: at 10,000 tenants in the
+// lake writer's steady state few MERGE tables' states fitted the budget,
+// and nearly nine in ten of their reopens read the log, at about 9 ms
+// each (BenchmarkFrontierLag, session 23). Only a checkpoint
 // needs them (it must carry every remove within the retention), so the
 // rebuilt snapshot holds the removes since (tombsPartial) and
 // Writer.Checkpoint reads the rest from a load of the log at its version

@@ -1,15 +1,14 @@
 package witness
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
+	"unique"
 
 	"github.com/google/uuid"
 
@@ -66,8 +65,6 @@ type Publisher struct {
 	mu   sync.Mutex
 	last map[uuid.UUID]ownWitness
 	note map[string]noteKey // by key id and public key
-	strs map[string]string  // intern
-	keys map[string]ed25519.PublicKey
 }
 
 // ownWitness is the newest witness a Publisher put (or found already put,
@@ -77,11 +74,13 @@ type ownWitness struct {
 	hash [32]byte
 	size int64 // the JSON object's size as stored
 	// The rest of the head, for the fork check (Remembered), and the
-	// public key it was signed with: nil when the signer did not say (not
-	// a NoteSigner), and such a witness is read like any other.
+	// public key it was signed with: the zero handle when the signer did
+	// not say (not a NoteSigner), and such a witness is read like any
+	// other. Handles (unique.Make), because a cluster's identity and a
+	// key are the same for every tenant: one copy each, not one a tenant.
 	micros                  int64 // Time, in µs (what the message signs)
-	system, timeline, keyID string
-	pub                     ed25519.PublicKey
+	system, timeline, keyID unique.Handle[string]
+	pub                     unique.Handle[string]
 }
 
 // noteKey is a NoteSigner's signed-note key name and key hash, computed
@@ -93,8 +92,7 @@ type noteKey struct {
 
 // NewPublisher returns a Publisher writing to st.
 func NewPublisher(st store.Store) *Publisher {
-	return &Publisher{st: st, last: map[uuid.UUID]ownWitness{}, note: map[string]noteKey{},
-		strs: map[string]string{}, keys: map[string]ed25519.PublicKey{}}
+	return &Publisher{st: st, last: map[uuid.UUID]ownWitness{}, note: map[string]noteKey{}}
 }
 
 // Check is what a publication checks a head against (CheckExtends's
@@ -220,9 +218,9 @@ func (p *Publisher) put(ctx context.Context, h *Head, s Signer) (Outcome, error,
 	if err != nil {
 		return 0, nil, err
 	}
-	var pub ed25519.PublicKey
+	var pub unique.Handle[string]
 	if ns, ok := s.(NoteSigner); ok {
-		pub = ns.Public()
+		pub = unique.Make(string(ns.Public()))
 	}
 	p.remember(h, size, pub)
 	return Put, p.putCheckpoint(ctx, h, s), nil
@@ -241,50 +239,17 @@ func (p *Publisher) putCheckpoint(ctx context.Context, h *Head, s Signer) error 
 	return publishCheckpoint(ctx, p.st, h, note)
 }
 
-func (p *Publisher) remember(h *Head, size int64, pub ed25519.PublicKey) {
+func (p *Publisher) remember(h *Head, size int64, pub unique.Handle[string]) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if l, ok := p.last[h.Tenant]; ok && l.seq > h.Seq {
 		return // a later one of ours (two publications at once): keep it
 	}
 	w := ownWitness{seq: h.Seq, size: size, micros: h.Time.UnixMicro(),
-		system: p.intern(h.SystemIdentifier), timeline: p.intern(h.Timeline), keyID: p.intern(h.KeyID), pub: p.internKey(pub)}
+		system: unique.Make(h.SystemIdentifier), timeline: unique.Make(h.Timeline), keyID: unique.Make(h.KeyID), pub: pub}
 	copy(w.hash[:], h.HashBytes()) // Publish refused a head without 32 bytes of hash
 	p.last[h.Tenant] = w
 }
-
-// intern returns the copy of s the Publisher already holds: a cluster's
-// identity and a key id are the same strings for every tenant (p.mu held).
-func (p *Publisher) intern(s string) string {
-	if have, ok := p.strs[s]; ok {
-		return have
-	}
-	if len(p.strs) >= internCap {
-		clear(p.strs)
-	}
-	p.strs[s] = s
-	return s
-}
-
-// internKey is intern for a public key (nil stays nil).
-func (p *Publisher) internKey(pub ed25519.PublicKey) ed25519.PublicKey {
-	if pub == nil {
-		return nil
-	}
-	if have, ok := p.keys[string(pub)]; ok {
-		return have
-	}
-	if len(p.keys) >= internCap {
-		clear(p.keys)
-	}
-	pub = slices.Clone(pub)
-	p.keys[string(pub)] = pub
-	return pub
-}
-
-// internCap bounds each intern table: a few clusters and keys are all a
-// writer sees, but nothing it is given may grow memory without bound.
-const internCap = 64
 
 // Remembered is the fork check's use of the memory (NewestRemembered):
 // the head of tenant id's newest listed witness when that object is the
@@ -303,15 +268,16 @@ func (p *Publisher) Remembered(id uuid.UUID, newest store.ObjectInfo, trusted Ke
 	p.mu.Lock()
 	l, ok := p.last[id]
 	p.mu.Unlock()
-	if !ok || l.pub == nil || newest.Size != l.size || newest.Key != Key(id, l.seq) {
+	if !ok || l.pub == (unique.Handle[string]{}) || newest.Size != l.size || newest.Key != Key(id, l.seq) {
 		return nil, false
 	}
-	pub, ok := trusted(l.keyID, id, l.seq)
-	if !ok || !bytes.Equal(pub, l.pub) {
+	keyID := l.keyID.Value()
+	pub, ok := trusted(keyID, id, l.seq)
+	if !ok || string(pub) != l.pub.Value() {
 		return nil, false
 	}
 	return &Head{Version: messageVersion, Tenant: id, Seq: l.seq, Hash: hex.EncodeToString(l.hash[:]),
-		Time: time.UnixMicro(l.micros).UTC(), SystemIdentifier: l.system, Timeline: l.timeline, KeyID: l.keyID}, true
+		Time: time.UnixMicro(l.micros).UTC(), SystemIdentifier: l.system.Value(), Timeline: l.timeline.Value(), KeyID: keyID}, true
 }
 
 func (p *Publisher) forget(tenant uuid.UUID) {

@@ -411,11 +411,11 @@ FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
 		stopVacuums := func() {}
 		if *benchLagTrace != "" {
 			stopVacuums = sampleEvery(500*time.Millisecond, func() {
-				var running string
+				var vacuuming string
 				_ = app.QueryRow(ctx, `SELECT coalesce(string_agg(query, '; '), '')
-FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND query <> ''`).Scan(&running)
-				if running != "" {
-					timeline.add("autovacuum " + running)
+FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND query <> ''`).Scan(&vacuuming)
+				if vacuuming != "" {
+					timeline.add("autovacuum " + vacuuming)
 				}
 			})
 		}

@@ -8,3 +8,11 @@ func SetAnchorChunk(n int) (restore func()) {
 	anchorChunk = n
 	return func() { anchorChunk = old }
 }
+
+// ForgetRead drops what c's last read found, so the next call reads the
+// chain again (the benchmark's baseline: the cache before fingerprints).
+func (c *ProviderTrustCache) ForgetRead() {
+	c.mu.Lock()
+	c.read = nil
+	c.mu.Unlock()
+}

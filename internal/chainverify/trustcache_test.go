@@ -2,10 +2,13 @@ package chainverify_test
 
 import (
 	"context"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/omlhq/oml/internal/chainverify"
@@ -110,4 +113,97 @@ func TestProviderTrustCache_SignatureOnlyEditBelowTheVerifiedHead_IsNotVerifiedA
 	})
 	require.True(t, rootTrusted(t, d, cachedLookup(t, d, &c)))
 	require.False(t, rootTrusted(t, d, uncachedLookup(t, d)))
+}
+
+// countingPool counts the reads of the provider chain's events (journal
+// pages), through the pool and through the transactions it begins.
+type countingPool struct {
+	*pgxpool.Pool
+	pages *atomic.Int64
+}
+
+func (p countingPool) count(sql string) {
+	if strings.Contains(sql, "seq > $2 ORDER BY seq") {
+		p.pages.Add(1)
+	}
+}
+
+func (p countingPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	p.count(sql)
+	return p.Pool.Query(ctx, sql, args...)
+}
+
+func (p countingPool) BeginTx(ctx context.Context, o pgx.TxOptions) (pgx.Tx, error) {
+	tx, err := p.Pool.BeginTx(ctx, o)
+	return countingTx{Tx: tx, pages: p.pages}, err
+}
+
+type countingTx struct {
+	pgx.Tx
+	pages *atomic.Int64
+}
+
+func (t countingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	countingPool{pages: t.pages}.count(sql)
+	return t.Tx.Query(ctx, sql, args...)
+}
+
+// An unchanged provider chain is not read again: the cache compares its
+// fingerprint and returns the keys the last read found. A new event
+// changes the fingerprint, and the chain is read (and the new key
+// trusted) as before.
+func TestProviderTrustCache_UnchangedChain_IsNotReadAgain_AGrownOneIs(t *testing.T) {
+	t.Parallel()
+	d := newDeployment(t)
+	var pages atomic.Int64
+	q := countingPool{Pool: d.pool, pages: &pages}
+	var c chainverify.ProviderTrustCache
+	lookup := func() bool {
+		trusted, err := c.IssuedKeys(context.Background(), q)
+		require.NoError(t, err)
+		_, ok := trusted(d.key.KeyID(), uuid.Nil, 1)
+		return ok
+	}
+	require.True(t, lookup())
+	require.Positive(t, pages.Load(), "the first call read no page of the chain")
+	pages.Store(0)
+	require.True(t, lookup())
+	require.True(t, lookup())
+	require.Zero(t, pages.Load(), "an unchanged chain was read again")
+	_, _, err := tenant.Create(context.Background(), d.pool, d.key, "delta")
+	require.NoError(t, err)
+	require.True(t, lookup())
+	require.Positive(t, pages.Load(), "a grown chain was not read")
+	require.EqualValues(t, 5, c.Verified().Seq)
+}
+
+// Every column of a provider event is in the fingerprint: an edit of any
+// of them (but the signature, which the hash does not cover: the test
+// above this one) after the cache read the chain is noticed, the chain is
+// read and checked again, and the edited key.issued is not trusted, as
+// without the cache.
+func TestProviderTrustCache_AnyColumnEditedAfterTheFirstRead_IsNoticed(t *testing.T) {
+	t.Parallel()
+	for col, set := range map[string]string{
+		"seq":         `seq = 100`,
+		"prev_hash":   `prev_hash = set_byte(prev_hash, 0, get_byte(prev_hash, 0) # 1)`,
+		"hash":        `hash = set_byte(hash, 0, get_byte(hash, 0) # 1)`,
+		"key_id":      `key_id = key_id || 'x'`,
+		"event_type":  `event_type = event_type || 'x'`,
+		"payload":     `payload = payload || '\x20'::bytea`,
+		"recorded_at": `recorded_at = recorded_at + interval '1 microsecond'`,
+	} {
+		t.Run(col, func(t *testing.T) {
+			t.Parallel()
+			d := newDeployment(t)
+			var c chainverify.ProviderTrustCache
+			require.True(t, rootTrusted(t, d, cachedLookup(t, d, &c)))
+			require.True(t, rootTrusted(t, d, cachedLookup(t, d, &c)))
+			d.tamper(t, func(tx pgx.Tx) {
+				mustExec(t, tx, `UPDATE oml.journal SET `+set+` WHERE tenant_id = $1 AND seq = 1`, chainverify.ProviderTenant)
+			})
+			require.False(t, rootTrusted(t, d, cachedLookup(t, d, &c)), "an edited %s was not noticed through the cache", col)
+			require.False(t, rootTrusted(t, d, uncachedLookup(t, d)))
+		})
+	}
 }

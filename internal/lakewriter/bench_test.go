@@ -6,6 +6,7 @@ import (
 	"flag"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -394,6 +395,8 @@ func BenchmarkFrontierLag(b *testing.B) {
 		ticks0, idle0 := machineTicks()
 		vacuums0 := autovacuums(ctx, app)
 		hits0, misses0 := lakewriter.MergeRowsHits(d)
+		byKind0 := lakewriter.MergeRowsHitsByKind(d)
+		gc0 := gcCycles()
 		logOpens0, stateOpens0 := d.TableOpens()
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
@@ -466,6 +469,21 @@ FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND query <> ''`)
 		if hits, misses := lakewriter.MergeRowsHits(d); hits+misses > hits0+misses0 {
 			b.ReportMetric(float64(hits-hits0)/float64(hits+misses-hits0-misses0), "merge_rows_hit_ratio")
 		}
+		for kind, hm := range lakewriter.MergeRowsHitsByKind(d) {
+			h, m := hm[0]-byKind0[kind][0], hm[1]-byKind0[kind][1]
+			if h+m > 0 {
+				b.ReportMetric(float64(h)/float64(h+m), "merge_rows_hit_ratio_"+strings.ReplaceAll(string(kind), "/", "_"))
+			}
+		}
+		// What that cache holds at the end, by table: the files and their
+		// estimated MiB.
+		for kind, kept := range lakewriter.MergeRowsKept(d) {
+			name := strings.ReplaceAll(string(kind), "/", "_")
+			b.ReportMetric(float64(kept[0]), "merge_rows_files_"+name)
+			b.ReportMetric(float64(kept[1])/(1<<20), "merge_rows_MiB_"+name)
+		}
+		// The collector's cycles a second in the timed part.
+		b.ReportMetric(float64(gcCycles()-gc0)/el, "gc/s")
 		sort.Float64s(lags)
 		if len(lags) > 0 {
 			b.ReportMetric(lags[len(lags)/2], "lag_p50_s")
@@ -523,4 +541,11 @@ func envelopeHashSQL(tenant, seq, prev, typ, at, keyID, payload string) string {
 		` || int2send(octet_length(` + typ + `)::int2) || convert_to(` + typ + `, 'UTF8')` +
 		` || int8send((extract(epoch FROM ` + at + `) * 1000000)::bigint)` +
 		` || int2send(octet_length(` + keyID + `)::int2) || convert_to(` + keyID + `, 'UTF8') || sha256(` + payload + `))`
+}
+
+// gcCycles is the collector's cycles so far.
+func gcCycles() uint32 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.NumGC
 }

@@ -51,6 +51,9 @@ type mergeRows struct {
 	entries map[mergeKey]*list.Element
 
 	hits, misses, evictions int64
+	// byKind is the hits and misses by table kind (the lag benchmark's
+	// figures: which tables' kept files are used).
+	byKind map[tables.Kind]*[2]int64
 }
 
 type mergeKey struct {
@@ -78,7 +81,7 @@ func newMergeRows(budget int64) *mergeRows {
 	if budget <= 0 {
 		return nil
 	}
-	return &mergeRows{budget: budget, lru: list.New(), entries: map[mergeKey]*list.Element{}}
+	return &mergeRows{budget: budget, lru: list.New(), entries: map[mergeKey]*list.Element{}, byKind: map[tables.Kind]*[2]int64{}}
 }
 
 // get returns the rows of live file f of table, if cached. They are the
@@ -90,11 +93,18 @@ func (c *mergeRows) get(table tables.TableKey, f *delta.Add) ([]pq.Row, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[mergeKey{table, f.Path}]
+	kind := c.byKind[table.Kind]
+	if kind == nil {
+		kind = new([2]int64)
+		c.byKind[table.Kind] = kind
+	}
 	if !ok || el.Value.(*mergeEntry).size != f.Size {
 		c.misses++
+		kind[1]++
 		return nil, false
 	}
 	c.hits++
+	kind[0]++
 	c.lru.MoveToFront(el)
 	return el.Value.(*mergeEntry).rows, true
 }

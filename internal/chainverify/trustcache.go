@@ -67,7 +67,7 @@ type trustRead struct {
 // of its events' seq, row version (xmin: the transaction that wrote it)
 // and stored hash, in seq order (ProviderTrustCache says why these).
 // About 1.3 µs an event in PostgreSQL, where reading the events here cost
-// about 10 µs (BenchmarkProviderTrustCache). A chain of no events has the
+// 7–11 µs (BenchmarkProviderTrustCache). A chain of no events has the
 // fingerprint of nothing.
 const providerFingerprintSQL = `
 SELECT sha256(coalesce(string_agg(

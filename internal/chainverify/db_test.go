@@ -42,20 +42,33 @@ type deployment struct {
 // oml init, three tenants, 29 claim submissions each.
 func newDeployment(t *testing.T) *deployment {
 	t.Helper()
-	ctx := context.Background()
-	pool := testdb.New(t).Pool(t)
-	k, err := keys.Generate()
-	require.NoError(t, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(t, err)
-	d := &deployment{pool: pool, key: k}
+	d := initDeployment(t)
 	for _, name := range []string{"alpha", "bravo", "charlie"} {
-		tn, _, err := tenant.Create(ctx, pool, k, name)
-		require.NoError(t, err)
-		d.tenants = append(d.tenants, tn.ID)
-		d.appendClaims(t, tn.ID, eventsPerTenant-1)
+		d.tenants = append(d.tenants, d.createTenant(t, name))
+		d.appendClaims(t, d.tenants[len(d.tenants)-1], eventsPerTenant-1)
 	}
 	return d
+}
+
+// initDeployment is a new database after oml init: the provider chain's
+// root key.issued and no tenant.
+func initDeployment(tb testing.TB) *deployment {
+	tb.Helper()
+	pool := testdb.New(tb).Pool(tb)
+	k, err := keys.Generate()
+	require.NoError(tb, err)
+	_, err = tenant.Init(context.Background(), pool, k)
+	require.NoError(tb, err)
+	return &deployment{pool: pool, key: k}
+}
+
+// createTenant creates a tenant through the real path (its tenant.created
+// on the provider chain, its genesis) and returns its id.
+func (d *deployment) createTenant(tb testing.TB, name string) uuid.UUID {
+	tb.Helper()
+	tn, _, err := tenant.Create(context.Background(), d.pool, d.key, name)
+	require.NoError(tb, err)
+	return tn.ID
 }
 
 func (d *deployment) appendClaims(t testing.TB, id uuid.UUID, n int) {

@@ -65,16 +65,10 @@ func BenchmarkVerifyDB(b *testing.B) {
 func BenchmarkScrub(b *testing.B) {
 	const tenants, perTenant = 100, 200
 	ctx := context.Background()
-	pool := testdb.New(b).Pool(b)
-	k, err := keys.Generate()
-	require.NoError(b, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(b, err)
-	d := &deployment{pool: pool, key: k}
+	d := initDeployment(b)
+	pool := d.pool
 	for i := range tenants {
-		tn, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("t%03d", i))
-		require.NoError(b, err)
-		d.appendClaims(b, tn.ID, perTenant-1)
+		d.appendClaims(b, d.createTenant(b, fmt.Sprintf("t%03d", i)), perTenant-1)
 	}
 	rep, err := chainverify.VerifyDB(ctx, pool, chainverify.DBOptions{})
 	require.NoError(b, err)
@@ -105,14 +99,10 @@ func BenchmarkScrub(b *testing.B) {
 func BenchmarkProviderTrustCache(b *testing.B) {
 	const tenants = 2000
 	ctx := context.Background()
-	pool := testdb.New(b).Pool(b)
-	k, err := keys.Generate()
-	require.NoError(b, err)
-	_, err = tenant.Init(ctx, pool, k)
-	require.NoError(b, err)
+	d := initDeployment(b)
+	pool, k := d.pool, d.key
 	for i := range tenants {
-		_, _, err := tenant.Create(ctx, pool, k, fmt.Sprintf("t%04d", i))
-		require.NoError(b, err)
+		d.createTenant(b, fmt.Sprintf("t%04d", i))
 	}
 	for _, read := range []string{"held_back", "fingerprint"} {
 		b.Run("read="+read, func(b *testing.B) {

@@ -395,7 +395,7 @@ func BenchmarkFrontierLag(b *testing.B) {
 		ticks0, idle0 := machineTicks()
 		vacuums0 := autovacuums(ctx, app)
 		hits0, misses0 := lakewriter.MergeRowsHits(d)
-		byKind0 := lakewriter.MergeRowsHitsByKind(d)
+		_, byKind0 := lakewriter.MergeRowsByKind(d)
 		gc0 := gcCycles()
 		logOpens0, stateOpens0 := d.TableOpens()
 		done := make(chan error, 1)
@@ -469,7 +469,8 @@ FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND query <> ''`)
 		if hits, misses := lakewriter.MergeRowsHits(d); hits+misses > hits0+misses0 {
 			b.ReportMetric(float64(hits-hits0)/float64(hits+misses-hits0-misses0), "merge_rows_hit_ratio")
 		}
-		for kind, hm := range lakewriter.MergeRowsHitsByKind(d) {
+		kept, byKind := lakewriter.MergeRowsByKind(d)
+		for kind, hm := range byKind {
 			h, m := hm[0]-byKind0[kind][0], hm[1]-byKind0[kind][1]
 			if h+m > 0 {
 				b.ReportMetric(float64(h)/float64(h+m), "merge_rows_hit_ratio_"+strings.ReplaceAll(string(kind), "/", "_"))
@@ -477,10 +478,10 @@ FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND query <> ''`)
 		}
 		// What that cache holds at the end, by table: the files and their
 		// estimated MiB.
-		for kind, kept := range lakewriter.MergeRowsKept(d) {
+		for kind, k := range kept {
 			name := strings.ReplaceAll(string(kind), "/", "_")
-			b.ReportMetric(float64(kept[0]), "merge_rows_files_"+name)
-			b.ReportMetric(float64(kept[1])/(1<<20), "merge_rows_MiB_"+name)
+			b.ReportMetric(float64(k[0]), "merge_rows_files_"+name)
+			b.ReportMetric(float64(k[1])/(1<<20), "merge_rows_MiB_"+name)
 		}
 		// The collector's cycles a second in the timed part.
 		b.ReportMetric(float64(gcCycles()-gc0)/el, "gc/s")

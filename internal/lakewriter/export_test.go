@@ -210,40 +210,28 @@ func MergeRowsHits(d *Drainer) (hits, misses int64) {
 	return c.Hits, c.Misses
 }
 
-// MergeRowsKept is what d's cache of MERGE-written rows holds now, by
-// table kind: files and estimated bytes (the lag benchmark reports it).
-func MergeRowsKept(d *Drainer) map[tables.Kind][2]int64 {
-	out := map[tables.Kind][2]int64{}
+// MergeRowsByKind is, by table kind, what d's cache of MERGE-written
+// rows holds now (files and estimated bytes) and its hits and misses so
+// far (the lag benchmark reports both).
+func MergeRowsByKind(d *Drainer) (kept, hits map[tables.Kind][2]int64) {
+	kept, hits = map[tables.Kind][2]int64{}, map[tables.Kind][2]int64{}
 	c := d.mergeRows
 	if c == nil {
-		return out
+		return kept, hits
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for el := c.lru.Front(); el != nil; el = el.Next() {
 		e := el.Value.(*mergeEntry)
-		k := out[e.key.table.Kind]
+		k := kept[e.key.table.Kind]
 		k[0]++
 		k[1] += e.bytes
-		out[e.key.table.Kind] = k
+		kept[e.key.table.Kind] = k
 	}
-	return out
-}
-
-// MergeRowsHitsByKind is the hits and misses of d's cache of
-// MERGE-written rows so far, by table kind.
-func MergeRowsHitsByKind(d *Drainer) map[tables.Kind][2]int64 {
-	out := map[tables.Kind][2]int64{}
-	c := d.mergeRows
-	if c == nil {
-		return out
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	for k, v := range c.byKind {
-		out[k] = *v
+		hits[k] = *v
 	}
-	return out
+	return kept, hits
 }
 
 // BatchLoader reads and checks (from, to] as the drain's batch read does

@@ -44,8 +44,9 @@ func newDeployment(t *testing.T) *deployment {
 	t.Helper()
 	d := initDeployment(t)
 	for _, name := range []string{"alpha", "bravo", "charlie"} {
-		d.tenants = append(d.tenants, d.createTenant(t, name))
-		d.appendClaims(t, d.tenants[len(d.tenants)-1], eventsPerTenant-1)
+		id := d.createTenant(t, name)
+		d.tenants = append(d.tenants, id)
+		d.appendClaims(t, id, eventsPerTenant-1)
 	}
 	return d
 }

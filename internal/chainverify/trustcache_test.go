@@ -122,14 +122,16 @@ type countingPool struct {
 	pages *atomic.Int64
 }
 
-func (p countingPool) count(sql string) {
+// countPage counts sql if it reads a page of a chain's events
+// (journalPageRead's query).
+func countPage(pages *atomic.Int64, sql string) {
 	if strings.Contains(sql, "seq > $2 ORDER BY seq") {
-		p.pages.Add(1)
+		pages.Add(1)
 	}
 }
 
 func (p countingPool) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	p.count(sql)
+	countPage(p.pages, sql)
 	return p.Pool.Query(ctx, sql, args...)
 }
 
@@ -144,7 +146,7 @@ type countingTx struct {
 }
 
 func (t countingTx) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
-	countingPool{pages: t.pages}.count(sql)
+	countPage(t.pages, sql)
 	return t.Tx.Query(ctx, sql, args...)
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/omlhq/oml/internal/lake/pq"
 	"github.com/omlhq/oml/internal/lake/s3test"
 	"github.com/omlhq/oml/internal/lake/store"
+	"github.com/omlhq/oml/internal/lake/tables"
 	"github.com/omlhq/oml/internal/lakewriter"
 	"github.com/omlhq/oml/internal/outbox"
 	"github.com/omlhq/oml/internal/testdb"
@@ -469,19 +470,18 @@ FROM pg_stat_activity WHERE backend_type = 'autovacuum worker' AND query <> ''`)
 		if hits, misses := lakewriter.MergeRowsHits(d); hits+misses > hits0+misses0 {
 			b.ReportMetric(float64(hits-hits0)/float64(hits+misses-hits0-misses0), "merge_rows_hit_ratio")
 		}
+		// By table: the hit ratio in the timed part, and the files and
+		// their estimated MiB the cache holds at the end.
 		kept, byKind := lakewriter.MergeRowsByKind(d)
-		for kind, hm := range byKind {
-			h, m := hm[0]-byKind0[kind][0], hm[1]-byKind0[kind][1]
-			if h+m > 0 {
-				b.ReportMetric(float64(h)/float64(h+m), "merge_rows_hit_ratio_"+strings.ReplaceAll(string(kind), "/", "_"))
-			}
-		}
-		// What that cache holds at the end, by table: the files and their
-		// estimated MiB.
-		for kind, k := range kept {
+		for _, kind := range tables.Kinds {
 			name := strings.ReplaceAll(string(kind), "/", "_")
-			b.ReportMetric(float64(k[0]), "merge_rows_files_"+name)
-			b.ReportMetric(float64(k[1])/(1<<20), "merge_rows_MiB_"+name)
+			if h, m := byKind[kind][0]-byKind0[kind][0], byKind[kind][1]-byKind0[kind][1]; h+m > 0 {
+				b.ReportMetric(float64(h)/float64(h+m), "merge_rows_hit_ratio_"+name)
+			}
+			if k, ok := kept[kind]; ok {
+				b.ReportMetric(float64(k[0]), "merge_rows_files_"+name)
+				b.ReportMetric(float64(k[1])/(1<<20), "merge_rows_MiB_"+name)
+			}
 		}
 		// The collector's cycles a second in the timed part.
 		b.ReportMetric(float64(gcCycles()-gc0)/el, "gc/s")

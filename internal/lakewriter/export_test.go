@@ -228,8 +228,10 @@ func MergeRowsByKind(d *Drainer) (kept, hits map[tables.Kind][2]int64) {
 		k[1] += e.bytes
 		kept[e.key.table.Kind] = k
 	}
-	for k, v := range c.byKind {
-		hits[k] = *v
+	for _, k := range tables.Kinds {
+		if i := kindCounter(k); c.hits[i]+c.misses[i] > 0 {
+			hits[k] = [2]int64{c.hits[i], c.misses[i]}
+		}
 	}
 	return kept, hits
 }

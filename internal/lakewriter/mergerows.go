@@ -50,10 +50,22 @@ type mergeRows struct {
 	lru     *list.List // of *mergeEntry, most recently used first
 	entries map[mergeKey]*list.Element
 
-	hits, misses, evictions int64
-	// byKind is the hits and misses by table kind (the lag benchmark's
-	// figures: which tables' kept files are used).
-	byKind map[tables.Kind]*[2]int64
+	// hits and misses by table kind (kindCounter: the lag benchmark reports
+	// which tables' kept files are used); counts sums them.
+	hits, misses [kindCounters]int64
+	evictions    int64
+}
+
+// kindCounters is a counter per table kind and one for any other (never seen:
+// only silver and gold/workareas MERGE).
+const kindCounters = tables.NumKinds + 1
+
+// kindCounter is the index of kind's counter in mergeRows.
+func kindCounter(kind tables.Kind) int {
+	if i, ok := kind.Index(); ok {
+		return i
+	}
+	return tables.NumKinds
 }
 
 type mergeKey struct {
@@ -81,7 +93,7 @@ func newMergeRows(budget int64) *mergeRows {
 	if budget <= 0 {
 		return nil
 	}
-	return &mergeRows{budget: budget, lru: list.New(), entries: map[mergeKey]*list.Element{}, byKind: map[tables.Kind]*[2]int64{}}
+	return &mergeRows{budget: budget, lru: list.New(), entries: map[mergeKey]*list.Element{}}
 }
 
 // get returns the rows of live file f of table, if cached. They are the
@@ -93,18 +105,11 @@ func (c *mergeRows) get(table tables.TableKey, f *delta.Add) ([]pq.Row, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	el, ok := c.entries[mergeKey{table, f.Path}]
-	kind := c.byKind[table.Kind]
-	if kind == nil {
-		kind = new([2]int64)
-		c.byKind[table.Kind] = kind
-	}
 	if !ok || el.Value.(*mergeEntry).size != f.Size {
-		c.misses++
-		kind[1]++
+		c.misses[kindCounter(table.Kind)]++
 		return nil, false
 	}
-	c.hits++
-	kind[0]++
+	c.hits[kindCounter(table.Kind)]++
 	c.lru.MoveToFront(el)
 	return el.Value.(*mergeEntry).rows, true
 }
@@ -170,7 +175,12 @@ func (c *mergeRows) counts() mergeRowsCounts {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return mergeRowsCounts{Hits: c.hits, Misses: c.misses, Evictions: c.evictions, Files: len(c.entries), Bytes: c.bytes}
+	out := mergeRowsCounts{Evictions: c.evictions, Files: len(c.entries), Bytes: c.bytes}
+	for i := range kindCounters {
+		out.Hits += c.hits[i]
+		out.Misses += c.misses[i]
+	}
+	return out
 }
 
 // mergeEntryBytes is an entry's own cost beyond its rows: the list

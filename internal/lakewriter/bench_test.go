@@ -402,11 +402,19 @@ func BenchmarkFrontierLag(b *testing.B) {
 		done := make(chan error, 1)
 		go func() { done <- d.Run(ctx) }()
 
+		// The lag is the age of the oldest outbox row past the frontier.
+		// It is among the first rows past it: created_at is its
+		// transaction's start, and only transactions in flight together
+		// (a few rows each, Concurrency of them) take their seqs out of
+		// that order. A min over every row past the frontier read the
+		// whole backlog ten times a second, a cost on the database that
+		// grew with the very lag it measured (5 ms a read at 40,000 rows
+		// behind, 0.05 of a core; 0.4 ms for the first 1,000 rows).
 		var lags []float64
 		stopSampling := sampleEvery(100*time.Millisecond, func() {
 			var lag float64
 			_ = app.QueryRow(ctx, `SELECT coalesce(extract(epoch FROM now() - min(created_at)), 0)
-FROM oml.outbox WHERE seq > $1`, d.Frontier()).Scan(&lag)
+FROM (SELECT created_at FROM oml.outbox WHERE seq > $1 ORDER BY seq LIMIT 1000) head`, d.Frontier()).Scan(&lag)
 			lags = append(lags, lag)
 			timeline.lag(lag)
 		})

@@ -433,34 +433,47 @@ func (d *Drainer) locateKeys(ctx context.Context, w *delta.Writer, snap *delta.S
 // l.f and adds the copy. what names the MERGE in a read error.
 func rewriteFile(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, l located,
 	commit *delta.Commit, stats *commitStats, what string, sortRows func([]pq.Row), edit func(pq.Row) pq.Row) error {
-	f, rows := l.f, l.rows
-	if !l.have {
-		err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{f}}, func(_ *delta.Add, batch []pq.Row) error {
-			rows = append(rows, batch...)
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("read %s to %s: %w", key, what, err)
+	return rewriteFiles(ctx, w, snap, key, []located{l}, nil, commit, stats, what, sortRows, edit)
+}
+
+// rewriteFiles is rewriteFile of several files into one, with the MERGE's
+// new rows (inserts, counted as inserted) beside theirs: gold/workareas'
+// MERGE of a whole small table (mergesWhole).
+func rewriteFiles(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, ls []located, inserts []pq.Row,
+	commit *delta.Commit, stats *commitStats, what string, sortRows func([]pq.Row), edit func(pq.Row) pq.Row) error {
+	var rows []pq.Row
+	for _, l := range ls {
+		fileRows := l.rows
+		if !l.have {
+			err := snap.Scan(ctx, w.Store(), delta.ScanOptions{Files: []*delta.Add{l.f}}, func(_ *delta.Add, batch []pq.Row) error {
+				fileRows = append(fileRows, batch...)
+				return nil
+			})
+			if err != nil {
+				return fmt.Errorf("read %s to %s: %w", key, what, err)
+			}
 		}
+		for _, r := range fileRows {
+			rows = append(rows, edit(r))
+		}
+		path, err := delta.DecodePath(l.f.Path)
+		if err != nil {
+			return err
+		}
+		rm, err := w.Remove(path)
+		if err != nil {
+			return err
+		}
+		commit.Removes = append(commit.Removes, rm)
 	}
-	for i, r := range rows {
-		rows[i] = edit(r)
-	}
-	path, err := delta.DecodePath(f.Path)
-	if err != nil {
-		return err
-	}
-	rm, err := w.Remove(path)
-	if err != nil {
-		return err
-	}
+	rows = append(rows, inserts...)
 	sortRows(rows)
 	add, err := w.WriteFile(ctx, map[string]*string{}, rows)
 	if err != nil {
 		return fmt.Errorf("rewrite a data file of %s: %w", key, err)
 	}
-	commit.Removes = append(commit.Removes, rm)
 	commit.Adds = append(commit.Adds, add)
+	stats.rows += len(inserts)
 	stats.bytes += add.Size
 	stats.written = append(stats.written, writtenFile{add: add, rows: rows})
 	return nil

@@ -199,7 +199,11 @@ type Drainer struct {
 	lease  *lease
 	// mergeRows keeps the rows of the files MERGEs wrote (mergerows.go).
 	mergeRows *mergeRows
-	chk       *rowChecker // the row check's memory of verified tenants
+	// workareasByFile merges every gold/workareas table file by file, as
+	// before small ones were rewritten whole (mergesWhole; benchmarks
+	// and tests compare the two).
+	workareasByFile bool
+	chk             *rowChecker // the row check's memory of verified tenants
 
 	frontier  atomic.Int64 // the position the Delta logs say is applied
 	recovered bool

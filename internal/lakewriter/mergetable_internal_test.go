@@ -86,11 +86,12 @@ func (m *mergeTable) build(todo []*item) (delta.Commit, commitStats) {
 }
 
 // commit builds and commits todo, and tells mergeRows, as applyTable does.
-func (m *mergeTable) commit(todo ...*item) {
+func (m *mergeTable) commit(todo ...*item) delta.Commit {
 	c, stats := m.build(todo)
 	_, err := m.w.Commit(context.Background(), c)
 	require.NoError(m.tb, err)
 	m.d.mergeRows.committed(m.key, &c, stats.written)
+	return c
 }
 
 // rows reads the table's rows from the store (a fresh snapshot), in key

@@ -64,11 +64,14 @@ func workareaChanges(todo []*item) (map[string][]tables.WorkareaChange, []string
 }
 
 // mergeWorkareas applies the batch's changes to the rows of their
-// workareas: the files mergeRows has are matched on their rows, those
-// whose stats may hold one of them are scanned for the key column, the
-// files that do are rewritten with the changes
-// applied (remove + add), and workareas the table does not hold yet get a
-// new row, in one new file.
+// workareas, copy-on-write. A small table (wholeMergeBytes) is rewritten
+// whole: every live file's rows (from mergeRows, else read), the changes
+// applied and the new workareas added, go into one new file that replaces
+// them all. A larger one is merged file by file: the files mergeRows has
+// are matched on their rows, those whose stats may hold one of the
+// workareas are read, the files that do hold one are rewritten with the
+// changes applied (remove + add), and workareas the table does not hold
+// yet get a new row, in one new file.
 func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key tables.TableKey, todo []*item) (delta.Commit, commitStats, []*item, error) {
 	byArea, order := workareaChanges(todo)
 	var commit delta.Commit
@@ -82,22 +85,24 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 		}
 		return false
 	}
-	// Read whole (cols nil): a candidate is the tenant's file, which the
-	// MERGE rewrites (locateKeys).
-	hits, err := d.locateKeys(ctx, w, snap, key, nil,
-		func(f *delta.Add) bool {
-			return statsMayHold(f, tables.WorkareaID.Name(), byArea, func(wa string) string { return wa })
-		},
-		nil,
-		func(r pq.Row) bool { return match(tables.WorkareaOf(r)) },
-		"merge workareas")
+	whole := !d.workareasByFile && mergesWhole(snap)
+	mayHold := func(f *delta.Add) bool {
+		return statsMayHold(f, tables.WorkareaID.Name(), byArea, func(wa string) string { return wa })
+	}
+	matchRow := func(r pq.Row) bool { return match(tables.WorkareaOf(r)) }
+	if whole {
+		// Every file is read and rewritten, whatever it holds.
+		mayHold = func(*delta.Add) bool { return true }
+		matchRow = func(r pq.Row) bool {
+			match(tables.WorkareaOf(r))
+			return true
+		}
+	}
+	// Read whole (cols nil): a candidate is nearly always a file the MERGE
+	// rewrites (locateKeys).
+	hits, err := d.locateKeys(ctx, w, snap, key, nil, mayHold, nil, matchRow, "merge workareas")
 	if err != nil {
 		return commit, stats, nil, err
-	}
-	for _, l := range hits {
-		if err := rewriteWorkareas(ctx, w, snap, key, l, byArea, &commit, &stats); err != nil {
-			return commit, stats, nil, err
-		}
 	}
 	var rows []pq.Row
 	for _, wa := range order {
@@ -110,11 +115,21 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 		}
 		rows = append(rows, r.Row())
 	}
-	if len(rows) > 0 {
-		sortWorkareas(rows)
-		if err := insertFile(ctx, w, key, rows, &commit, &stats); err != nil {
-			return commit, stats, nil, err
+	if whole && len(hits) > 0 {
+		err = rewriteFiles(ctx, w, snap, key, hits, rows, &commit, &stats, "merge workareas", sortWorkareas, editWorkareas(byArea, &stats))
+	} else {
+		for _, l := range hits {
+			if err = rewriteFile(ctx, w, snap, key, l, &commit, &stats, "merge workareas", sortWorkareas, editWorkareas(byArea, &stats)); err != nil {
+				break
+			}
 		}
+		if err == nil && len(rows) > 0 {
+			sortWorkareas(rows)
+			err = insertFile(ctx, w, key, rows, &commit, &stats)
+		}
+	}
+	if err != nil {
+		return commit, stats, nil, err
 	}
 	commit.Operation = "MERGE"
 	pred, _ := json.Marshal(map[string]any{"on": "target.workarea_id = source.workarea_id"})
@@ -123,11 +138,35 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 	return commit, stats, nil, nil
 }
 
-// rewriteWorkareas copies data file l.f with the changes applied to the
-// rows of their workareas: the commit removes l.f and adds the copy.
-func rewriteWorkareas(ctx context.Context, w *delta.Writer, snap *delta.Snapshot, key tables.TableKey, l located,
-	byArea map[string][]tables.WorkareaChange, commit *delta.Commit, stats *commitStats) error {
-	return rewriteFile(ctx, w, snap, key, l, commit, stats, "merge workareas", sortWorkareas, func(raw pq.Row) pq.Row {
+// wholeMergeBytes bounds the live data of a gold/workareas table its MERGE
+// rewrites whole (mergesWhole). Such a table is one file of a few KB
+// between commits (a tenant's workareas, a row each), so a commit reads at
+// most one file (often from mergeRows) and writes one, however many of
+// its workareas the batch changed or added; merged file by file, a table
+// kept the files of every batch that brought a new workarea, each a
+// candidate of later MERGEs whose stats spanned a key, and a commit wrote
+// a file per workarea file it changed plus one for the new ones. Creating
+// files was the largest share of the steady-state writer's CPU at 10,000
+// tenants (docs/lake-writer.md, session 25). Beyond the bound a commit
+// would copy rows it does not change for every change, so a large table is
+// merged file by file (and compacted by oml lake optimize).
+const wholeMergeBytes = 64 << 10
+
+// mergesWhole reports whether a workareas MERGE rewrites snap's table whole:
+// it has live files, of at most wholeMergeBytes in all.
+func mergesWhole(snap *delta.Snapshot) bool {
+	files := snap.Files()
+	var n int64
+	for _, f := range files {
+		n += f.Size
+	}
+	return len(files) > 0 && n <= wholeMergeBytes
+}
+
+// editWorkareas is the MERGE's edit of a row read back: the batch's changes
+// to its workarea, if any, applied in order.
+func editWorkareas(byArea map[string][]tables.WorkareaChange, stats *commitStats) func(pq.Row) pq.Row {
+	return func(raw pq.Row) pq.Row {
 		cs := byArea[tables.WorkareaOf(raw)]
 		if cs == nil {
 			return raw
@@ -138,7 +177,7 @@ func rewriteWorkareas(ctx context.Context, w *delta.Writer, snap *delta.Snapshot
 		}
 		stats.merged++
 		return r.Row()
-	})
+	}
 }
 
 func sortWorkareas(rows []pq.Row) {

@@ -272,6 +272,46 @@ func TestMergeRows_BoundedAndKeyedByPathAndSize(t *testing.T) {
 	require.False(t, ok)
 }
 
+// TestMergeRows_SilverFilesKeptOnlyInRoomWorkareasDoNotNeed: a silver
+// file (the claims a batch inserted, rarely read again: only a later
+// retract of one of them) goes in at the least recently used end, so a
+// full cache evicts it before any gold/workareas file (the whole table its
+// next MERGE rewrites); one a retract found moves to the front like any.
+func TestMergeRows_SilverFilesKeptOnlyInRoomWorkareasDoNotNeed(t *testing.T) {
+	t.Parallel()
+	rows := []pq.Row{{"row", int64(1)}}
+	one := rowsBytes(rows)
+	c := newMergeRows(4 * one) // room for four
+	wa := tables.TableKey{Kind: tables.Workareas}
+	silver := tables.TableKey{Kind: tables.Silver}
+	add := func(i int) *delta.Add { return &delta.Add{Path: fmt.Sprintf("part-%d.parquet", i), Size: 100} }
+	put := func(key tables.TableKey, i int) {
+		c.committed(key, &delta.Commit{}, []writtenFile{{add: add(i), rows: rows}})
+	}
+	put(silver, 0)
+	put(silver, 1)
+	_, ok := c.get(silver, add(1)) // found by a retract: used like any file
+	require.True(t, ok)
+	put(wa, 2)
+	put(wa, 3)
+	put(silver, 4) // the cache is full: it is evicted at once
+	_, ok = c.get(silver, add(4))
+	require.False(t, ok)
+	put(wa, 5) // the least recently used silver file makes room
+	put(wa, 6)
+	for i, want := range []bool{false, false, true, true, false, true, true} {
+		key := wa
+		if i < 2 || i == 4 {
+			key = silver
+		}
+		_, ok := c.get(key, add(i)) // in this order: 2 is then the least recently used
+		require.Equal(t, want, ok, "file %d", i)
+	}
+	put(wa, 7) // a workareas file evicts the least recently used workareas one
+	_, ok = c.get(wa, add(2))
+	require.False(t, ok)
+}
+
 // TestStatsMayHold: a file is pruned only by string bounds it has; a
 // missing, null or non-string bound, or stats that do not decode, keep it.
 func TestStatsMayHold(t *testing.T) {

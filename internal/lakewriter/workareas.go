@@ -115,11 +115,12 @@ func (d *Drainer) mergeWorkareas(ctx context.Context, w *delta.Writer, key table
 		}
 		rows = append(rows, r.Row())
 	}
+	edit := editWorkareas(byArea, &stats)
 	if whole && len(hits) > 0 {
-		err = rewriteFiles(ctx, w, snap, key, hits, rows, &commit, &stats, "merge workareas", sortWorkareas, editWorkareas(byArea, &stats))
+		err = rewriteFiles(ctx, w, snap, key, hits, rows, &commit, &stats, "merge workareas", sortWorkareas, edit)
 	} else {
 		for _, l := range hits {
-			if err = rewriteFile(ctx, w, snap, key, l, &commit, &stats, "merge workareas", sortWorkareas, editWorkareas(byArea, &stats)); err != nil {
+			if err = rewriteFile(ctx, w, snap, key, l, &commit, &stats, "merge workareas", sortWorkareas, edit); err != nil {
 				break
 			}
 		}
